@@ -1,0 +1,123 @@
+"""Packet-engine speed: a 16-host leaf-spine permutation at 400G (issue 2, "Must show").
+
+Every host sends ``--packets`` packets of ``--size`` payload bytes to a distinct host on
+another leaf (a fixed random derangement across leaves, seeded), through a non-blocking
+leaf-spine (4 leaves x 4 hosts, 4 spines, 400GbE everywhere). Prints packet-hops per wall
+second, scheduled events per packet-hop, and peak memory (tracemalloc in a separate,
+slower run, so the timing run is not disturbed; skip it with --no-mem).
+
+    python benchmarks/bench_fabric.py                 # the issue's configuration
+    python benchmarks/bench_fabric.py --packets 2000  # quick look
+
+Target (issue 2): >= 400,000 packet-hops/s and <= 5 events per packet-hop on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import resource
+import sys
+import time
+import tracemalloc
+
+import simpy
+
+from fabric.host import conservation, make_hosts
+from fabric.kernel import events_scheduled
+from fabric.network import Network
+from fabric.switch import SwitchConfig
+from fabric.topology import leaf_spine
+
+
+def permutation(n: int, hosts_per_leaf: int, seed: int) -> list[int]:
+    """A random permutation where nobody sends to a host on its own leaf."""
+    rng = random.Random(seed)
+    while True:
+        perm = list(range(n))
+        rng.shuffle(perm)
+        if all(i // hosts_per_leaf != perm[i] // hosts_per_leaf for i in range(n)):
+            return perm
+
+
+def build(args: argparse.Namespace):
+    env = simpy.Environment()
+    g = leaf_spine(hosts_per_leaf=args.hosts_per_leaf, leaves=args.leaves)
+    net = Network(env, g, SwitchConfig(), seed=args.seed)
+    hosts = make_hosts(net, mtu=args.size, spray=not args.ecmp)
+    names = net.endpoints
+    perm = permutation(len(names), args.hosts_per_leaf, args.seed)
+    for i, name in enumerate(names):
+        hosts[name].add_message(names[perm[i]], args.size * args.packets)
+    return env, net, hosts
+
+
+def run_once(args: argparse.Namespace) -> dict[str, float]:
+    env, net, hosts = build(args)
+    gc.collect()
+    gc.disable()  # the engine makes no reference cycles on the hot path
+    e0 = events_scheduled(env)
+    t0 = time.perf_counter()
+    env.run()
+    wall = time.perf_counter() - t0
+    e1 = events_scheduled(env)
+    gc.enable()
+    hops = net.packet_hops()
+    sent, delivered, dropped, inflight = conservation(net, hosts.values())
+    assert sent == delivered + dropped + inflight, "bytes not conserved"
+    done = [m.t_done for h in hosts.values() for m in h.messages]
+    return {
+        "wall_s": wall,
+        "hops": hops,
+        "hops_per_s": hops / wall,
+        "events_per_hop": (e1 - e0 - 1) / hops,
+        "sim_s": env.now,
+        "delivered": delivered,
+        "dropped": dropped,
+        "max_fct_s": max(done),
+    }
+
+
+def peak_memory(args: argparse.Namespace) -> float:
+    tracemalloc.start()
+    env, net, hosts = build(args)
+    env.run()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--packets", type=int, default=10_000, help="packets per host")
+    ap.add_argument("--size", type=int, default=4096, help="payload bytes per packet")
+    ap.add_argument("--leaves", type=int, default=4)
+    ap.add_argument("--hosts-per-leaf", type=int, default=4)
+    ap.add_argument("--ecmp", action="store_true", help="per-flow ECMP instead of spraying")
+    ap.add_argument("--repeat", type=int, default=3, help="timing runs; the best is reported")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-mem", action="store_true", help="skip the tracemalloc run")
+    args = ap.parse_args(argv)
+
+    runs = [run_once(args) for _ in range(args.repeat)]
+    best = max(runs, key=lambda r: r["hops_per_s"])
+    hosts = args.leaves * args.hosts_per_leaf
+    print(f"leaf-spine {args.leaves}x{args.hosts_per_leaf} ({hosts} hosts), 400GbE, "
+          f"{args.packets} x {args.size} B per host, {'ECMP' if args.ecmp else 'spraying'}")  # fmt: skip
+    print(f"packet-hops          {best['hops']:,}")
+    walls = ", ".join(f"{r['wall_s']:.3f}" for r in runs)
+    print(f"wall time (best/{args.repeat})  {best['wall_s']:.3f} s   (all: {walls})")
+    print(f"packet-hops / s      {best['hops_per_s']:,.0f}   (target >= 400,000)")
+    print(f"events / packet-hop  {best['events_per_hop']:.3f}   (target <= 5)")
+    print(f"simulated time       {best['sim_s'] * 1e6:.1f} us, slowest message "
+          f"{best['max_fct_s'] * 1e6:.1f} us, dropped {best['dropped']} B")  # fmt: skip
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"max RSS              {rss:.1f} MiB")
+    if not args.no_mem:
+        print(f"peak traced memory   {peak_memory(args) / 2**20:.1f} MiB (tracemalloc)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

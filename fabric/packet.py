@@ -1,0 +1,138 @@
+"""Packets: the small objects that move through ports and switches.
+
+One :class:`Packet` is one frame on the wire (or, with a ``cell`` above the MTU, one burst of
+frames: then ``overhead`` should be the per-frame overhead times the frames in the burst). Sizes
+are bytes, times seconds.
+
+Wire size (physics.md, "400GbE over 112G PAM4"): RoCEv2 adds 82 B per packet on the wire
+(20 B preamble+IFG, 18 B Ethernet+FCS, 20 B IPv4, 8 B UDP, 12 B BTH, 4 B ICRC); RETH adds 16 B
+on the first packet of an RDMA WRITE. An Ethernet frame is at least 64 B, so no packet occupies
+less than 64 + 20 = 84 B of wire time.
+
+A packet in flight is also a SimPy event (see :mod:`fabric.kernel`): the transmitting port sets
+``callbacks`` to the receiver and pushes the packet onto the event heap. Transports must not
+touch ``callbacks`` or ``link``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ACK",
+    "CNP",
+    "CONTROL_KINDS",
+    "DATA",
+    "KIND_NAMES",
+    "MIN_WIRE_BYTES",
+    "NACK",
+    "PAUSE",
+    "PAUSE_FRAME_WIRE_BYTES",
+    "PROBE",
+    "RESUME",
+    "RETH_BYTES",
+    "ROCE_OVERHEAD",
+    "Packet",
+]
+
+#: RoCEv2 per-packet wire overhead in bytes (physics.md [S]).
+ROCE_OVERHEAD = 82
+#: RDMA Extended Transport Header, first packet of a WRITE (physics.md [S]).
+RETH_BYTES = 16
+#: Minimum Ethernet frame (64 B) plus preamble+IFG (20 B): the least wire time of any frame.
+MIN_WIRE_BYTES = 84
+#: A PFC (802.1Qbb) pause frame is a minimum-size MAC control frame.
+PAUSE_FRAME_WIRE_BYTES = 84
+
+# Kinds: DATA is 0 so the hot path can test ``if pkt.kind`` for "control". Control kinds travel
+# in the port's strict-priority queue, are never ECN-marked, never paused by PFC and never
+# stamped with INT. PAUSE/RESUME are link-local MAC frames created by switches.
+DATA = 0
+ACK = 1
+NACK = 2
+CNP = 3
+PROBE = 4
+PAUSE = 5
+RESUME = 6
+KIND_NAMES = ("data", "ack", "nack", "cnp", "probe", "pause", "resume")
+CONTROL_KINDS = (ACK, NACK, CNP, PROBE)
+
+
+class Packet:
+    """One packet. Plain attributes, no methods on the hot path.
+
+    Fields (all public; the transport owns the ones it sets):
+
+    ``size``      payload bytes (what the message accounting counts);
+    ``wire``      bytes of wire time: max(size + overhead, 84); serialisation = 8*wire/rate;
+    ``kind``      DATA, ACK, NACK, CNP, PROBE (PAUSE/RESUME are the switches' own);
+    ``flow``      flow/QP id (int), hashed with ``ev`` for ECMP;
+    ``src, dst``  endpoint ids (``Network.endpoint_id(name)``); switches route on ``dst``;
+    ``psn``       packet sequence number;
+    ``ev``        entropy value (UEC EV / UDP source port): fixed per flow = one path,
+                  varied per packet = spraying;
+    ``ecn``       congestion-experienced mark (set by switches on DATA packets);
+    ``ts``        send timestamp (set by the sender); ``ts_echo`` a timestamp echoed back;
+    ``int_rec``   None, or a list to which every switch egress appends
+                  ``(qlen_bytes, tx_bytes, time_s, rate_bps)`` (HPCC INT; ask by passing []);
+    ``meta``      free slot for the transport (message, QP, SACK info, ...).
+
+    ``link`` (the port that last transmitted it) and ``callbacks`` belong to the fabric.
+    """
+
+    __slots__ = (
+        "callbacks",
+        "dst",
+        "ecn",
+        "ev",
+        "flow",
+        "int_rec",
+        "kind",
+        "link",
+        "meta",
+        "psn",
+        "size",
+        "src",
+        "ts",
+        "ts_echo",
+        "wire",
+    )
+    _ok = True  # SimPy event protocol: a delivered packet never "fails"
+
+    def __init__(
+        self,
+        size: int,
+        src: int,
+        dst: int,
+        flow: int = 0,
+        psn: int = 0,
+        ev: int = 0,
+        kind: int = DATA,
+        overhead: int = ROCE_OVERHEAD,
+        ts: float = 0.0,
+        meta: Any = None,
+        int_rec: list | None = None,
+    ) -> None:
+        self.size = size
+        w = size + overhead
+        self.wire = w if w > MIN_WIRE_BYTES else MIN_WIRE_BYTES
+        self.src = src
+        self.dst = dst
+        self.flow = flow
+        self.psn = psn
+        self.ev = ev
+        self.kind = kind
+        self.ecn = False
+        self.ts = ts
+        self.ts_echo = 0.0
+        self.meta = meta
+        self.int_rec = int_rec
+        self.link = None
+        self.callbacks = None
+
+    def __repr__(self) -> str:
+        kind = KIND_NAMES[self.kind] if 0 <= self.kind < len(KIND_NAMES) else self.kind
+        return (
+            f"Packet({kind} {self.src}->{self.dst} flow={self.flow} psn={self.psn} "
+            f"size={self.size} wire={self.wire} ev={self.ev} ecn={self.ecn})"
+        )

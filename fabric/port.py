@@ -1,0 +1,399 @@
+"""Egress ports: one direction of a full-duplex link, with its transmit queue.
+
+Timing model (physics.md, "400GbE over 112G PAM4"):
+
+* serialisation of a packet of ``wire`` bytes (payload + 82 B RoCEv2 overhead, at least 84 B)
+  takes ``8 * wire / rate_bps`` at the PHY's MAC rate;
+* propagation is ``length_m * 5 ns/m`` (:data:`fabric.phy.PROPAGATION_S_PER_M`);
+* each hop adds the PHY's FEC + PCS latency (``PhyProfile.fec_latency_s``);
+* a switch adds its port-to-port latency. A cut-through switch starts forwarding when the head
+  has arrived, so its ingress serialisation overlaps the egress one; a store-and-forward switch
+  waits for the tail (one more serialisation per hop).
+
+So a packet whose transmission starts at ``t`` reaches the next node at
+``t + [ser] + prop + fec + rx_latency`` where ``[ser]`` is included when the receiver waits for
+the whole frame (an endpoint or a store-and-forward switch). For one packet on an idle path
+this gives exactly serialisation + propagation + switch latency + FEC per hop. Cut-through
+assumes the egress link is not faster than the ingress one (otherwise a real switch would
+underrun and fall back to store-and-forward).
+
+Engine (DESIGN.md, "Making SimPy fast"): a port is not a SimPy process. An idle port puts the
+packet straight onto the event heap as its own arrival event (serialisation + propagation in
+one event). Only when something is queued behind it does the port schedule one reusable
+"transmit done" event at the end of the serialisation. Under load that is two events per
+packet-hop, on an idle path one.
+
+Queues: strict priority, control (ACK/NACK/CNP/PROBE) before DATA; PFC pause stops DATA only.
+PFC pause/resume MAC frames go before both. A host-side (NIC) port has an unbounded queue; the
+NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model, below).
+
+Pull model for NICs: set ``port.source = fn``; whenever the port is about to go idle (and is not
+paused) it calls ``fn()``, which returns the next packet to transmit or ``None``. After
+returning ``None`` the NIC calls :meth:`Port.kick` when it has something again (or simply
+:meth:`Port.send`). So a NIC never needs a Store or a process to keep its port busy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+import simpy
+
+from fabric.packet import PAUSE, Packet
+
+if TYPE_CHECKING:
+    from fabric.switch import Switch
+
+__all__ = ["Port"]
+
+_INF = float("inf")
+
+
+class _TxDone:
+    """The port's reusable "serialisation finished" event (at most one is ever scheduled)."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+
+def _unattached(port: Port) -> Callable[[Packet], None]:
+    def fail(pkt: Packet) -> None:
+        raise RuntimeError(
+            f"packet {pkt!r} reached endpoint {port.dst_node!r}, but nothing is attached "
+            "there; call Network.attach(endpoint, receiver) first"
+        )
+
+    return fail
+
+
+class Port:
+    """An egress port from ``src_node`` to ``dst_node`` (one direction of a link).
+
+    Public state (plain attributes, read them freely; counters only ever grow):
+
+    ``name`` ``"u->v"``; ``rate_bps``; ``length_m``; ``prop_s``; ``fec_s``; ``rx_latency_s``;
+    ``qbytes`` bytes waiting (not counting the frame being serialised); ``max_qbytes``;
+    ``tx_bytes``/``tx_pkts`` wire bytes and packets transmitted (PFC frames count in
+    ``tx_bytes`` and ``mac_frames``); ``drops``/``drop_bytes`` packets and payload bytes lost
+    at this port (buffer admission, link down); ``ecn_marks``; ``pauses_sent`` (PFC pause frames
+    this port transmitted), ``pauses_rcvd`` (times this port was paused), ``paused`` (now),
+    ``paused_s`` (total time paused); ``up``; ``reverse`` the port of the opposite direction;
+    ``source`` the NIC's pull callback (see module docstring).
+    """
+
+    __slots__ = (
+        "_after",
+        "_busy_until",
+        "_deliver",
+        "_eid",
+        "_env",
+        "_heap",
+        "_hq",
+        "_mac_after",
+        "_macq",
+        "_paused_at",
+        "_q",
+        "_rx_ser",
+        "_saved",
+        "_spb",
+        "_tx_pending",
+        "_txcb",
+        "_txev",
+        "drop_bytes",
+        "drops",
+        "dst_node",
+        "ecn_marks",
+        "fec_s",
+        "length_m",
+        "mac_frames",
+        "max_qbytes",
+        "name",
+        "pauses_rcvd",
+        "pauses_sent",
+        "paused",
+        "paused_s",
+        "prop_s",
+        "qbytes",
+        "rate_bps",
+        "reverse",
+        "rx_bytes",
+        "rx_latency_s",
+        "source",
+        "src_node",
+        "switch",
+        "tier",
+        "tx_bytes",
+        "tx_pkts",
+        "up",
+        "xoff",
+    )
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        src_node: str,
+        dst_node: str,
+        rate_bps: float,
+        *,
+        prop_s: float = 0.0,
+        fec_s: float = 0.0,
+        rx_latency_s: float = 0.0,
+        rx_store_forward: bool = True,
+        length_m: float = 0.0,
+        tier: str = "",
+    ) -> None:
+        if not rate_bps > 0:
+            raise ValueError(f"port {src_node}->{dst_node}: rate_bps={rate_bps!r} must be > 0")
+        for key, val in (("prop_s", prop_s), ("fec_s", fec_s), ("rx_latency_s", rx_latency_s)):
+            if not val >= 0:
+                raise ValueError(f"port {src_node}->{dst_node}: {key}={val!r} must be >= 0")
+        self._env = env
+        self._heap = env._queue
+        self._eid = env._eid
+        self.src_node = src_node
+        self.dst_node = dst_node
+        self.name = f"{src_node}->{dst_node}"
+        self.tier = tier
+        self.rate_bps = float(rate_bps)
+        self.length_m = float(length_m)
+        self.prop_s = float(prop_s)
+        self.fec_s = float(fec_s)
+        self.rx_latency_s = float(rx_latency_s)
+        self._spb = 8.0 / self.rate_bps
+        self._rx_ser = bool(rx_store_forward)
+        self._after = self.prop_s + self.fec_s + self.rx_latency_s
+        self._mac_after = self.prop_s + self.fec_s
+        self._q: deque[Packet] = deque()
+        self._hq: deque[Packet] = deque()
+        self._macq: deque[Packet] = deque()
+        self._busy_until = 0.0
+        self._tx_pending = False
+        self._txev = _TxDone()
+        self._txcb = (self._tx_done,)
+        self._deliver: tuple[Callable[[Packet], object], ...] = (_unattached(self),)
+        self._saved = self._deliver
+        self._paused_at = 0.0
+        self.qbytes = 0
+        self.max_qbytes = 0
+        self.tx_bytes = 0
+        self.tx_pkts = 0
+        self.mac_frames = 0
+        self.drops = 0
+        self.drop_bytes = 0
+        self.ecn_marks = 0
+        self.pauses_sent = 0
+        self.pauses_rcvd = 0
+        self.paused = False
+        self.paused_s = 0.0
+        self.up = True
+        self.reverse: Port | None = None
+        self.source: Callable[[], Packet | None] | None = None
+        # PFC ingress accounting at the *receiving* switch: bytes of packets this port sent
+        # that are still buffered there, and whether that switch has paused us.
+        self.rx_bytes = 0
+        self.xoff = False
+        self.switch: Switch | None = None  # the switch owning this port (None on a NIC)
+
+    # ---- wiring ---------------------------------------------------------------------------
+    def connect(self, receive: Callable[[Packet], object]) -> None:
+        """Deliver arriving packets to ``receive(pkt)`` (a switch, or a NIC/host endpoint)."""
+        if self.up:
+            self._deliver = (receive,)
+        else:
+            self._saved = (receive,)
+
+    def set_up(self, up: bool) -> None:
+        """Take the link direction down (packets transmitted from now on are lost and counted
+        in ``drops``) or bring it back up. Packets already on the wire are delivered."""
+        if up == self.up:
+            return
+        self.up = up
+        if up:
+            self._deliver = self._saved
+        else:
+            self._saved = self._deliver
+            self._deliver = (self._lost,)
+
+    def _lost(self, pkt: Packet) -> None:
+        self.drops += 1
+        self.drop_bytes += pkt.size
+
+    # ---- state for NICs -------------------------------------------------------------------
+    @property
+    def busy_until(self) -> float:
+        """Time the frame now being serialised ends (<= now when the wire is free)."""
+        return self._busy_until
+
+    @property
+    def idle(self) -> bool:
+        """True when a packet sent now would start serialising immediately."""
+        return (
+            not self._tx_pending
+            and not self._q
+            and not self._hq
+            and self._env._now >= self._busy_until
+        )
+
+    @property
+    def queued_packets(self) -> int:
+        return len(self._q) + len(self._hq)
+
+    def serialisation_s(self, wire_bytes: int) -> float:
+        """Time to serialise ``wire_bytes`` at this port's MAC rate."""
+        return wire_bytes * self._spb
+
+    def arrival_delay_s(self, wire_bytes: int) -> float:
+        """Idle-link delay from the start of transmission to delivery at the next node."""
+        return (wire_bytes * self._spb if self._rx_ser else 0.0) + self._after
+
+    # ---- transmit -------------------------------------------------------------------------
+    def send(self, pkt: Packet) -> None:
+        """Queue ``pkt`` for transmission (or start it now if the port is free).
+
+        NIC-side ports never drop; switch ports get packets through :meth:`Switch.receive`,
+        which applies buffer admission first.
+        """
+        kind = pkt.kind
+        if not self._tx_pending and (kind or not self.paused):
+            now = self._env._now
+            if now >= self._busy_until:
+                # idle: nothing is queued (a queue implies a pending tx event or a pause)
+                w = pkt.wire
+                end = now + w * self._spb
+                self._busy_until = end
+                self.tx_bytes += w
+                self.tx_pkts += 1
+                pkt.link = self
+                pkt.callbacks = self._deliver
+                heappush(
+                    self._heap,
+                    ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
+                )
+                if self.source is not None:  # queued DATA (if any) is paused: resume kicks
+                    self._tx_pending = True
+                    ev = self._txev
+                    ev.callbacks = self._txcb
+                    heappush(self._heap, (end, 1, next(self._eid), ev))
+                return
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (self._busy_until, 1, next(self._eid), ev))
+        if kind:
+            self._hq.append(pkt)
+        else:
+            self._q.append(pkt)
+        b = self.qbytes + pkt.wire
+        self.qbytes = b
+        if b > self.max_qbytes:
+            self.max_qbytes = b
+
+    def kick(self) -> None:
+        """Tell the port its :attr:`source` may have a packet again (cheap if busy)."""
+        if self._tx_pending:
+            return
+        if self._env._now >= self._busy_until:
+            self._tx_done(None)
+        else:
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (self._busy_until, 1, next(self._eid), ev))
+
+    def _start(self, pkt: Packet, now: float) -> None:
+        end = now + pkt.wire * self._spb
+        self._busy_until = end
+        self.tx_bytes += pkt.wire
+        self.tx_pkts += 1
+        pkt.link = self
+        pkt.callbacks = self._deliver
+        heappush(
+            self._heap,
+            ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
+        )
+        if self._q or self._hq or self._macq or self.source is not None:
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (end, 1, next(self._eid), ev))
+
+    def _tx_done(self, _ev: object) -> None:
+        self._tx_pending = False
+        if self._macq:
+            self._start_mac(self._macq.popleft())
+            return
+        if self._hq:
+            pkt = self._hq.popleft()
+        elif self._q and not self.paused:
+            pkt = self._q.popleft()
+        else:
+            src = self.source
+            if src is None or self.paused:
+                return
+            pkt = src()
+            if pkt is not None:
+                self._start(pkt, self._env._now)
+            return
+        self.qbytes -= pkt.wire
+        self._start(pkt, self._env._now)
+
+    # ---- PFC ------------------------------------------------------------------------------
+    def send_mac(self, frame: Packet, target: Port) -> None:
+        """Transmit a link-local MAC control frame (PFC PAUSE/RESUME) ahead of all queued
+        packets; on arrival it acts on ``target`` (the opposite port of this link)."""
+        frame.meta = target
+        if not self._tx_pending:
+            now = self._env._now
+            if now >= self._busy_until:
+                self._start_mac(frame)
+                return
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (self._busy_until, 1, next(self._eid), ev))
+        self._macq.append(frame)
+
+    def _start_mac(self, frame: Packet) -> None:
+        now = self._env._now
+        end = now + frame.wire * self._spb
+        self._busy_until = end
+        self.tx_bytes += frame.wire
+        self.mac_frames += 1
+        frame.link = self
+        frame.callbacks = (frame.meta._on_mac,)
+        # MAC control frames are consumed by the receiving MAC: no switch pipeline latency.
+        heappush(self._heap, (end + self._mac_after, 1, next(self._eid), frame))
+        if self._q or self._hq or self._macq or self.source is not None:
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (end, 1, next(self._eid), ev))
+
+    def _on_mac(self, frame: Packet) -> None:
+        if frame.kind == PAUSE:
+            self.pause()
+        else:
+            self.resume()
+
+    def pause(self) -> None:
+        """Stop starting DATA packets (PFC XOFF); the frame on the wire finishes."""
+        if not self.paused:
+            self.paused = True
+            self.pauses_rcvd += 1
+            self._paused_at = self._env._now
+
+    def resume(self) -> None:
+        """Allow DATA again (PFC XON) and restart transmission if anything waits."""
+        if self.paused:
+            self.paused = False
+            self.paused_s += self._env._now - self._paused_at
+            self.kick()
+
+    def __repr__(self) -> str:
+        return (
+            f"Port({self.name} {self.rate_bps / 1e9:g}G q={self.qbytes}B "
+            f"tx={self.tx_pkts}pkts{' PAUSED' if self.paused else ''})"
+        )

@@ -1,0 +1,216 @@
+"""Shortest-path ECMP routing tables, precomputed once, O(1) on the hot path.
+
+For every destination endpoint the routing runs one breadth-first search (hop count, as ECMP
+on a Clos does) from the destination over the links that are up, never passing *through*
+another endpoint. A switch's next hops toward that destination are its neighbours one hop
+closer; the switch keeps them as a tuple of egress ports in a list indexed by destination id,
+so forwarding is ``table[dst]`` plus, with several next hops, one hash (see
+:mod:`fabric.switch`). Identical tuples are shared, so a 1k-endpoint fat-tree costs little
+memory.
+
+Link failures (:meth:`Routing.set_link`) recompute only the destinations whose shortest-path
+DAG used the failed link (a link coming back up recomputes all, since it can shorten any path).
+Tables are updated in place: switches keep the same list object. The reconvergence delay is the
+caller's business (apply :meth:`set_link` after it).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fabric.port import Port
+    from fabric.switch import Switch
+
+__all__ = ["Routing", "RoutingError"]
+
+
+class RoutingError(ValueError):
+    """A routing request that names unknown nodes or links."""
+
+
+class Routing:
+    """Next-hop sets of every switch toward every endpoint.
+
+    ``nodes``: all node names; ``endpoints``: endpoint names in id order; ``switches``: name ->
+    :class:`Switch`; ``ports``: (u, v) -> egress :class:`Port` for every directed link.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[str],
+        endpoints: Sequence[str],
+        switches: dict[str, Switch],
+        ports: dict[tuple[str, str], Port],
+    ) -> None:
+        self._names = list(nodes)
+        self._idx = {n: i for i, n in enumerate(self._names)}
+        self.endpoints = list(endpoints)
+        self._ep_id = {n: i for i, n in enumerate(self.endpoints)}
+        self.switches = switches
+        self.ports = ports
+        n = len(self._names)
+        adj: list[list[int]] = [[] for _ in range(n)]
+        for u, v in ports:
+            adj[self._idx[u]].append(self._idx[v])
+        for lst in adj:
+            lst.sort(key=lambda i: self._names[i])
+        self._adj = adj
+        self._is_ep = [False] * n
+        for e in self.endpoints:
+            self._is_ep[self._idx[e]] = True
+        self._down: set[frozenset[int]] = set()
+        self._tuples: dict[tuple[int, ...], tuple[Port, ...]] = {}
+        self._port_ids = {id(p): k for k, p in enumerate(ports.values())}
+        self._paths_cache: dict[tuple[int, int], list[list[str]]] = {}
+        e_count = len(self.endpoints)
+        for sw in switches.values():
+            sw._nh[:] = [()] * e_count
+        self.recompute()
+
+    # ---- computation ----------------------------------------------------------------------
+    def _bfs(self, dst: int) -> list[int]:
+        """Hop distance of every node to endpoint node ``dst`` (-1: unreachable)."""
+        d_node = self._idx[self.endpoints[dst]]
+        dist = [-1] * len(self._names)
+        dist[d_node] = 0
+        frontier = deque([d_node])
+        adj, is_ep, down = self._adj, self._is_ep, self._down
+        while frontier:
+            u = frontier.popleft()
+            du = dist[u] + 1
+            for v in adj[u]:
+                if dist[v] < 0 and (not down or frozenset((u, v)) not in down):
+                    dist[v] = du
+                    if not is_ep[v]:
+                        frontier.append(v)
+        return dist
+
+    def _install(self, dst: int) -> None:
+        dist = self._bfs(dst)
+        names, adj, ports, down = self._names, self._adj, self.ports, self._down
+        d_node = self._idx[self.endpoints[dst]]
+        for name, sw in self.switches.items():
+            u = self._idx[name]
+            du = dist[u]
+            hops: tuple[Port, ...] = ()
+            if du > 0:
+                chosen = [
+                    ports[(name, names[v])]
+                    for v in adj[u]
+                    if dist[v] == du - 1
+                    and (v == d_node or not self._is_ep[v])
+                    and (not down or frozenset((u, v)) not in down)
+                ]
+                key = tuple(self._port_ids[id(p)] for p in chosen)
+                hops = self._tuples.get(key)  # type: ignore[assignment]
+                if hops is None:
+                    hops = tuple(chosen)
+                    self._tuples[key] = hops
+            sw._nh[dst] = hops
+
+    def recompute(self, dsts: Iterable[int] | None = None) -> None:
+        """Rebuild the tables for ``dsts`` (endpoint ids; all when None)."""
+        for d in range(len(self.endpoints)) if dsts is None else dsts:
+            self._install(d)
+        self._paths_cache.clear()
+
+    def set_link(self, u: str, v: str, up: bool) -> list[int]:
+        """Mark link u-v up or down for routing and recompute the affected destinations.
+
+        Returns the endpoint ids whose tables were recomputed. Does not touch the ports'
+        delivery (use ``Network.set_link_state`` for the whole failure)."""
+        if (u, v) not in self.ports:
+            raise RoutingError(f"no link {u!r}-{v!r} in this network")
+        key = frozenset((self._idx[u], self._idx[v]))
+        if up:
+            if key not in self._down:
+                return []
+            self._down.discard(key)
+            affected = list(range(len(self.endpoints)))
+        else:
+            if key in self._down:
+                return []
+            self._down.add(key)
+            p_uv, p_vu = self.ports[(u, v)], self.ports[(v, u)]
+            affected = []
+            for d in range(len(self.endpoints)):
+                su, sv = self.switches.get(u), self.switches.get(v)
+                if (su is not None and p_uv in su._nh[d]) or (
+                    sv is not None and p_vu in sv._nh[d]
+                ):
+                    affected.append(d)
+                elif self.endpoints[d] in (u, v):
+                    affected.append(d)
+        self.recompute(affected)
+        return affected
+
+    def link_is_up(self, u: str, v: str) -> bool:
+        return frozenset((self._idx[u], self._idx[v])) not in self._down
+
+    # ---- queries --------------------------------------------------------------------------
+    def next_hops(self, switch: str, dst: int) -> list[str]:
+        """Neighbour names the switch may forward to toward endpoint id ``dst``."""
+        return [p.dst_node for p in self.switches[switch]._nh[dst]]
+
+    def paths(self, src: str, dst: str) -> list[list[str]]:
+        """All equal-cost node paths from endpoint ``src`` to endpoint ``dst`` (cached)."""
+        s, d = self._ep(src), self._ep(dst)
+        key = (s, d)
+        hit = self._paths_cache.get(key)
+        if hit is not None:
+            return [list(p) for p in hit]
+        out: list[list[str]] = []
+        if s != d:
+            first = self._uplink_neighbours(src)
+            stack = [[src, nb] for nb in first]
+            while stack:
+                path = stack.pop()
+                last = path[-1]
+                if last == dst:
+                    out.append(path)
+                    continue
+                sw = self.switches.get(last)
+                if sw is None:
+                    continue  # another endpoint: not a transit node
+                for p in sw._nh[d]:
+                    stack.append([*path, p.dst_node])
+        out.sort()
+        self._paths_cache[key] = out
+        return [list(p) for p in out]
+
+    def route(self, src: str, dst: str, flow: int, ev: int) -> list[str]:
+        """The one path that packets of (flow, ev) take from ``src`` to ``dst`` (hash
+        choices replayed); empty if unreachable."""
+        d = self._ep(dst)
+        nbs = self._uplink_neighbours(src)
+        if not nbs:
+            return []
+        path = [src, nbs[0]]
+        while path[-1] != dst:
+            sw = self.switches.get(path[-1])
+            if sw is None:
+                return []
+            port = sw.select(d, flow, ev)
+            if port is None:
+                return []
+            path.append(port.dst_node)
+        return path
+
+    def _uplink_neighbours(self, ep: str) -> list[str]:
+        i = self._idx[ep]
+        return [
+            self._names[v]
+            for v in self._adj[i]
+            if not self._down or frozenset((i, v)) not in self._down
+        ]
+
+    def _ep(self, name: str) -> int:
+        try:
+            return self._ep_id[name]
+        except KeyError:
+            raise RoutingError(
+                f"{name!r} is not an endpoint; endpoints are e.g. {self.endpoints[:4]}"
+            ) from None

@@ -1,0 +1,316 @@
+"""Output-queued switches: shared buffer, dynamic thresholds, ECN, PFC, ECMP.
+
+Model (what it assumes):
+
+* **Output queued.** A packet arriving at a switch (after the link's propagation, FEC and the
+  switch's port-to-port latency, see :mod:`fabric.port`) is routed and placed straight into
+  its egress port's queue; there is no ingress queueing or fabric contention inside the chip.
+* **Shared buffer with dynamic thresholds** (Choudhury & Hahne, "Dynamic queue length
+  thresholds for shared-memory packet switches", IEEE/ACM ToN 1998): an egress queue may grow
+  only while ``q + wire <= alpha * (B - used)``; a packet that does not fit is tail-dropped, as
+  is any packet that would overflow the whole buffer ``B``. A packet occupies the buffer from
+  its arrival until it starts serialising (the frame on the wire is in the MAC, as in the HPCC
+  ns-3 switch model). A packet that finds its egress port idle goes straight to the wire and is
+  never buffered. Buffer accounting uses wire bytes (payload + 82 B).
+* **ECN** (RED on the instantaneous queue, by bytes): when a DATA packet starts serialising
+  with ``q`` bytes still queued behind it on that port, it is marked with probability 0 for
+  ``q <= kmin``, ``pmax * (q - kmin) / (kmax - kmin)`` up to ``kmax`` and 1 above (marking at
+  dequeue, as the HPCC/DCQCN ns-3 switch does, so the mark is not delayed by the queue).
+  Defaults 150 KB / 1500 KB are the NVIDIA RoCE defaults (physics.md, "Switches" [S]); pmax
+  0.2 follows HPCC's ns-3 scripts [E]. Each switch has its own ``random.Random`` seeded from
+  the network seed and its name, so runs are reproducible.
+* **PFC** (optional, 802.1Qbb, one lossless class): the switch counts, per ingress link, the
+  bytes that arrived on it and are still buffered. Above ``pfc_xoff_bytes`` it sends a PAUSE
+  frame upstream (84 B of link time, ahead of queued packets); at or below ``pfc_xon_bytes`` a
+  RESUME. The upstream port stops starting DATA packets when the PAUSE arrives (the frame on the
+  wire finishes). With PFC on, DATA is never dropped by the dynamic threshold, only if the whole
+  buffer overflows, which means the headroom (per ingress: one round trip of the link at line
+  rate plus two MTUs) was sized too small. Pause refresh quanta are not modelled: a PAUSE holds
+  until the RESUME.
+* **Priorities:** control packets (ACK/NACK/CNP/PROBE) use a strict-priority queue that PFC
+  never pauses and the dynamic threshold never drops (only a full buffer does).
+* **INT** (HPCC): a DATA packet whose ``int_rec`` is a list gets
+  ``(qlen_bytes, tx_bytes, time_s, rate_bps)`` appended at each switch egress, taken when it
+  starts serialising (qlen after its own dequeue, tx_bytes before it, as HPCC's ns-3 code).
+* **ECMP:** the egress among equal-cost next hops is ``hash((flow, ev, salt)) % n``; the salt is
+  per switch (seeded), so choices at successive tiers are independent (no hash polarisation).
+  Python hashes of int tuples do not depend on PYTHONHASHSEED, so this is deterministic.
+
+Defaults (physics.md, "Switches"): port-to-port latency 0.6-1 us [E] -> 600 ns, cut-through;
+shared buffer 100-160 MB for a 51.2 Tb/s chip of 128 x 400G ports [E] -> 1.25 MB per port
+(160 MB / 128) times the ports in use.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from heapq import heappush
+from typing import Any
+
+import simpy
+
+from fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
+from fabric.port import Port
+from fabric.units import parse_size, parse_time
+
+__all__ = ["SwitchConfig", "Switch", "SwitchPort"]
+
+_INF = float("inf")
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """Switch parameters, SI units (bytes, seconds). Build from human strings with
+    :meth:`from_mapping` (``{"latency_s": "600ns", "ecn_kmin_bytes": "150KB"}``)."""
+
+    latency_s: float = 600e-9  # port-to-port, physics.md 0.6-1 us [E]
+    store_and_forward: bool = False
+    buffer_bytes: int | None = None  # total shared buffer; None: buffer_per_port_bytes x ports
+    buffer_per_port_bytes: int = 1_250_000  # 160 MB / 128 x 400G (physics.md [E])
+    dt_alpha: float = 1.0  # Choudhury-Hahne alpha [E]
+    ecn: bool = True
+    ecn_kmin_bytes: int = 150_000  # NVIDIA RoCE default (physics.md [S])
+    ecn_kmax_bytes: int = 1_500_000  # NVIDIA RoCE default (physics.md [S])
+    ecn_pmax: float = 0.2  # HPCC ns-3 scripts [E]
+    pfc: bool = False
+    pfc_xoff_bytes: int = 300_000  # per ingress link [E]; keep above kmin: ECN before PFC
+    pfc_xon_bytes: int = 270_000  # per ingress link [E]
+
+    def __post_init__(self) -> None:
+        def bad(key: str, want: str) -> ValueError:
+            return ValueError(f"switch config {key}={getattr(self, key)!r}: expected {want}")
+
+        if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
+            raise bad("latency_s", "a finite time >= 0 s")
+        if self.buffer_bytes is not None and not self.buffer_bytes > 0:
+            raise bad("buffer_bytes", "a size > 0 bytes or None")
+        if not self.buffer_per_port_bytes > 0:
+            raise bad("buffer_per_port_bytes", "a size > 0 bytes")
+        if not self.dt_alpha > 0:
+            raise bad("dt_alpha", "a number > 0 (math.inf disables dynamic thresholds)")
+        if not self.ecn_kmin_bytes >= 0:
+            raise bad("ecn_kmin_bytes", "a size >= 0 bytes")
+        if not self.ecn_kmax_bytes >= self.ecn_kmin_bytes:
+            raise bad("ecn_kmax_bytes", f"a size >= ecn_kmin_bytes ({self.ecn_kmin_bytes})")
+        if not 0.0 <= self.ecn_pmax <= 1.0:
+            raise bad("ecn_pmax", "a probability in [0, 1]")
+        if not self.pfc_xoff_bytes > 0:
+            raise bad("pfc_xoff_bytes", "a size > 0 bytes")
+        if not 0 <= self.pfc_xon_bytes <= self.pfc_xoff_bytes:
+            raise bad("pfc_xon_bytes", f"a size in [0, pfc_xoff_bytes={self.pfc_xoff_bytes}]")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> SwitchConfig:
+        """Build from a mapping whose sizes/times may be human strings ("150KB", "600ns")."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown switch config key(s) {unknown}; expected some of {sorted(known)}"
+            )
+        out: dict[str, Any] = {}
+        for key, val in values.items():
+            if key.endswith("_bytes") and val is not None:
+                out[key] = int(parse_size(val))
+            elif key.endswith("_s"):
+                out[key] = parse_time(val)
+            else:
+                out[key] = val
+        return cls(**out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SwitchPort(Port):
+    """An egress port owned by a :class:`Switch`: dequeue releases the shared buffer, applies
+    ECN marking, INT stamping and the PFC resume check."""
+
+    __slots__ = ("_kmax", "_kmin", "_rand", "_slope")
+
+    def _tx_done(self, _ev: object) -> None:
+        if self._macq:
+            self._tx_pending = False
+            self._start_mac(self._macq.popleft())
+            return
+        if self._hq:
+            pkt = self._hq.popleft()
+        elif self._q and not self.paused:
+            pkt = self._q.popleft()
+        else:
+            self._tx_pending = False
+            return
+        w = pkt.wire
+        q = self.qbytes - w
+        self.qbytes = q
+        sw = self.switch
+        sw.used -= w
+        inp = pkt.link
+        inp.rx_bytes -= w
+        if inp.xoff and inp.rx_bytes <= sw._xon:
+            sw._send_resume(inp)
+        now = self._env._now
+        if not pkt.kind:
+            if q > self._kmin and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope):
+                if not pkt.ecn:
+                    pkt.ecn = True
+                    self.ecn_marks += 1
+            if pkt.int_rec is not None:
+                pkt.int_rec.append((q, self.tx_bytes, now, self.rate_bps))
+        # inlined Port._start
+        end = now + w * self._spb
+        self._busy_until = end
+        self.tx_bytes += w
+        self.tx_pkts += 1
+        pkt.link = self
+        pkt.callbacks = self._deliver
+        heap = self._heap
+        heappush(heap, ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt))
+        if q or self._macq:  # anything still queued (a switch port has no source)
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(heap, (end, 1, next(self._eid), ev))
+        else:
+            self._tx_pending = False
+
+
+class Switch:
+    """One switch: routes arriving packets to an egress :class:`SwitchPort` and manages the
+    shared buffer. Built by :class:`fabric.network.Network`; NICs never call it directly.
+
+    Public state: ``name``, ``config``, ``ports`` (egress ports, by neighbour name order),
+    ``buffer_bytes``, ``used`` (bytes buffered now), ``max_used``, ``noroute_drops`` /
+    ``noroute_bytes`` (packets with no next hop, e.g. after a link failure).
+    """
+
+    def __init__(
+        self, env: simpy.Environment, name: str, config: SwitchConfig, *, seed: int = 0
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.config = config
+        self.ports: list[SwitchPort] = []
+        self.used = 0
+        self.max_used = 0
+        self.noroute_drops = 0
+        self.noroute_bytes = 0
+        self.buffer_bytes = 0
+        rng = random.Random(f"{seed}/switch/{name}")
+        self._rng = rng
+        self._salt = rng.getrandbits(61)
+        self._heap = env._queue
+        self._eid = env._eid
+        self._alpha = config.dt_alpha
+        self._lossy = not config.pfc
+        self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
+        self._xon = config.pfc_xon_bytes
+        #: next hops by destination endpoint id: a tuple of egress ports (filled by Routing).
+        self._nh: list[tuple[SwitchPort, ...]] = []
+
+    def add_port(self, port: SwitchPort) -> None:
+        """Adopt an egress port (the network calls this once per link)."""
+        cfg = self.config
+        port.switch = self
+        if cfg.ecn:
+            port._kmin = cfg.ecn_kmin_bytes
+            port._kmax = cfg.ecn_kmax_bytes
+            span = cfg.ecn_kmax_bytes - cfg.ecn_kmin_bytes
+            port._slope = cfg.ecn_pmax / span if span > 0 else 0.0
+        else:
+            port._kmin = port._kmax = _INF
+            port._slope = 0.0
+        port._rand = self._rng.random
+        self.ports.append(port)
+        cfg_buf = cfg.buffer_bytes
+        self.buffer_bytes = (
+            cfg_buf if cfg_buf is not None else cfg.buffer_per_port_bytes * len(self.ports)
+        )
+
+    # ---- hot path -------------------------------------------------------------------------
+    def receive(self, pkt: Packet) -> None:
+        """A packet arrives (its head, for cut-through): route, admit, enqueue or transmit."""
+        hops = self._nh[pkt.dst]
+        n = len(hops)
+        if n == 1:
+            port = hops[0]
+        elif n:
+            port = hops[hash((pkt.flow, pkt.ev, self._salt)) % n]
+        else:
+            self.noroute_drops += 1
+            self.noroute_bytes += pkt.size
+            return
+        kind = pkt.kind
+        if not port._tx_pending and (kind or not port.paused):
+            now = self.env._now
+            if now >= port._busy_until:
+                # idle egress: straight to the wire, never buffered (inlined Port._start)
+                if pkt.int_rec is not None and not kind:
+                    pkt.int_rec.append((port.qbytes, port.tx_bytes, now, port.rate_bps))
+                w = pkt.wire
+                end = now + w * port._spb
+                port._busy_until = end
+                port.tx_bytes += w
+                port.tx_pkts += 1
+                pkt.link = port
+                pkt.callbacks = port._deliver
+                heappush(
+                    self._heap,
+                    ((end if port._rx_ser else now) + port._after, 1, next(self._eid), pkt),
+                )
+                # a switch port has no source, and queued DATA here is paused: resume kicks it
+                return
+        w = pkt.wire
+        used = self.used + w
+        q = port.qbytes + w
+        if used > self.buffer_bytes or (
+            not kind and self._lossy and q > self._alpha * (self.buffer_bytes - self.used)
+        ):
+            port.drops += 1
+            port.drop_bytes += pkt.size
+            return
+        self.used = used
+        if used > self.max_used:
+            self.max_used = used
+        port.qbytes = q
+        if q > port.max_qbytes:
+            port.max_qbytes = q
+        inp = pkt.link
+        r = inp.rx_bytes + w
+        inp.rx_bytes = r
+        if kind:
+            port._hq.append(pkt)
+        else:
+            port._q.append(pkt)
+        if not port._tx_pending and (kind or not port.paused):
+            port._tx_pending = True
+            ev = port._txev
+            ev.callbacks = port._txcb
+            heappush(self._heap, (port._busy_until, 1, next(self._eid), ev))
+        if r > self._xoff and not inp.xoff:
+            self._send_pause(inp)
+
+    # ---- PFC ------------------------------------------------------------------------------
+    def _send_pause(self, inp: Port) -> None:
+        inp.xoff = True
+        back = inp.reverse
+        back.pauses_sent += 1
+        back.send_mac(Packet(0, -1, -1, kind=PAUSE, overhead=PAUSE_FRAME_WIRE_BYTES), inp)
+
+    def _send_resume(self, inp: Port) -> None:
+        inp.xoff = False
+        inp.reverse.send_mac(Packet(0, -1, -1, kind=RESUME, overhead=PAUSE_FRAME_WIRE_BYTES), inp)
+
+    # ---- inspection -----------------------------------------------------------------------
+    def select(self, dst: int, flow: int, ev: int) -> SwitchPort | None:
+        """The egress port this switch picks for (dst, flow, ev); None if unreachable."""
+        hops = self._nh[dst]
+        n = len(hops)
+        if n == 0:
+            return None
+        return hops[0] if n == 1 else hops[hash((flow, ev, self._salt)) % n]
+
+    def __repr__(self) -> str:
+        return f"Switch({self.name} ports={len(self.ports)} used={self.used}B)"

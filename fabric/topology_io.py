@@ -1,0 +1,103 @@
+"""Topology graphs to files: GraphML export/import and a layered matplotlib drawing.
+
+GraphML holds scalar attributes only; the contract keeps every node and edge attribute a
+str/int/float, and the one dict (graph attr ``params``) travels as the JSON string
+``params_json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import networkx as nx
+
+from fabric.topology import ROLES
+
+__all__ = ["draw_topology", "read_graphml", "write_graphml"]
+
+
+def write_graphml(g: nx.Graph, path: str) -> None:
+    """Write ``g`` as GraphML. ``params`` (a dict) is stored as the JSON string ``params_json``;
+    every other attribute is already a str/int/float scalar."""
+    h = g.copy()
+    h.graph = {k: v for k, v in g.graph.items() if k != "params"}
+    h.graph["params_json"] = json.dumps(g.graph.get("params", {}), sort_keys=True)
+    nx.write_graphml(h, path)
+
+
+def read_graphml(path: str) -> nx.Graph:
+    """Read a graph written by :func:`write_graphml` back into the contract form."""
+    g = nx.read_graphml(path, node_type=str)
+    g = nx.Graph(g)
+    params_json = g.graph.pop("params_json", "{}")
+    g.graph["params"] = json.loads(params_json)
+    return g
+
+
+_LAYER = {"scaleup": -2.0, "gpu": -1.0, "nic": 0.0, "leaf": 1.0, "spine": 2.0, "core": 3.0}
+_COLOUR = {
+    "nic": "tab:blue",
+    "gpu": "tab:green",
+    "leaf": "tab:orange",
+    "spine": "tab:red",
+    "core": "tab:purple",
+    "scaleup": "tab:olive",
+}
+
+
+def _layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
+    """Layered layout: y by role (scale-up below NICs, core on top), x spread evenly per layer
+    in (plane, pod, natural name) order so planes and pods sit side by side."""
+
+    def natural(name: str) -> tuple[Any, ...]:
+        return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+    layers: dict[str, list[str]] = {}
+    for n, role in g.nodes(data="role"):
+        layers.setdefault(role, []).append(n)
+    pos: dict[str, tuple[float, float]] = {}
+    for role, nodes in layers.items():
+        nodes.sort(key=lambda n: (g.nodes[n].get("plane", 0), g.nodes[n].get("pod", 0), natural(n)))
+        m = len(nodes)
+        y = _LAYER.get(role, 4.0)
+        for i, n in enumerate(nodes):
+            pos[n] = ((i + 0.5) / m, y)
+    return pos
+
+
+def draw_topology(g: nx.Graph, path: str, *, labels: bool | None = None, dpi: int = 150) -> None:
+    """Draw ``g`` to ``path`` (PNG/SVG/PDF by extension) in a layered layout by tier. Labels are
+    drawn when asked, or by default when the graph has at most 64 nodes."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    pos = _layout(g)
+    fig, ax = plt.subplots(figsize=(12, 6))
+    segs_out = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k != "scaleup"]
+    segs_up = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k == "scaleup"]
+    ax.add_collection(LineCollection(segs_out, colors="0.55", linewidths=0.4, alpha=0.6))
+    ax.add_collection(LineCollection(segs_up, colors="tab:green", linewidths=0.4, alpha=0.4))
+    size = max(4.0, 80.0 / math.sqrt(max(1, g.number_of_nodes())) * 4)
+    for role in ROLES:
+        nodes = [n for n, r in g.nodes(data="role") if r == role]
+        if nodes:
+            xs, ys = zip(*(pos[n] for n in nodes), strict=True)
+            ax.scatter(xs, ys, s=size, c=_COLOUR[role], label=f"{role} ({len(nodes)})", zorder=3)
+    if labels or (labels is None and g.number_of_nodes() <= 64):
+        for n, (x, y) in pos.items():
+            ax.annotate(n, (x, y), fontsize=6, rotation=60, ha="left", va="bottom")
+    ax.set_title(str(g.graph.get("name", "topology")))
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_yticks(sorted({_LAYER[r] for r in ROLES}))
+    ax.set_yticklabels(["scale-up sw", "gpu", "nic", "leaf", "spine", "core"])
+    ax.set_xticks([])
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

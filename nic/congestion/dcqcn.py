@@ -1,0 +1,261 @@
+"""DCQCN (Zhu et al., SIGCOMM 2015): ECN-marked packets -> CNPs from the receiver -> rate cuts.
+
+Reaction point (sender, :class:`DCQCN`), with the defaults of the HPCC ns-3 "paper" profile
+(physics.md "Congestion control"):
+
+* alpha (congestion estimate) is updated by the alpha timer, every ``alpha_interval_s`` = 50 us:
+  ``alpha = (1-g) alpha + g`` if a CNP arrived in the period, else ``alpha = (1-g) alpha``;
+  g = 1/256. alpha starts at 1 on the first CNP (the timers start then, as in the ns-3 model).
+* On a CNP the rate is cut at most once per ``decrease_interval_s`` = 50 us:
+  target ``RT = RC``, current ``RC = RC (1 - alpha/2)`` (floored at ``min_rate_bps``, the ns-3
+  100 Mb/s). A CNP inside the interval leaves a pending cut applied when the interval ends. The
+  paper cuts at once on the first CNP; so does this model (ns-3 waits for its 50 us check).
+* Rate increase runs on two clocks since the last cut: the increase timer (every
+  ``increase_interval_s`` = 55 us) and the byte counter (every ``byte_counter_bytes`` = 10 MB
+  sent, the paper's B). With T and BC the number of expiries so far, each expiry does
+  fast recovery ``RC = (RT + RC)/2`` while max(T, BC) < F (F = 5), hyper increase
+  ``RT += R_HAI`` when min(T, BC) > F, otherwise additive increase ``RT += R_AI``, each followed
+  by ``RC = (RT + RC)/2``; RT is capped at line rate. R_AI = 5 Mb/s x line/25G and
+  R_HAI = 50 Mb/s x line/25G (physics.md). With ``byte_counter_bytes=None`` only the timer counts
+  (T < F fast recovery, T = F additive, T > F hyper: the ns-3 Mellanox model).
+
+Timers are lazy (see :mod:`nic.congestion.api`): all three deadlines live in the flow's private
+state and ``flow.timer_due_s`` is the earliest; alpha periods with no CNP are folded in closed
+form (``alpha *= (1-g)^k``); the increase timer stops once RC and RT are both at line rate, since
+further expiries could not change anything before the next cut (which resets the stages).
+
+Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per 50 us, sent when a
+CE-marked data packet arrives (paper; physics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nic.congestion._check import in_range, positive
+from nic.congestion.api import CCEvent, CongestionControl, FlowCC
+from nic.congestion.registry import CC_ALGORITHMS
+
+__all__ = ["DCQCN", "CnpGenerator"]
+
+_INF = math.inf
+
+
+class _DcqcnState:
+    __slots__ = (
+        "active",
+        "alpha",
+        "alpha_cnp",
+        "alpha_due",
+        "bc_bytes",
+        "bc_stage",
+        "dec_due",
+        "inc_due",
+        "last_dec",
+        "rai",
+        "rhai",
+        "t_stage",
+        "target",
+    )
+
+    def __init__(self, line: float, rai: float, rhai: float) -> None:
+        self.active = False
+        self.alpha = 1.0
+        self.alpha_cnp = False
+        self.alpha_due = _INF
+        self.dec_due = _INF
+        self.inc_due = _INF
+        self.last_dec = -_INF
+        self.target = line
+        self.t_stage = 0
+        self.bc_stage = 0
+        self.bc_bytes = 0
+        self.rai = rai
+        self.rhai = rhai
+
+
+@CC_ALGORITHMS.register(
+    "dcqcn", "DCQCN: ECN/CNP-driven rate control (g=1/256, 50/55 us timers, ns-3 paper profile)"
+)
+class DCQCN(CongestionControl):
+    """DCQCN reaction point; pair it with a :class:`CnpGenerator` at the receiver."""
+
+    name = "dcqcn"
+    timer_interval_s = 50e-6
+    requires_cnp = True
+
+    def __init__(
+        self,
+        g: float = 1.0 / 256.0,
+        alpha_interval_s: float = 50e-6,
+        decrease_interval_s: float = 50e-6,
+        increase_interval_s: float = 55e-6,
+        fast_recovery_stages: int = 5,
+        byte_counter_bytes: int | None = 10_000_000,
+        rai_bps: float | None = None,
+        rhai_bps: float | None = None,
+        min_rate_bps: float = 100e6,
+        initial_alpha: float = 1.0,
+    ) -> None:
+        a = self.name
+        in_range(a, "g", g, 1e-9, 1.0)
+        positive(a, "alpha_interval_s", alpha_interval_s)
+        positive(a, "decrease_interval_s", decrease_interval_s)
+        positive(a, "increase_interval_s", increase_interval_s)
+        if isinstance(fast_recovery_stages, bool) or not isinstance(fast_recovery_stages, int):
+            raise ValueError(f"{a}: fast_recovery_stages={fast_recovery_stages!r} must be an int")
+        in_range(a, "fast_recovery_stages", fast_recovery_stages, 0, 1_000)
+        positive(a, "byte_counter_bytes", byte_counter_bytes, allow_none=True)
+        positive(a, "rai_bps", rai_bps, allow_none=True)
+        positive(a, "rhai_bps", rhai_bps, allow_none=True)
+        positive(a, "min_rate_bps", min_rate_bps)
+        in_range(a, "initial_alpha", initial_alpha, 0.0, 1.0)
+        self.g = float(g)
+        self.alpha_interval_s = float(alpha_interval_s)
+        self.decrease_interval_s = float(decrease_interval_s)
+        self.increase_interval_s = float(increase_interval_s)
+        self.fast_recovery_stages = fast_recovery_stages
+        self.byte_counter_bytes = byte_counter_bytes
+        self.rai_bps = rai_bps
+        self.rhai_bps = rhai_bps
+        self.min_rate_bps = float(min_rate_bps)
+        self.initial_alpha = float(initial_alpha)
+
+    # ------------------------------------------------------------------ handlers
+    def init_flow(self, flow: FlowCC, now: float) -> None:
+        line = flow.line_rate_bps
+        scale = line / 25e9
+        rai = self.rai_bps if self.rai_bps is not None else 5e6 * scale
+        rhai = self.rhai_bps if self.rhai_bps is not None else 50e6 * scale
+        flow.priv = _DcqcnState(line, rai, rhai)
+        flow.rate_bps = line
+        flow.window_bytes = None
+
+    def on_cnp(self, ev: CCEvent, flow: FlowCC) -> None:
+        s: _DcqcnState = flow.priv
+        now = ev.now
+        if not s.active:
+            s.active = True
+            s.alpha = self.initial_alpha
+            s.alpha_cnp = False
+            s.alpha_due = now + self.alpha_interval_s
+            self._decrease(s, flow, now)
+        else:
+            s.alpha_cnp = True
+            if now >= s.last_dec + self.decrease_interval_s:
+                self._decrease(s, flow, now)
+            elif s.dec_due == _INF:
+                s.dec_due = s.last_dec + self.decrease_interval_s
+        flow.timer_due_s = min(s.alpha_due, s.dec_due, s.inc_due)
+
+    def on_tx(self, ev: CCEvent, flow: FlowCC) -> None:
+        s: _DcqcnState = flow.priv
+        bc = self.byte_counter_bytes
+        if not s.active or bc is None:
+            return
+        s.bc_bytes += ev.bytes
+        while s.bc_bytes >= bc:
+            s.bc_bytes -= bc
+            self._increase(s, flow)
+            s.bc_stage += 1
+
+    def on_timer(self, now: float, flow: FlowCC) -> None:
+        s: _DcqcnState = flow.priv
+        ai = self.alpha_interval_s
+        while True:
+            ta, td, ti = s.alpha_due, s.dec_due, s.inc_due
+            t = min(ta, td, ti)
+            if t > now:
+                break
+            if ta == t:
+                # Alpha periods up to the next other deadline (or now): only the first can
+                # contain a CNP, the rest decay in closed form.
+                limit = min(td, ti, now)
+                k = int((limit - ta) // ai) + 1
+                one_minus_g = 1.0 - self.g
+                alpha = s.alpha
+                if s.alpha_cnp:
+                    alpha = one_minus_g * alpha + self.g
+                    s.alpha_cnp = False
+                    alpha *= one_minus_g ** (k - 1)
+                else:
+                    alpha *= one_minus_g**k
+                s.alpha = alpha
+                s.alpha_due = ta + k * ai
+            elif td == t:
+                self._decrease(s, flow, td)
+            else:
+                self._increase(s, flow)
+                s.t_stage += 1
+                line = flow.line_rate_bps
+                if flow.rate_bps >= line and s.target >= line:
+                    s.inc_due = _INF
+                else:
+                    s.inc_due = ti + self.increase_interval_s
+        flow.timer_due_s = min(s.alpha_due, s.dec_due, s.inc_due)
+
+    # ------------------------------------------------------------------ internals
+    def _decrease(self, s: _DcqcnState, flow: FlowCC, now: float) -> None:
+        rc = flow.rate_bps
+        s.target = rc
+        flow.rate_bps = max(self.min_rate_bps, rc * (1.0 - s.alpha / 2.0))
+        s.last_dec = now
+        s.dec_due = _INF
+        s.t_stage = 0
+        s.bc_stage = 0
+        s.bc_bytes = 0
+        s.inc_due = now + self.increase_interval_s
+
+    def _increase(self, s: _DcqcnState, flow: FlowCC) -> None:
+        f = self.fast_recovery_stages
+        t = s.t_stage
+        bc = s.bc_stage if self.byte_counter_bytes is not None else t
+        hi, lo = (t, bc) if t >= bc else (bc, t)
+        line = flow.line_rate_bps
+        if hi < f:
+            pass  # fast recovery: move halfway back to the target
+        elif lo > f:
+            s.target = min(line, s.target + s.rhai)
+        else:
+            s.target = min(line, s.target + s.rai)
+        flow.rate_bps = min(line, 0.5 * (s.target + flow.rate_bps))
+
+    def alpha(self, flow: FlowCC) -> float:
+        """The flow's current alpha (for tests and traces)."""
+        return flow.priv.alpha
+
+    def target_rate(self, flow: FlowCC) -> float:
+        """The flow's current target rate RT."""
+        return flow.priv.target
+
+
+class CnpGenerator:
+    """DCQCN notification point of one receiving NIC: decides when to send a CNP.
+
+    Call :meth:`on_data` for every arriving data packet; it returns True when the NIC must send a
+    CNP to that QP's sender now: the packet is CE-marked and no CNP went to that QP within the
+    last ``interval_s`` (50 us, paper and physics.md).
+    """
+
+    __slots__ = ("_last", "cnps", "interval_s")
+
+    def __init__(self, interval_s: float = 50e-6) -> None:
+        positive("CnpGenerator", "interval_s", interval_s)
+        self.interval_s = float(interval_s)
+        self._last: dict[Any, float] = {}
+        self.cnps = 0
+
+    def on_data(self, qp: Any, ecn: bool, now: float) -> bool:
+        if not ecn:
+            return False
+        last = self._last.get(qp)
+        if last is not None and now - last < self.interval_s:
+            return False
+        self._last[qp] = now
+        self.cnps += 1
+        return True
+
+    def forget(self, qp: Any) -> None:
+        """Drop a finished QP's state."""
+        self._last.pop(qp, None)

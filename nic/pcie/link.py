@@ -1,0 +1,131 @@
+"""One PCIe link: lanes x transfer rate, line coding, TLP and DLLP overheads, per direction.
+
+Sources (physics.md, "PCIe 5.0"):
+
+- Gen5 runs 32 GT/s per lane with 128b/130b coding, so one direction of x16 carries
+  16 x 32e9 x 128/130 / 8 = 63.0 GB/s raw, x32 126 GB/s, x4 15.75 GB/s [D]. Gen3/Gen4 use the
+  same coding at 8 / 16 GT/s.
+- Every TLP carries ``mps`` payload bytes plus about 20 B (3-DW header, with framing, sequence
+  number and LCRC) or 24 B (4-DW header: 64-bit addresses, the case for GPU BARs), +4 B with
+  ECRC [S]. Write efficiency is MPS/(MPS+24): MPS 256 -> 91.4 % (57.6 GB/s on x16) [S/D].
+- DLLPs (ACK/NAK, flow-control updates; 8 B each [S]) mostly travel *against* the data, so a
+  one-way DMA stream loses little to them in its own direction. They enter as a configurable
+  fraction of the per-direction rate, default 0 (which reproduces physics.md's 57.6 GB/s and its
+  "13-15 % headroom over a 400GbE NIC"); raise it for bidirectional loads [E].
+
+The effective rate is the payload a direction can carry: raw x (1 - dllp) x MPS/(MPS+overhead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fabric.units import fmt_rate, parse_size, parse_time
+
+__all__ = [
+    "ENCODING",
+    "GT_PER_S",
+    "LANE_WIDTHS",
+    "PcieLink",
+]
+
+#: Transfer rate per lane (transfers/s) of the generations modelled. Gen6 (PAM4, FLIT mode with
+#: a different overhead structure) is not modelled.
+GT_PER_S: dict[int, float] = {3: 8e9, 4: 16e9, 5: 32e9}
+#: 128b/130b line coding (Gen3 and later).
+ENCODING = 128 / 130
+#: Link widths the PCIe spec defines.
+LANE_WIDTHS = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """A PCIe link's parameters; every rate property is per direction, in bits/s.
+
+    ``header_bytes`` is the per-TLP overhead *including* framing, sequence number and LCRC
+    (20 for a 3-DW header, 24 for a 4-DW header; physics.md), ``ecrc`` adds 4 B per TLP.
+    ``latency_s`` is an optional per-link delay (PHY and controller; 0 by default [E], the hop
+    latencies that matter sit in switches and the root complex).
+    """
+
+    lanes: int = 16
+    gen: int = 5
+    mps: int = 256
+    header_bytes: int = 24
+    ecrc: bool = False
+    dllp_overhead: float = 0.0
+    latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.gen not in GT_PER_S:
+            raise ValueError(
+                f"PCIe gen {self.gen!r} is not modelled; expected one of {sorted(GT_PER_S)}"
+            )
+        if self.lanes not in LANE_WIDTHS:
+            raise ValueError(f"PCIe lanes {self.lanes!r} invalid; expected one of {LANE_WIDTHS}")
+        if self.mps not in (128, 256, 512, 1024, 2048, 4096):
+            raise ValueError(
+                f"PCIe mps {self.mps!r} invalid; expected a Max Payload Size of 128..4096 B "
+                "(a power of two)"
+            )
+        if not 0 <= self.header_bytes <= 64:
+            raise ValueError(
+                f"PCIe header_bytes {self.header_bytes!r} invalid; expected 20 (3-DW) or 24 (4-DW)"
+            )
+        if not 0.0 <= self.dllp_overhead < 1.0:
+            raise ValueError(
+                f"PCIe dllp_overhead {self.dllp_overhead!r} invalid; expected a fraction in [0, 1)"
+            )
+        if not self.latency_s >= 0:
+            raise ValueError(f"PCIe latency_s {self.latency_s!r} invalid; expected >= 0 seconds")
+
+    @property
+    def raw_bps(self) -> float:
+        """Bits/s per direction after 128b/130b coding, before TLP and DLLP overheads."""
+        return self.lanes * GT_PER_S[self.gen] * ENCODING
+
+    @property
+    def tlp_overhead_bytes(self) -> int:
+        return self.header_bytes + (4 if self.ecrc else 0)
+
+    @property
+    def tlp_efficiency(self) -> float:
+        """Payload share of the TLP stream: MPS / (MPS + header [+ ECRC])."""
+        return self.mps / (self.mps + self.tlp_overhead_bytes)
+
+    @property
+    def effective_bps(self) -> float:
+        """Payload bits/s one direction carries with full-size TLPs."""
+        return self.raw_bps * (1.0 - self.dllp_overhead) * self.tlp_efficiency
+
+    def describe(self) -> str:
+        return (
+            f"Gen{self.gen} x{self.lanes} (MPS {self.mps}, {self.tlp_overhead_bytes} B/TLP): "
+            f"{fmt_rate(self.effective_bps)} per direction"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PcieLink:
+        """From a YAML-style mapping; ``mps`` may be ``"256B"``, ``latency_s`` ``"5ns"``."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(
+                f"unknown PCIe link key(s) {sorted(unknown)}; expected some of {sorted(known)}"
+            )
+        kw = dict(d)
+        if "mps" in kw:
+            kw["mps"] = parse_size(kw["mps"])
+        if "header_bytes" in kw:
+            kw["header_bytes"] = parse_size(kw["header_bytes"])
+        if "latency_s" in kw:
+            kw["latency_s"] = parse_time(kw["latency_s"])
+        for key in ("lanes", "gen"):
+            if key in kw and (isinstance(kw[key], bool) or not isinstance(kw[key], int)):
+                raise ValueError(f"PCIe {key} must be an integer, got {kw[key]!r}")
+        return cls(**kw)

@@ -1,0 +1,468 @@
+"""The PCIe tree inside one node: devices, links, paths, nvidia-smi path classes, resources.
+
+A :class:`PcieTree` wraps a small undirected ``networkx.Graph`` (a tree). Node attr ``role`` is
+one of ``gpu``, ``nic``, ``ssd`` (leaves), ``switch``, ``root`` (one CPU root complex per socket);
+``socket`` (int) and ``index`` (int, per role) are set for every node, ``spec`` holds the
+:mod:`nic.pcie.devices` dataclass of switches, roots and SSDs, and a NIC's ``serves`` lists the
+GPUs whose traffic it carries. Each edge is one full-duplex link: attr ``link`` (a
+:class:`~nic.pcie.link.PcieLink`) or, between two roots, ``inter_socket`` (an
+:class:`~nic.pcie.devices.InterSocket`).
+
+Capacity resources (what :mod:`fabric.maxmin` shares, all bits/s):
+
+- ``"u->v"``: one direction of a link (its effective payload rate);
+- ``"<switch>"``: a switch's shared switching capacity (every stream through it counts once);
+- ``"<root>.p2p"``: a root complex's peer-to-peer limit, used by device-to-device streams that
+  cross it (host-memory streams that start or end at a root do not use it);
+- ``"<ssd>.read"`` / ``"<ssd>.write"``: the SSD's own media rates.
+
+Path classes follow ``nvidia-smi topo -m``: ``PIX`` at most one switch between the two devices,
+``PXB`` several switches, ``PHB`` through one CPU root complex, ``SYS`` across the inter-socket
+link; ``X`` is a device with itself. (nvidia-smi's ``NODE``, several host bridges inside one
+socket, is not modelled: one root complex per socket.) GPUDirect RDMA wants ``PIX``
+(physics.md [S]).
+
+Latency of a path: the sum of its links' ``latency_s``, each switch's hop latency, each root
+complex crossed (its ``latency_s``) and the inter-socket link's latency. Device latencies (an
+SSD's 60 us read) are the device's, not the path's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from fabric.maxmin import build_incidence
+from nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
+from nic.pcie.link import PcieLink
+
+__all__ = [
+    "DEVICE_ROLES",
+    "PATH_CLASSES",
+    "ROLES",
+    "PciePath",
+    "PcieTree",
+]
+
+ROLES = ("gpu", "nic", "ssd", "switch", "root")
+#: Roles that are endpoints (leaves) of the tree.
+DEVICE_ROLES = ("gpu", "nic", "ssd")
+#: nvidia-smi path classes, best first.
+PATH_CLASSES = ("X", "PIX", "PXB", "PHB", "SYS")
+
+_SPEC_TYPES: dict[str, type] = {"switch": PcieSwitch, "root": RootComplex, "ssd": Ssd}
+
+
+@dataclass(frozen=True)
+class PciePath:
+    """The route between two nodes of a tree and what it costs when idle.
+
+    ``links`` are the directed hops; ``resources`` the capacity resources a stream along it
+    uses; ``rate_bps`` the smallest of their capacities (the idle path's payload rate);
+    ``latency_s`` the one-way latency (see the module doc).
+    """
+
+    src: str
+    dst: str
+    nodes: tuple[str, ...]
+    links: tuple[tuple[str, str], ...]
+    resources: tuple[str, ...]
+    rate_bps: float
+    latency_s: float
+    path_class: str
+
+
+def _trailing_int(name: str) -> int | None:
+    m = re.search(r"(\d+)$", name)
+    return int(m.group(1)) if m else None
+
+
+class PcieTree:
+    """A validated PCIe tree with cached routes; see the module doc for the graph contract."""
+
+    def __init__(self, graph: nx.Graph, name: str | None = None) -> None:
+        self.graph = graph
+        self.name = name or graph.graph.get("name", "custom")
+        graph.graph.setdefault("name", self.name)
+        self._validate()
+        self._fill_defaults()
+        self._routes: dict[tuple[str, str], PciePath] = {}
+        self._res_idx: dict[tuple[str, str], np.ndarray] = {}
+
+    # ------------------------------------------------------------------ validation
+
+    def _validate(self) -> None:
+        g = self.graph
+        if g.number_of_nodes() == 0:
+            raise ValueError("PCIe tree has no devices")
+        for n, d in g.nodes(data=True):
+            role = d.get("role")
+            if role not in ROLES:
+                raise ValueError(f"PCIe node {n!r} has role {role!r}; expected one of {ROLES}")
+            if role in DEVICE_ROLES and g.degree(n) != 1:
+                raise ValueError(
+                    f"PCIe {role} {n!r} has {g.degree(n)} links; an endpoint has exactly one"
+                )
+            spec_t = _SPEC_TYPES.get(role)
+            if spec_t is not None and not isinstance(d.get("spec"), spec_t):
+                raise ValueError(f"PCIe {role} {n!r} needs attr 'spec' of type {spec_t.__name__}")
+        if not nx.is_tree(g):
+            raise ValueError(
+                f"PCIe layout {self.name!r} must be a tree (connected, no loops); it has "
+                f"{nx.number_connected_components(g)} component(s) and {g.number_of_edges()} "
+                f"links for {g.number_of_nodes()} devices"
+            )
+        for u, v, d in g.edges(data=True):
+            roots = g.nodes[u]["role"] == "root" and g.nodes[v]["role"] == "root"
+            if roots:
+                if not isinstance(d.get("inter_socket"), InterSocket):
+                    raise ValueError(f"link {u!r}-{v!r} between two roots needs 'inter_socket'")
+            elif not isinstance(d.get("link"), PcieLink):
+                raise ValueError(f"link {u!r}-{v!r} needs attr 'link' (a PcieLink)")
+        for n, d in g.nodes(data=True):
+            for gpu in d.get("serves", ()) if d["role"] == "nic" else ():
+                if gpu not in g or g.nodes[gpu]["role"] != "gpu":
+                    raise ValueError(f"NIC {n!r} serves {gpu!r}, which is not a GPU of the layout")
+
+    def _fill_defaults(self) -> None:
+        g = self.graph
+        counters: dict[str, int] = {}
+        for n in g.nodes:
+            d = g.nodes[n]
+            d.setdefault("socket", 0)
+            if "index" not in d:
+                idx = _trailing_int(n)
+                d["index"] = idx if idx is not None else counters.get(d["role"], 0)
+            counters[d["role"]] = counters.get(d["role"], 0) + 1
+            if d["role"] == "nic":
+                d.setdefault("serves", [])
+            if d["role"] == "switch":  # read by the cost model's hardware count
+                d["on_card"] = bool(d["spec"].on_card)
+
+    # ------------------------------------------------------------------ devices
+
+    def devices(self, role: str | None = None) -> list[str]:
+        """Node names, optionally of one role, ordered by (role, index, name)."""
+        if role is not None and role not in ROLES:
+            raise ValueError(f"unknown PCIe role {role!r}; expected one of {ROLES}")
+        g = self.graph
+        names = [n for n, d in g.nodes(data=True) if role is None or d["role"] == role]
+        return sorted(
+            names, key=lambda n: (ROLES.index(g.nodes[n]["role"]), g.nodes[n]["index"], n)
+        )
+
+    @property
+    def gpus(self) -> list[str]:
+        return self.devices("gpu")
+
+    @property
+    def nics(self) -> list[str]:
+        return self.devices("nic")
+
+    @property
+    def ssds(self) -> list[str]:
+        return self.devices("ssd")
+
+    def role(self, node: str) -> str:
+        self._check_node(node)
+        return self.graph.nodes[node]["role"]
+
+    def spec(self, node: str) -> Any:
+        """The device dataclass of a switch, root or SSD."""
+        self._check_node(node)
+        return self.graph.nodes[node].get("spec")
+
+    def nics_of_gpu(self, gpu: str) -> list[str]:
+        """The NICs that carry ``gpu``'s network traffic (its ``serves`` entries)."""
+        self._check_node(gpu)
+        return [n for n in self.nics if gpu in self.graph.nodes[n]["serves"]]
+
+    def gpus_of_nic(self, nic: str) -> list[str]:
+        self._check_node(nic)
+        return list(self.graph.nodes[nic]["serves"])
+
+    def root_of(self, node: str) -> str:
+        """The root complex (socket) above ``node``."""
+        self._check_node(node)
+        sock = self.graph.nodes[node]["socket"]
+        for r in self.devices("root"):
+            if self.graph.nodes[r]["socket"] == sock:
+                return r
+        raise ValueError(f"no root complex for socket {sock} of {node!r}")
+
+    def _check_node(self, node: str) -> None:
+        if node not in self.graph:
+            close = difflib.get_close_matches(str(node), [str(n) for n in self.graph], n=3)
+            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ValueError(f"no device {node!r} in PCIe layout {self.name!r}.{hint}")
+
+    # ------------------------------------------------------------------ resources
+
+    def _edge_rate(self, u: str, v: str) -> float:
+        d = self.graph.edges[u, v]
+        if "inter_socket" in d:
+            return d["inter_socket"].rate_bps
+        return d["link"].effective_bps
+
+    def _edge_latency(self, u: str, v: str) -> float:
+        d = self.graph.edges[u, v]
+        return d["inter_socket"].latency_s if "inter_socket" in d else d["link"].latency_s
+
+    @cached_property
+    def _resources(self) -> tuple[tuple[str, ...], np.ndarray, dict[str, int]]:
+        g = self.graph
+        names: list[str] = []
+        caps: list[float] = []
+        for u, v in sorted(g.edges, key=lambda e: (str(e[0]), str(e[1]))):
+            rate = self._edge_rate(u, v)
+            names += [f"{u}->{v}", f"{v}->{u}"]
+            caps += [rate, rate]
+        for s in self.devices("switch"):
+            spec: PcieSwitch = g.nodes[s]["spec"]
+            cap = spec.capacity_bps
+            if cap is None:  # non-blocking: all ports at full rate at once
+                cap = sum(self._edge_rate(s, nb) for nb in g.neighbors(s))
+            names.append(s)
+            caps.append(cap)
+        for r in self.devices("root"):
+            names.append(f"{r}.p2p")
+            caps.append(g.nodes[r]["spec"].p2p_limit_bps)
+        for s in self.devices("ssd"):
+            spec_s: Ssd = g.nodes[s]["spec"]
+            names += [f"{s}.read", f"{s}.write"]
+            caps += [spec_s.read_bps, spec_s.write_bps]
+        return tuple(names), np.asarray(caps, dtype=float), {n: i for i, n in enumerate(names)}
+
+    @property
+    def resource_names(self) -> tuple[str, ...]:
+        return self._resources[0]
+
+    @property
+    def resource_capacity_bps(self) -> np.ndarray:
+        """Capacities of :attr:`resource_names`, bits/s (a copy)."""
+        return self._resources[1].copy()
+
+    def resource_index(self, name: str) -> int:
+        try:
+            return self._resources[2][name]
+        except KeyError:
+            raise ValueError(
+                f"no PCIe resource {name!r} in layout {self.name!r}; resources are link "
+                "directions 'u->v', switch names, '<root>.p2p', '<ssd>.read'/'<ssd>.write'"
+            ) from None
+
+    # ------------------------------------------------------------------ paths
+
+    def path(self, src: str, dst: str) -> PciePath:
+        """The route from ``src`` to ``dst`` (cached): hops, resources, idle rate, latency."""
+        key = (src, dst)
+        hit = self._routes.get(key)
+        if hit is not None:
+            return hit
+        self._check_node(src)
+        self._check_node(dst)
+        g = self.graph
+        nodes = tuple(nx.shortest_path(g, src, dst))
+        links = tuple(itertools.pairwise(nodes))
+        inner = nodes[1:-1]
+        roles = [g.nodes[n]["role"] for n in nodes]
+        p2p = roles[0] != "root" and roles[-1] != "root"
+        res = [f"{u}->{v}" for u, v in links]
+        latency = sum(self._edge_latency(u, v) for u, v in links)
+        for n in inner:
+            role = g.nodes[n]["role"]
+            if role == "switch":
+                res.append(n)
+                latency += g.nodes[n]["spec"].hop_latency_s
+            elif role == "root":
+                latency += g.nodes[n]["spec"].latency_s
+                if p2p:
+                    res.append(f"{n}.p2p")
+        if roles[0] == "ssd" and src != dst:
+            res.append(f"{src}.read")
+        if roles[-1] == "ssd" and src != dst:
+            res.append(f"{dst}.write")
+        _, caps, index = self._resources
+        idx = np.fromiter((index[r] for r in res), dtype=np.intp, count=len(res))
+        rate = float(caps[idx].min()) if idx.size else math.inf
+        path = PciePath(
+            src, dst, nodes, links, tuple(res), rate, latency, self._classify(nodes, roles)
+        )
+        self._routes[key] = path
+        self._res_idx[key] = idx
+        return path
+
+    @staticmethod
+    def _classify(nodes: Sequence[str], roles: Sequence[str]) -> str:
+        if len(nodes) == 1:
+            return "X"
+        n_roots = sum(r == "root" for r in roles)
+        if n_roots >= 2:
+            return "SYS"
+        if n_roots == 1:
+            return "PHB"
+        n_switches = sum(r == "switch" for r in roles[1:-1])
+        return "PXB" if n_switches >= 2 else "PIX"
+
+    def path_class(self, a: str, b: str) -> str:
+        """nvidia-smi path class between two nodes (``X``, ``PIX``, ``PXB``, ``PHB``, ``SYS``)."""
+        return self.path(a, b).path_class
+
+    def latency(self, a: str, b: str) -> float:
+        """One-way latency of the path from ``a`` to ``b``, seconds."""
+        return self.path(a, b).latency_s
+
+    def topo_matrix(self) -> pd.DataFrame:
+        """GPU x NIC path classes, like ``nvidia-smi topo -m`` (rows GPUs, columns NICs)."""
+        gpus, nics = self.gpus, self.nics
+        data = [[self.path_class(gp, n) for n in nics] for gp in gpus]
+        return pd.DataFrame(
+            data, index=pd.Index(gpus, name="gpu"), columns=pd.Index(nics, name="nic")
+        )
+
+    def path_classes(self) -> dict[tuple[str, str], str]:
+        """``{(gpu, nic): class}`` for every GPU and NIC."""
+        return {(gp, n): self.path_class(gp, n) for gp in self.gpus for n in self.nics}
+
+    # ------------------------------------------------------------------ incidence
+
+    def stream_incidence(
+        self, pairs: Iterable[tuple[str, str]]
+    ) -> tuple[sp.csc_array, np.ndarray, tuple[str, ...]]:
+        """``(A, capacity_bps, resource_names)`` for streams along ``pairs`` (src, dst).
+
+        ``A`` is resources x streams with 1 where a stream uses a resource: ready for
+        :func:`fabric.maxmin.maxmin_rates`, or to stack under a cluster-wide flow problem.
+        """
+        pairs = list(pairs)
+        rows: list[np.ndarray] = []
+        for s, d in pairs:
+            self.path(s, d)
+            rows.append(self._res_idx[(s, d)])
+        counts = np.fromiter((r.size for r in rows), dtype=np.intp, count=len(rows))
+        link_idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
+        flow_idx = np.repeat(np.arange(len(pairs)), counts)
+        names, caps, _ = self._resources
+        a = build_incidence(link_idx, flow_idx, len(names), len(pairs))
+        return a, caps.copy(), names
+
+    # ------------------------------------------------------------------ description
+
+    def summary(self) -> pd.DataFrame:
+        """One row per link: endpoints, width, generation, effective rate per direction."""
+        rows = []
+        for u, v, d in self.graph.edges(data=True):
+            if "inter_socket" in d:
+                rows.append(
+                    {
+                        "a": u,
+                        "b": v,
+                        "kind": "inter-socket",
+                        "lanes": None,
+                        "gen": None,
+                        "rate_bps": d["inter_socket"].rate_bps,
+                    }
+                )
+            else:
+                ln: PcieLink = d["link"]
+                rows.append(
+                    {
+                        "a": u,
+                        "b": v,
+                        "kind": "pcie",
+                        "lanes": ln.lanes,
+                        "gen": ln.gen,
+                        "rate_bps": ln.effective_bps,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A YAML-friendly description (SI numbers) that :meth:`from_dict` reads back."""
+        g = self.graph
+        devices: dict[str, dict[str, Any]] = {}
+        for n in self.devices():
+            d = g.nodes[n]
+            entry: dict[str, Any] = {"role": d["role"], "socket": int(d["socket"])}
+            if d.get("spec") is not None:
+                entry.update(d["spec"].to_dict())
+            if d["role"] == "nic":
+                entry["serves"] = list(d["serves"])
+            devices[n] = entry
+        links = []
+        for u, v, d in sorted(g.edges(data=True), key=lambda e: (str(e[0]), str(e[1]))):
+            if "inter_socket" in d:
+                links.append({"a": u, "b": v, "inter_socket": d["inter_socket"].to_dict()})
+            else:
+                links.append({"a": u, "b": v, **d["link"].to_dict()})
+        return {"name": self.name, "devices": devices, "links": links}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PcieTree:
+        """Build from ``{"name", "devices": {name: {role, socket, <spec keys>}}, "links": [...]}``.
+
+        Spec keys are the fields of :mod:`nic.pcie.devices` dataclasses (rates and times may be
+        strings such as ``"32GB/s"`` or ``"115ns"``); a link is ``{a, b, <PcieLink fields>}`` or
+        ``{a, b, inter_socket: {rate_bps, latency_s}}`` between two roots.
+        """
+        extra = set(d) - {"name", "devices", "links"}
+        if extra:
+            raise ValueError(
+                f"unknown PCIe layout key(s) {sorted(extra)}; expected name, devices, links"
+            )
+        devices = d.get("devices")
+        links = d.get("links")
+        if not isinstance(devices, Mapping) or not isinstance(links, Sequence):
+            raise ValueError("a PCIe layout needs 'devices' (a mapping) and 'links' (a list)")
+        g = nx.Graph(name=d.get("name", "custom"))
+        for name, attrs in devices.items():
+            attrs = dict(attrs or {})
+            role = attrs.pop("role", None)
+            if role not in ROLES:
+                raise ValueError(f"device {name!r} has role {role!r}; expected one of {ROLES}")
+            node: dict[str, Any] = {"role": role, "socket": int(attrs.pop("socket", 0))}
+            if "index" in attrs:
+                node["index"] = int(attrs.pop("index"))
+            if role == "nic":
+                node["serves"] = list(attrs.pop("serves", []))
+            spec_t = _SPEC_TYPES.get(role)
+            if spec_t is not None:
+                node["spec"] = spec_t.from_dict(attrs)
+            elif attrs:
+                raise ValueError(f"unknown key(s) {sorted(attrs)} for {role} {name!r}")
+            g.add_node(str(name), **node)
+        for i, link in enumerate(links):
+            link = dict(link)
+            try:
+                a, b = str(link.pop("a")), str(link.pop("b"))
+            except KeyError:
+                raise ValueError(f"link #{i} needs endpoints 'a' and 'b', got {link!r}") from None
+            for end in (a, b):
+                if end not in g:
+                    raise ValueError(f"link #{i} ({a!r}-{b!r}) names unknown device {end!r}")
+            if g.has_edge(a, b):
+                raise ValueError(f"link {a!r}-{b!r} is listed twice; one link per device pair")
+            if "inter_socket" in link:
+                g.add_edge(a, b, inter_socket=InterSocket.from_dict(link.pop("inter_socket") or {}))
+                if link:
+                    raise ValueError(f"unknown key(s) {sorted(link)} on inter-socket link {a}-{b}")
+            else:
+                g.add_edge(a, b, link=PcieLink.from_dict(link))
+        return cls(g)
+
+    def __repr__(self) -> str:
+        return (
+            f"PcieTree({self.name!r}: {len(self.gpus)} GPUs, {len(self.nics)} NICs, "
+            f"{len(self.ssds)} SSDs, {len(self.devices('switch'))} switches)"
+        )

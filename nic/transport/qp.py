@@ -1,0 +1,598 @@
+"""Queue pairs: RDMA WRITE/SEND messages turned into paced, windowed, multipath packets.
+
+One :class:`QueuePair` is the requester side of a reliable connection from one NIC to another
+(one direction; traffic the other way uses the peer's own QP). It owns
+
+* the posted :class:`Message` records (segmented lazily into MTU packets, see
+  :mod:`nic.transport.segmentation`; one PSN space per QP);
+* a :class:`~nic.transport.reliability.SenderReliability` (PSNs, SACK state, retransmissions);
+* a path selector (:mod:`nic.transport.selectors`) choosing each packet's entropy value;
+* the congestion-control flow state (:class:`nic.congestion.FlowCC`): the NIC paces packets to
+  ``flow.send_rate_bps`` and holds them to ``flow.window_bytes``/``credit_bytes``;
+* the retransmission timer: RTO = max(``rto_min_s``, srtt + 4 rttvar) (RFC 6298 shape), doubled
+  on each consecutive timeout up to ``rto_max_s``. It is one lazily re-armed event per RTO
+  period, not one per packet.
+
+The responder side (:class:`RecvQp`) lives on the destination NIC and owns the
+:class:`~nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
+``meta`` (the simulator is omniscient: no lookup table is needed at the receiver).
+
+A message completes when its last PSN is cumulatively acknowledged; the record keeps when it was
+posted, when its first packet left, when the receiver held all its bytes, when it completed,
+and how many of its packets were retransmitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fabric.packet import ACK as K_ACK
+from fabric.packet import CNP as K_CNP
+from fabric.packet import DATA as K_DATA
+from fabric.packet import NACK as K_NACK
+from fabric.packet import PROBE as K_PROBE
+from fabric.packet import ROCE_OVERHEAD, Packet
+from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
+from nic.transport.reliability import (
+    ACK,
+    NACK,
+    ReceiverReliability,
+    ReorderBuffer,
+    SenderReliability,
+)
+from nic.transport.segmentation import OP_WRITE, RETH_BYTES, packet_count
+from nic.transport.selectors import PathSelector
+
+if TYPE_CHECKING:
+    from nic.nic import SmartNic
+
+__all__ = [
+    "ACK_WIRE_EXTRA",
+    "CNP_WIRE_EXTRA",
+    "F_CREDIT_GRANT",
+    "F_CREDIT_REQ",
+    "F_DUP",
+    "F_LAST",
+    "F_PROBE_REPLY",
+    "Message",
+    "QueuePair",
+    "RdmaPacket",
+    "RecvQp",
+]
+
+#: AETH (4 B) on ACK/NACK packets, beyond the 82 B RoCEv2 overhead [S: IBTA].
+ACK_WIRE_EXTRA = 4
+#: A RoCEv2 CNP carries 16 reserved bytes after the BTH [S: IBTA RoCEv2 annex].
+CNP_WIRE_EXTRA = 16
+
+# Packet flag bits (RdmaPacket.flags).
+F_LAST = 1  # DATA: last packet of its message
+F_DUP = 2  # ACK: the receiver saw a duplicate since the last ACK (DSACK-like)
+F_CREDIT_REQ = 4  # PROBE: a credit request (aux = bytes)
+F_CREDIT_GRANT = 8  # PROBE: a credit grant (aux = bytes)
+F_PROBE_REPLY = 16  # PROBE: the echo of an RTT probe
+
+_INF = math.inf
+
+
+class RdmaPacket(Packet):
+    """A :class:`fabric.packet.Packet` with the transport's extra header fields.
+
+    ``aux``: ACK: SACK bitmap (bit i = PSN ``psn + i`` held out of order); credit packets: bytes.
+    ``dpsn``: ACK/NACK/CNP: PSN of the data packet that triggered it. ``flags``: F_* bits.
+    ``meta`` is the sender's :class:`QueuePair`.
+    """
+
+    __slots__ = ("aux", "dpsn", "flags")
+
+    def __init__(  # noqa: PLR0913 - one assignment per header field, on the hot path
+        self,
+        kind: int,
+        size: int,
+        wire: int,
+        src: int,
+        dst: int,
+        flow: int,
+        psn: int,
+        ev: int,
+        ts: float,
+        meta: Any,
+        flags: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.size = size
+        self.wire = wire if wire > 84 else 84
+        self.src = src
+        self.dst = dst
+        self.flow = flow
+        self.psn = psn
+        self.ev = ev
+        self.ts = ts
+        self.meta = meta
+        self.flags = flags
+        self.ecn = False
+        self.ts_echo = 0.0
+        self.int_rec = None
+        self.aux = 0
+        self.dpsn = -1
+        self.link = None
+        self.callbacks = None
+
+
+class Message:
+    """One posted RDMA operation and its life times (seconds; NaN until reached)."""
+
+    __slots__ = (
+        "done_s",
+        "end_psn",
+        "first_psn",
+        "id",
+        "npkts",
+        "opcode",
+        "post_s",
+        "qp",
+        "retx_pkts",
+        "size",
+        "start_s",
+        "t_delivered",
+        "tag",
+    )
+
+    def __init__(
+        self, mid: int, qp: QueuePair, size: int, opcode: int, now: float, tag: Any
+    ) -> None:
+        self.id = mid
+        self.qp = qp
+        self.size = size
+        self.opcode = opcode
+        self.npkts = packet_count(size, qp.mtu)
+        self.first_psn = -1
+        self.end_psn = -1
+        self.post_s = now
+        self.start_s = math.nan
+        self.t_delivered = math.nan
+        self.done_s = math.nan
+        self.retx_pkts = 0
+        self.tag = tag
+
+    @property
+    def done(self) -> bool:
+        return not math.isnan(self.done_s)
+
+    @property
+    def fct_s(self) -> float:
+        """Completion time from posting to the last byte acknowledged."""
+        return self.done_s - self.post_s
+
+    def __repr__(self) -> str:
+        return (
+            f"Message({self.id} qp={self.qp.id} {self.size}B psn=[{self.first_psn},"
+            f"{self.end_psn}) post={self.post_s:.9g} done={self.done_s:.9g})"
+        )
+
+
+class RecvQp:
+    """Responder side of a QP on the destination NIC."""
+
+    __slots__ = ("ack_pkts", "cnps", "nacks", "rel", "rx_bytes", "rx_pkts")
+
+    def __init__(self, mode: int, rob: ReorderBuffer, ack_every: int) -> None:
+        self.rel = ReceiverReliability(mode, rob, ack_every)
+        self.rx_pkts = 0
+        self.rx_bytes = 0
+        self.ack_pkts = 0
+        self.nacks = 0
+        self.cnps = 0
+
+
+class QueuePair:
+    """Requester side of one RDMA reliable connection (see the module docstring)."""
+
+    __slots__ = (
+        "_ccev",
+        "_cc_tx",
+        "_deliver_cb",
+        "_fetched",
+        "_heap_key",
+        "_last_tx",
+        "_last_wire",
+        "_rto_cb",
+        "cc",
+        "credit_wanted",
+        "dst_eids",
+        "dst_nic",
+        "ecn_acks",
+        "fcc",
+        "id",
+        "index",
+        "mode",
+        "msgs",
+        "mtu",
+        "nacks_rcvd",
+        "next_ev",
+        "next_plane",
+        "next_time",
+        "nic",
+        "cnps_rcvd",
+        "planes",
+        "queued",
+        "rto",
+        "rto_deadline",
+        "rto_max_s",
+        "rto_min_s",
+        "rttvar",
+        "rx",
+        "sel",
+        "seg",
+        "snd",
+        "tx_bytes",
+        "tx_pkts",
+        "undelivered",
+        "want_int",
+    )
+
+    def __init__(
+        self,
+        qp_id: int,
+        nic: SmartNic,
+        dst_nic: SmartNic,
+        index: int,
+        *,
+        mtu: int,
+        mode: int,
+        selector: PathSelector,
+        cc: CongestionControl,
+        fcc: FlowCC,
+        rx: RecvQp,
+        reo_factor: float,
+        reo_min_s: float,
+        rto_min_s: float,
+        rto_max_s: float,
+    ) -> None:
+        self.id = qp_id
+        self.nic = nic
+        self.dst_nic = dst_nic
+        self.index = index
+        self.mtu = mtu
+        self.mode = mode
+        self.planes = selector.planes
+        self.dst_eids = dst_nic.eids
+        self.sel = selector
+        self.cc = cc
+        self.fcc = fcc
+        self.rx = rx
+        self.snd = SenderReliability(mode, reo_factor=reo_factor, reo_min_s=reo_min_s)
+        self.snd.loss_cb = selector.on_nack
+        self.msgs: deque[Message] = deque()  # posted, not yet complete (PSN order)
+        self.undelivered: deque[Message] = deque()  # not yet fully held by the receiver
+        self.seg: Message | None = None  # message holding snd_nxt (new PSNs)
+        self.queued = False  # in one of the NIC's ready queues or its pacing heap
+        self.next_time = 0.0  # pacing: earliest time of the next packet
+        self._heap_key = 0.0
+        self._last_tx = 0.0
+        self._last_wire = 0
+        self.next_ev = -1
+        self.next_plane = 0
+        self._fetched = False  # QP context fetched after a cache miss (skip one lookup)
+        self.rto_min_s = rto_min_s
+        self.rto_max_s = rto_max_s
+        self.rto = max(rto_min_s, 3 * fcc.base_rtt_s)
+        self.rttvar = 0.0
+        self.rto_deadline = _INF
+        self._rto_cb: Any = None
+        self._ccev = CCEvent(0.0)
+        self._cc_tx = cc.uses_tx
+        self.want_int = cc.requires_int
+        self.credit_wanted = 0  # bytes of credit requested from the receiver, not granted yet
+        self._deliver_cb: Callable[[Message], object] | None = None
+        self.tx_pkts = 0
+        self.tx_bytes = 0  # payload bytes sent, retransmissions included
+        self.ecn_acks = 0
+        self.nacks_rcvd = 0
+        self.cnps_rcvd = 0
+
+    # ------------------------------------------------------------------ posting
+    def post(self, msg: Message) -> None:
+        """Append ``msg`` to the send queue (the NIC assigns ids and wakes the scheduler)."""
+        msg.first_psn = self.snd.post(msg.npkts)
+        msg.end_psn = msg.first_psn + msg.npkts
+        self.msgs.append(msg)
+        self.undelivered.append(msg)
+        if self.seg is None:
+            self.seg = msg
+        if self.fcc.credit_bytes is not None:
+            self.credit_wanted += msg.size
+            self.nic.request_credit(self, msg.size)
+
+    # ------------------------------------------------------------------ transmit side
+    def _msg_of(self, psn: int) -> Message:
+        seg = self.seg
+        if seg is not None and seg.first_psn <= psn < seg.end_psn:
+            return seg
+        for m in self.msgs:
+            if psn < m.end_psn:
+                return m
+        raise RuntimeError(f"QP {self.id}: PSN {psn} belongs to no posted message")
+
+    def sendable(self) -> bool:
+        """True if a packet may go as far as data, window and credit are concerned."""
+        snd = self.snd
+        psn = snd.pick()
+        if psn < 0:
+            return False
+        m = self._msg_of(psn)
+        idx = psn - m.first_psn
+        payload = self.mtu if idx < m.npkts - 1 else m.size - self.mtu * (m.npkts - 1)
+        fcc = self.fcc
+        if fcc.window_bytes is None and fcc.credit_bytes is None:
+            return True
+        if fcc.may_send(payload, snd.inflight_bytes):
+            return True
+        if fcc.credit_bytes is not None and fcc.credit_bytes < payload and not self.credit_wanted:
+            # credit for retransmissions: ask for what the next packet needs
+            self.credit_wanted += payload
+            self.nic.request_credit(self, payload)
+        return False
+
+    def build(self, now: float) -> RdmaPacket | None:
+        """The next packet to transmit now (pacing already checked), or None."""
+        snd = self.snd
+        psn = snd.pick()
+        if psn < 0:
+            return None
+        m = self._msg_of(psn)
+        mtu = self.mtu
+        idx = psn - m.first_psn
+        last = idx == m.npkts - 1
+        payload = m.size - mtu * idx if last else mtu
+        fcc = self.fcc
+        if (fcc.window_bytes is not None or fcc.credit_bytes is not None) and not fcc.may_send(
+            payload, snd.inflight_bytes
+        ):
+            return None
+        wire = payload + ROCE_OVERHEAD
+        if idx == 0 and m.opcode == OP_WRITE:
+            wire += RETH_BYTES
+        ev = self.next_ev
+        if ev < 0:
+            ev = self.sel.next_ev(now)
+        self.next_ev = -1
+        pkt = RdmaPacket(
+            K_DATA,
+            payload,
+            wire,
+            self.nic.eids[self.next_plane],
+            self.dst_eids[self.next_plane],
+            self.id,
+            psn,
+            ev,
+            now,
+            self,
+            F_LAST if last else 0,
+        )
+        if self.want_int:
+            pkt.int_rec = []
+        if snd.on_send(psn, payload, now, ev):
+            m.retx_pkts += 1
+        elif idx == 0:
+            m.start_s = now
+        if psn + 1 >= m.end_psn and m is self.seg and snd.snd_nxt >= m.end_psn:
+            self._advance_seg()
+        self.tx_pkts += 1
+        self.tx_bytes += payload
+        if self._cc_tx or fcc.credit_bytes is not None:
+            e = self._ccev
+            e.now = now
+            e.bytes = payload
+            e.psn = psn
+            e.rtt = None
+            e.ecn = False
+            e.int_records = None
+            e.path = ev
+            e.snd_nxt = snd.snd_nxt
+            self.cc.handle_tx(e, fcc)
+        # pacing: the next packet may start one wire time at the CC rate later
+        self._last_tx = now
+        self._last_wire = pkt.wire
+        r = fcc.rate_bps
+        if r is None or r >= fcc.line_rate_bps:
+            self.next_time = now
+        else:
+            self.next_time = now + pkt.wire * 8.0 / r
+        if self._rto_cb is None:
+            self.rto_deadline = now + self.rto
+            self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+        return pkt
+
+    def _advance_seg(self) -> None:
+        seg = self.seg
+        found = False
+        nxt = None
+        for m in self.msgs:
+            if found:
+                nxt = m
+                break
+            if m is seg:
+                found = True
+        self.seg = nxt
+
+    def repace(self, now: float) -> None:
+        """Re-read the CC rate after a timer tick: recompute the next departure time."""
+        r = self.fcc.rate_bps
+        if r is None or r >= self.fcc.line_rate_bps:
+            self.next_time = self._last_tx
+        else:
+            self.next_time = self._last_tx + self._last_wire * 8.0 / r
+
+    # ------------------------------------------------------------------ feedback
+    def on_ack(self, pkt: RdmaPacket, now: float) -> None:
+        snd = self.snd
+        una0 = snd.snd_una
+        newly = snd.on_ack(pkt.psn, pkt.aux, now)
+        if pkt.flags & F_DUP:
+            snd.on_duplicate_report()
+        rtt = now - pkt.ts_echo
+        if snd.srtt == 0.0:
+            snd.srtt = rtt
+            self.rttvar = rtt / 2
+        else:
+            err = rtt - snd.srtt
+            snd.srtt += err / 8
+            self.rttvar += ((err if err > 0 else -err) - self.rttvar) / 4
+        ecn = pkt.ecn
+        if ecn:
+            self.ecn_acks += 1
+        self.sel.on_ack(pkt.ev, ecn, now)
+        fcc = self.fcc
+        e = self._ccev
+        e.now = now
+        e.bytes = newly
+        e.psn = pkt.dpsn
+        e.rtt = rtt
+        e.ecn = ecn
+        e.int_records = pkt.int_rec
+        e.path = pkt.ev
+        e.snd_nxt = snd.snd_nxt
+        self.cc.handle_ack(e, fcc)
+        if fcc.requests:
+            self._requests(now)
+        if snd.snd_una > una0:
+            self._progress(now)
+
+    def on_nack(self, pkt: RdmaPacket, now: float) -> None:
+        snd = self.snd
+        una0 = snd.snd_una
+        self.nacks_rcvd += 1
+        psn = pkt.psn
+        ev = snd.ev_of(psn)
+        snd.on_nack(psn, now)
+        if ev >= 0:
+            self.sel.on_nack(ev, now)
+        e = self._ccev
+        e.now = now
+        e.bytes = 0
+        e.psn = psn
+        e.rtt = None
+        e.ecn = False
+        e.int_records = None
+        e.path = ev
+        e.snd_nxt = snd.snd_nxt
+        self.cc.handle_nack(e, self.fcc)
+        if self.fcc.requests:
+            self._requests(now)
+        if snd.snd_una > una0:
+            self._progress(now)
+
+    def on_cnp(self, pkt: RdmaPacket, now: float) -> None:
+        self.cnps_rcvd += 1
+        e = self._ccev
+        e.now = now
+        e.bytes = 0
+        e.psn = pkt.dpsn
+        e.rtt = None
+        e.ecn = True
+        e.int_records = None
+        e.path = pkt.ev
+        e.snd_nxt = self.snd.snd_nxt
+        self.cc.handle_cnp(e, self.fcc)
+        if self.fcc.requests:
+            self._requests(now)
+
+    def on_probe_reply(self, pkt: RdmaPacket, now: float) -> None:
+        e = self._ccev
+        e.now = now
+        e.bytes = 0
+        e.psn = -1
+        e.rtt = now - pkt.ts_echo
+        e.ecn = False
+        e.int_records = pkt.int_rec
+        e.path = pkt.ev
+        e.snd_nxt = self.snd.snd_nxt
+        self.cc.handle_rtt(e, self.fcc)
+        if self.fcc.requests:
+            self._requests(now)
+
+    def on_credit(self, nbytes: int, now: float) -> None:
+        self.credit_wanted -= nbytes
+        if self.credit_wanted < 0:
+            self.credit_wanted = 0
+        e = self._ccev
+        e.now = now
+        e.bytes = nbytes
+        e.psn = -1
+        e.rtt = None
+        e.ecn = False
+        e.int_records = None
+        e.path = None
+        e.snd_nxt = self.snd.snd_nxt
+        self.cc.handle_credit(e, self.fcc)
+
+    def _requests(self, now: float) -> None:
+        req = self.fcc.take_requests()
+        if req & REQ_PATH_CHANGE:
+            path = self.fcc.avoid_path
+            self.sel.on_path_change(-1 if path is None else path, now)
+        if req & REQ_PROBE:
+            self.nic.send_probe(self, now)
+
+    def _progress(self, now: float) -> None:
+        """The cumulative ACK advanced: complete messages, reset the RTO backoff."""
+        una = self.snd.snd_una
+        msgs = self.msgs
+        while msgs and msgs[0].end_psn <= una:
+            m = msgs.popleft()
+            m.done_s = now
+            self.nic.message_done(m)
+        snd = self.snd
+        self.rto = min(self.rto_max_s, max(self.rto_min_s, snd.srtt + 4 * self.rttvar))
+        self.rto_deadline = now + self.rto if snd.high_sent > una else _INF
+
+    def delivered(self, rcv_nxt: int, now: float) -> None:
+        """The receiver's cumulative PSN reached ``rcv_nxt``: stamp fully received messages."""
+        und = self.undelivered
+        while und and und[0].end_psn <= rcv_nxt:
+            und.popleft().t_delivered = now
+
+    def _on_rto(self, _arg: object = None) -> None:
+        self._rto_cb = None
+        snd = self.snd
+        if snd.high_sent <= snd.snd_una:
+            return  # nothing outstanding: disarm until the next send
+        now = self.nic.env._now
+        if now < self.rto_deadline:
+            self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+            return
+        ev = snd.ev_of(snd.snd_una)
+        lost = snd.inflight_bytes
+        snd.on_timeout(now)
+        self.sel.on_timeout(ev, now)
+        e = self._ccev
+        e.now = now
+        e.bytes = lost
+        e.psn = snd.snd_una
+        e.rtt = None
+        e.ecn = False
+        e.int_records = None
+        e.path = ev
+        e.snd_nxt = snd.snd_nxt
+        self.cc.handle_timeout(e, self.fcc)
+        if self.fcc.requests:
+            self._requests(now)
+        self.rto = min(self.rto_max_s, 2 * self.rto)
+        self.rto_deadline = now + self.rto
+        self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+        self.nic.activate(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"QueuePair({self.id}: nic{self.nic.card}->nic{self.dst_nic.card}#{self.index} "
+            f"una={self.snd.snd_una} nxt={self.snd.snd_nxt} end={self.snd.end_psn})"
+        )
+
+
+# Kinds re-exported for the NIC's dispatch (one import site).
+KINDS = (K_DATA, K_ACK, K_NACK, K_CNP, K_PROBE)
+_ = (ACK, NACK)

@@ -1,0 +1,531 @@
+"""Reliable delivery for one queue pair: PSN bookkeeping, ACK/SACK/NACK, loss recovery.
+
+Two recovery modes, both pure logic (no SimPy; the queue pair owns timers and packets):
+
+``gbn`` -- go-back-N, classic RoCE (IBTA reliable connection). The responder accepts only the
+expected PSN; an out-of-order packet is dropped and answered with one "PSN sequence error" NAK
+per episode (no further NAK until the expected PSN arrives), duplicates are re-acknowledged.
+The requester rewinds to the NAK'd PSN and resends everything from there. Under per-packet
+spraying every reordering looks like a loss, which is the retransmission storm that keeps
+classic RoCE on one path per QP.
+
+``sr`` -- selective repeat, as in UEC's reliable-unordered delivery, AWS SRD and MP-RDMA:
+the receiver keeps out-of-order packets (bounded by a per-NIC :class:`ReorderBuffer`) and
+reports them in a SACK bitmap next to the cumulative PSN; the sender retransmits only holes.
+A hole is declared lost RACK-style (RFC 8985): when a packet sent at least ``reorder window``
+later than the hole has been delivered. The window is ``reo_factor x srtt`` (at least
+``reo_min_s``) and grows by one ``reo_factor`` step each time the receiver reports a duplicate
+(a spurious retransmission, like TCP's DSACK-driven adaptation), so spraying over queues of
+different depth does not trigger needless resends. A NACK from the receiver (its reorder buffer
+was full) marks that one PSN lost at once.
+
+Both modes fall back on a retransmission timeout: the queue pair calls
+:meth:`SenderReliability.on_timeout` when nothing was acknowledged for one RTO; ``gbn`` resends
+from the oldest unacknowledged PSN, ``sr`` resends every unacknowledged, un-SACKed PSN.
+
+PSNs are plain unbounded ints (the 24-bit wrap of the BTH is irrelevant for correctness here as
+long as fewer than 2**23 packets are outstanding, which the window guarantees).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+__all__ = [
+    "ACK",
+    "LOST",
+    "MODE_GBN",
+    "MODE_SR",
+    "NACK",
+    "NONE",
+    "RELIABILITY_MODES",
+    "RESENT",
+    "SACKED",
+    "SENT",
+    "ReceiverReliability",
+    "ReorderBuffer",
+    "SenderReliability",
+    "check_mode",
+]
+
+MODE_GBN = 0
+MODE_SR = 1
+RELIABILITY_MODES = {
+    "gbn": MODE_GBN,
+    "go-back-n": MODE_GBN,
+    "sr": MODE_SR,
+    "selective-repeat": MODE_SR,
+}
+
+# Per-PSN sender states (one byte each in a bytearray, so a C-level find() locates holes).
+SENT = 0  # original transmission in flight
+SACKED = 1  # selectively acknowledged above the cumulative PSN
+LOST = 2  # declared lost, waiting in the retransmission queue
+RESENT = 3  # a retransmitted copy is in flight
+
+# Receiver verdicts for one data packet.
+NONE = 0  # nothing to send now (coalescing)
+ACK = 1  # send an ACK (cumulative PSN + SACK bitmap)
+NACK = 2  # send a NACK for ``ReceiverReliability.nack_psn``
+
+_TRIM = 4096  # drop sender bookkeeping this many PSNs behind snd_una at a time
+
+
+def check_mode(mode: str | int) -> int:
+    """The int mode for ``"gbn"``/``"sr"`` (aliases ``go-back-n``, ``selective-repeat``)."""
+    if isinstance(mode, str):
+        try:
+            return RELIABILITY_MODES[mode.lower()]
+        except KeyError:
+            raise ValueError(
+                f"reliability mode {mode!r} is unknown; expected 'gbn' or 'sr'"
+            ) from None
+    if mode in (MODE_GBN, MODE_SR) and not isinstance(mode, bool):
+        return int(mode)
+    raise ValueError(f"reliability mode {mode!r} is unknown; expected 'gbn' or 'sr'")
+
+
+class SenderReliability:
+    """Requester-side PSN state of one QP.
+
+    The queue pair posts PSNs with :meth:`post` (message by message), asks :meth:`pick` which
+    PSN to transmit next, reports the transmission with :meth:`on_send`, and feeds back
+    :meth:`on_ack` / :meth:`on_nack` / :meth:`on_timeout`. ``inflight_bytes`` is the payload
+    in the network that is neither acknowledged nor declared lost (TCP's "pipe"), which is what
+    a congestion window limits.
+    """
+
+    __slots__ = (
+        "_base",
+        "_ev",
+        "_rtx",
+        "_size",
+        "_state",
+        "_tx_time",
+        "acked_bytes",
+        "end_psn",
+        "high_sent",
+        "inflight_bytes",
+        "loss_cb",
+        "mode",
+        "n_lost",
+        "reo_factor",
+        "reo_min_s",
+        "reo_steps",
+        "retransmits",
+        "sacked_rel",
+        "snd_nxt",
+        "snd_una",
+        "srtt",
+        "timeouts",
+    )
+
+    def __init__(self, mode: str | int = "sr", reo_factor: float = 0.25, reo_min_s: float = 1e-6):
+        self.mode = check_mode(mode)
+        if reo_factor <= 0 or reo_min_s < 0:
+            raise ValueError(
+                f"reorder window reo_factor={reo_factor!r}, reo_min_s={reo_min_s!r}; "
+                "expected reo_factor > 0 and reo_min_s >= 0"
+            )
+        self.reo_factor = float(reo_factor)
+        self.reo_min_s = float(reo_min_s)
+        self.reo_steps = 1  # grows on reported duplicates (spurious retransmissions)
+        self.snd_una = 0  # oldest unacknowledged PSN
+        self.snd_nxt = 0  # next PSN to send in sequence (go-back-N rewinds it)
+        self.high_sent = 0  # one past the highest PSN ever sent
+        self.end_psn = 0  # one past the last posted PSN
+        self.sacked_rel = 0  # bit i: PSN snd_una + i is SACKed
+        self.inflight_bytes = 0
+        self.acked_bytes = 0  # unique payload bytes acknowledged (cumulative or SACK)
+        self.retransmits = 0  # packets sent more than once
+        self.timeouts = 0
+        self.n_lost = 0  # PSNs currently declared lost and not yet resent
+        self.srtt = 0.0  # smoothed RTT, fed by the QP (0 = no sample yet)
+        self._base = 0  # PSN of index 0 of the arrays below
+        self._state = bytearray()
+        self._tx_time: list[float] = []
+        self._size: list[int] = []
+        self._ev: list[int] = []  # entropy value of each PSN's latest transmission
+        self._rtx: deque[int] = deque()
+        #: called as ``loss_cb(ev, now)`` for each PSN that loss detection (RACK or a NACK in
+        #: selective-repeat mode) declares lost, so path selectors can penalise its path.
+        self.loss_cb: Callable[[int, float], object] | None = None
+
+    # -- posting and sending ---------------------------------------------------------------
+    def post(self, npkts: int) -> int:
+        """Reserve ``npkts`` PSNs for a new message; returns its first PSN."""
+        first = self.end_psn
+        self.end_psn = first + npkts
+        return first
+
+    def has_data(self) -> bool:
+        """True if a retransmission or a new PSN is waiting to be sent."""
+        return self.n_lost > 0 or self.snd_nxt < self.end_psn
+
+    def pick(self) -> int:
+        """The PSN to send next (retransmissions first), or -1 if there is none."""
+        if self.n_lost:
+            if self.mode == MODE_SR:
+                rtx = self._rtx
+                state = self._state
+                base = self._base
+                while rtx:
+                    psn = rtx.popleft()
+                    if psn >= self.snd_una and state[psn - base] == LOST:
+                        rtx.appendleft(psn)  # stays queued until on_send
+                        return psn
+                self.n_lost = 0  # every queued entry turned out delivered
+            else:
+                return self.snd_nxt
+        if self.snd_nxt < self.end_psn:
+            return self.snd_nxt
+        return -1
+
+    def on_send(self, psn: int, size: int, now: float, ev: int = 0) -> bool:
+        """Record the transmission of ``psn`` carrying ``size`` payload bytes on path ``ev``.
+
+        Returns True if it is a retransmission.
+        """
+        self.inflight_bytes += size
+        if psn >= self.high_sent:  # first transmission (PSNs go out in order the first time)
+            self._state.append(SENT)
+            self._tx_time.append(now)
+            self._size.append(size)
+            self._ev.append(ev)
+            self.high_sent = psn + 1
+            self.snd_nxt = psn + 1
+            return False
+        i = psn - self._base
+        if self._state[i] == LOST:
+            self.n_lost -= 1
+        self._state[i] = RESENT
+        self._tx_time[i] = now
+        self._ev[i] = ev
+        self.retransmits += 1
+        if self.mode == MODE_SR:
+            if self._rtx and self._rtx[0] == psn:
+                self._rtx.popleft()
+        elif psn == self.snd_nxt:
+            self.snd_nxt = psn + 1
+            if self.n_lost and psn + 1 >= self.high_sent:
+                self.n_lost = 0
+        return True
+
+    # -- feedback ---------------------------------------------------------------------------
+    def reorder_window(self) -> float:
+        """Current RACK reordering window, seconds."""
+        return max(self.reo_min_s, self.reo_steps * self.reo_factor * self.srtt)
+
+    def on_duplicate_report(self) -> None:
+        """The receiver saw a duplicate: a retransmission was spurious; widen the window."""
+        if self.reo_steps < 16:
+            self.reo_steps += 1
+
+    def on_ack(self, cum: int, bits: int, now: float) -> int:
+        """Cumulative PSN ``cum`` (all below received) and SACK ``bits`` (bit i = ``cum + i``).
+
+        Returns the payload bytes newly acknowledged by this ACK. Stale and duplicate ACKs
+        are harmless.
+        """
+        newly = 0
+        rack_ts = -1.0
+        base = self._base
+        state = self._state
+        una = self.snd_una
+        if cum > self.high_sent:
+            raise ValueError(f"ACK for PSN {cum} beyond the highest sent {self.high_sent}")
+        if cum > una:
+            size = self._size
+            tx = self._tx_time
+            for i in range(una - base, cum - base):
+                st = state[i]
+                if st != SACKED:
+                    newly += size[i]
+                    if st == LOST:
+                        self.n_lost -= 1
+                    else:
+                        self.inflight_bytes -= size[i]
+                    if tx[i] > rack_ts:
+                        rack_ts = tx[i]
+            self.sacked_rel >>= cum - una
+            self.snd_una = una = cum
+            if self.snd_nxt < una:
+                self.snd_nxt = una
+            if una >= self.high_sent:
+                self.n_lost = 0
+                self._rtx.clear()
+        if bits and self.mode == MODE_SR:
+            if cum < una:
+                bits >>= una - cum
+            new = bits & ~self.sacked_rel
+            if new:
+                self.sacked_rel |= new
+                size = self._size
+                tx = self._tx_time
+                off = una - base
+                while new:
+                    low = new & -new
+                    i = off + low.bit_length() - 1
+                    new ^= low
+                    st = state[i]
+                    newly += size[i]
+                    if st == LOST:
+                        self.n_lost -= 1
+                    else:
+                        self.inflight_bytes -= size[i]
+                    state[i] = SACKED
+                    if tx[i] > rack_ts:
+                        rack_ts = tx[i]
+        self.acked_bytes += newly
+        if rack_ts >= 0.0 and self.mode == MODE_SR and self.sacked_rel:
+            self._detect_losses(rack_ts - self.reorder_window(), now)
+        if una - base > _TRIM:
+            k = una - base
+            del self._state[:k]
+            del self._tx_time[:k]
+            del self._size[:k]
+            del self._ev[:k]
+            self._base = una
+        return newly
+
+    def _detect_losses(self, threshold: float, now: float) -> None:
+        """Mark in-flight holes below the highest SACK that were sent before ``threshold``."""
+        state = self._state
+        tx = self._tx_time
+        size = self._size
+        base = self._base
+        start = self.snd_una - base
+        end = start + self.sacked_rel.bit_length()
+        # Originals go out in PSN order, so their send times rise with the PSN: stop at the
+        # first one that is too recent. Resent copies are checked one by one.
+        cb = self.loss_cb
+        i = state.find(SENT, start, end)
+        while i >= 0 and tx[i] <= threshold:
+            state[i] = LOST
+            self.inflight_bytes -= size[i]
+            self.n_lost += 1
+            self._rtx.append(base + i)
+            if cb is not None:
+                cb(self._ev[i], now)
+            i = state.find(SENT, i + 1, end)
+        i = state.find(RESENT, start, end)
+        while i >= 0:
+            if tx[i] <= threshold:
+                state[i] = LOST
+                self.inflight_bytes -= size[i]
+                self.n_lost += 1
+                self._rtx.append(base + i)
+                if cb is not None:
+                    cb(self._ev[i], now)
+            i = state.find(RESENT, i + 1, end)
+
+    def on_nack(self, psn: int, now: float) -> None:
+        """The receiver reports ``psn`` missing.
+
+        go-back-N: everything below ``psn`` arrived; rewind and resend from ``psn``.
+        selective repeat: the receiver dropped ``psn`` (reorder buffer full); resend it only.
+        """
+        if psn < self.snd_una or psn >= self.high_sent:
+            return
+        if self.mode == MODE_GBN:
+            self.on_ack(psn, 0, now)
+            self._mark_lost_from(psn)
+            self.snd_nxt = psn
+        else:
+            i = psn - self._base
+            st = self._state[i]
+            if st == SENT or st == RESENT:
+                self._state[i] = LOST
+                self.inflight_bytes -= self._size[i]
+                self.n_lost += 1
+                self._rtx.appendleft(psn)
+
+    def on_timeout(self, now: float) -> bool:
+        """Retransmission timeout: declare every in-flight PSN lost. False if none was."""
+        if self.snd_una >= self.high_sent:
+            return False
+        self.timeouts += 1
+        if self.mode == MODE_GBN:
+            self._mark_lost_from(self.snd_una)
+            self.snd_nxt = self.snd_una
+        else:
+            self._rtx.clear()
+            self.n_lost = 0
+            self._mark_lost_from(self.snd_una)
+        return True
+
+    def _mark_lost_from(self, psn: int) -> None:
+        state = self._state
+        size = self._size
+        base = self._base
+        sr = self.mode == MODE_SR
+        n = 0
+        for i in range(psn - base, self.high_sent - base):
+            st = state[i]
+            if st == SENT or st == RESENT:
+                state[i] = LOST
+                self.inflight_bytes -= size[i]
+                n += 1
+                if sr:
+                    self._rtx.append(base + i)
+            elif st == LOST:
+                n += 1
+                if sr:
+                    self._rtx.append(base + i)
+        # SR re-queues in PSN order; stale duplicates in the deque are skipped by pick()
+        self.n_lost = n
+
+    # -- inspection -------------------------------------------------------------------------
+    def ev_of(self, psn: int) -> int:
+        """Entropy value ``psn`` was last sent with (-1 if unknown or already trimmed)."""
+        i = psn - self._base
+        return self._ev[i] if 0 <= i < len(self._ev) else -1
+
+    def outstanding(self) -> int:
+        """PSNs sent and not yet cumulatively acknowledged."""
+        return self.high_sent - self.snd_una
+
+    def done(self) -> bool:
+        """Every posted PSN is acknowledged."""
+        return self.snd_una >= self.end_psn
+
+
+class ReorderBuffer:
+    """A NIC's bounded out-of-order packet store, shared by its receiving QPs.
+
+    Capacity is in payload bytes. ``used`` is the current occupancy, ``max_used`` its peak,
+    ``drops`` the packets refused for lack of space (they are NACKed and resent).
+    """
+
+    __slots__ = ("capacity", "drops", "max_used", "used")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"reorder buffer capacity {capacity!r}; expected bytes >= 0")
+        self.capacity = int(capacity)
+        self.used = 0
+        self.max_used = 0
+        self.drops = 0
+
+    def take(self, nbytes: int) -> bool:
+        used = self.used + nbytes
+        if used > self.capacity:
+            self.drops += 1
+            return False
+        self.used = used
+        if used > self.max_used:
+            self.max_used = used
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
+
+
+class ReceiverReliability:
+    """Responder-side PSN state of one QP.
+
+    :meth:`on_data` classifies each arriving data packet and returns :data:`NONE`,
+    :data:`ACK` or :data:`NACK`; the ACK carries ``rcv_nxt`` (cumulative) and ``ooo_bits``
+    (bit i: PSN ``rcv_nxt + i`` is held out of order). ACKs are coalesced: one per
+    ``ack_every`` packets, but at once for the last packet of a message, an ECN-marked packet
+    (so congestion and path feedback are exact), a duplicate, or a packet that fills a hole.
+    ``delivered_bytes`` counts each PSN's payload exactly once.
+    """
+
+    __slots__ = (
+        "_sizes",
+        "ack_every",
+        "delivered_bytes",
+        "dup_pkts",
+        "dup_pending",
+        "mode",
+        "nack_psn",
+        "nak_sent",
+        "ooo_bits",
+        "ooo_drops",
+        "ooo_pkts",
+        "pending",
+        "rcv_nxt",
+        "rob",
+    )
+
+    def __init__(
+        self, mode: str | int = "sr", rob: ReorderBuffer | None = None, ack_every: int = 1
+    ) -> None:
+        self.mode = check_mode(mode)
+        if ack_every < 1:
+            raise ValueError(f"ack_every {ack_every!r}; expected an int >= 1")
+        self.ack_every = int(ack_every)
+        self.rob = rob if rob is not None else ReorderBuffer(1 << 62)
+        self.rcv_nxt = 0
+        self.ooo_bits = 0
+        self.ooo_pkts = 0
+        self._sizes: dict[int, int] = {}  # payload of each buffered out-of-order PSN
+        self.nak_sent = False
+        self.nack_psn = -1
+        self.pending = 0
+        self.delivered_bytes = 0
+        self.dup_pkts = 0
+        self.dup_pending = False  # report a duplicate in the next ACK (DSACK-like)
+        self.ooo_drops = 0  # packets discarded for arriving out of order (gbn) or no space
+
+    def on_data(self, psn: int, payload: int, last: bool, ecn: bool) -> int:
+        nxt = self.rcv_nxt
+        if psn == nxt:
+            self.delivered_bytes += payload
+            bits = self.ooo_bits
+            if bits:
+                b = bits | 1
+                k = ((b ^ (b + 1)).bit_length()) - 1  # trailing ones: packets now in order
+                sizes = self._sizes
+                freed = 0
+                for p in range(nxt + 1, nxt + k):
+                    freed += sizes.pop(p)
+                self.rob.release(freed)
+                self.ooo_pkts -= k - 1
+                self.ooo_bits = b >> k
+                self.rcv_nxt = nxt + k
+                self.pending = 0
+                return ACK  # a hole was filled: tell the sender now
+            self.rcv_nxt = nxt + 1
+            self.nak_sent = False
+            self.pending += 1
+            if last or ecn or self.pending >= self.ack_every:
+                self.pending = 0
+                return ACK
+            return NONE
+        if psn < nxt:
+            self.dup_pkts += 1
+            self.dup_pending = True
+            self.pending = 0
+            return ACK
+        # psn > rcv_nxt: out of order
+        if self.mode == MODE_GBN:
+            self.ooo_drops += 1
+            if self.nak_sent:
+                return NONE
+            self.nak_sent = True
+            self.nack_psn = nxt
+            self.pending = 0
+            return NACK
+        off = psn - nxt
+        if (self.ooo_bits >> off) & 1:
+            self.dup_pkts += 1
+            self.dup_pending = True
+            self.pending = 0
+            return ACK
+        if not self.rob.take(payload):
+            self.ooo_drops += 1
+            self.nack_psn = psn
+            self.pending = 0
+            return NACK
+        self.ooo_bits |= 1 << off
+        self._sizes[psn] = payload
+        self.ooo_pkts += 1
+        self.delivered_bytes += payload
+        self.pending += 1
+        if last or ecn or self.pending >= self.ack_every:
+            self.pending = 0
+            return ACK
+        return NONE

@@ -1,0 +1,460 @@
+"""From a validated scenario to the things an engine runs: the cluster and the workload trace.
+
+This module is the adapter between the scenario schema and the packages below it:
+
+- the topology graph from :func:`fabric.topology.build_topology` (a preset or an explicit
+  builder with its parameters), checked with :func:`fabric.topology.validate_graph`;
+- ranks placed on GPUs with :func:`fabric.rankmap.map_ranks`;
+- switch settings as a :class:`fabric.switch.SwitchConfig`;
+- the node's PCIe layout from ``nic.pcie`` when it is available;
+- the workload trace (schema in the team brief / ``workloads.trace``) from the ``workloads``
+  kernels (MoE), a trace file, or a synthetic pattern; and the per-rank expert-compute time.
+
+Every parameter a lower layer rejects is re-raised as a :class:`ScenarioError` naming the
+scenario key it came from (``cluster.topology.params``, ``workload.moe``, ...).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from scenarios.errors import ScenarioError
+from scenarios.schema import Scenario, Straggler
+
+__all__ = [
+    "TRACE_COLUMNS",
+    "Cluster",
+    "build_cluster",
+    "build_graph",
+    "build_trace",
+    "check_trace",
+    "compute_table",
+    "read_trace_file",
+    "switch_config",
+]
+
+TRACE_COLUMNS = ("step", "layer", "phase", "src_rank", "dst_rank", "bytes", "tokens", "start_s",
+                 "hop")  # fmt: skip
+PHASES = ("dispatch", "combine", "other")
+HOPS = ("rdma", "scaleup", "local")
+
+
+@contextmanager
+def at(path: str, what: str = "") -> Iterator[None]:
+    """Re-raise a lower layer's ValueError/TypeError as a ScenarioError at scenario key
+    ``path`` (the lower layer's message already names its own parameter)."""
+    try:
+        yield
+    except ScenarioError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        prefix = f"{what}: " if what else ""
+        raise ScenarioError(f"{prefix}{text.rstrip('.')}.", path=path) from None
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+@dataclass
+class Cluster:
+    """The built cluster: graph, rank placement and device settings."""
+
+    graph: nx.Graph
+    num_ranks: int
+    rank_gpu: np.ndarray
+    rank_server: np.ndarray
+    rank_pod: np.ndarray
+    rank_ports: list[tuple[str, ...]]
+    gpus_per_pod: int
+    switch: Any = None
+    layout: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def planes(self) -> int:
+        return max(1, max((len(p) for p in self.rank_ports), default=1))
+
+    @property
+    def has_scaleup(self) -> bool:
+        return any(r == "gpu" for _, r in self.graph.nodes(data="role"))
+
+
+def build_graph(sc: Scenario) -> nx.Graph:
+    """The topology graph of ``sc.cluster`` (preset or explicit builder)."""
+    from fabric.topology import build_topology, validate_graph
+
+    c = sc.cluster
+    if c.preset is not None:
+        name, params, path = c.preset, dict(c.params), "cluster.params"
+    else:
+        assert c.topology is not None
+        name, params, path = c.topology.name, dict(c.topology.params), "cluster.topology.params"
+    with at(path, f"topology {name!r}"):
+        g = build_topology(name, **params)
+    with at(path, f"topology {name!r}"):
+        validate_graph(g)
+    return g
+
+
+def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
+    from fabric.topology import gpus
+
+    w = sc.workload
+    total = len(gpus(graph))
+    if w.moe is not None:
+        n = w.moe.ep_size
+        path = "workload.moe.ep_size"
+    elif w.synthetic is not None:
+        n = w.synthetic.ranks or total
+        path = "workload.synthetic.ranks"
+    else:
+        return -1  # from the trace
+    if n > total:
+        raise ScenarioError(
+            f"{n} ranks do not fit the cluster, which has {total} GPUs; use a larger cluster "
+            f"(cluster.params / cluster.topology.params) or fewer ranks.",
+            path=path,
+        )
+    return n
+
+
+def switch_config(sc: Scenario) -> Any:
+    """The scenario's switch settings as a :class:`fabric.switch.SwitchConfig`."""
+    from fabric.switch import SwitchConfig
+
+    s = sc.cluster.switch
+    with at("cluster.switch"):
+        return SwitchConfig(
+            latency_s=s.latency,
+            store_and_forward=not s.cut_through,
+            buffer_bytes=s.buffer,
+            dt_alpha=s.alpha,
+            ecn=s.ecn.enabled,
+            ecn_kmin_bytes=s.ecn.kmin,
+            ecn_kmax_bytes=s.ecn.kmax,
+            ecn_pmax=s.ecn.pmax,
+            pfc=s.pfc.enabled,
+            pfc_xoff_bytes=s.pfc.xoff,
+            pfc_xon_bytes=s.pfc.xon,
+        )
+
+
+def _node_layout(sc: Scenario) -> Any:
+    if sc.cluster.layout is None:
+        return None
+    from scenarios.registries import get_registry
+
+    reg = get_registry("node layout")
+    if reg is None:
+        return sc.cluster.layout
+    with at("cluster.layout"):
+        return reg.get(sc.cluster.layout)
+
+
+def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
+    """Build the graph and place the ranks (``num_ranks`` overrides the workload's count)."""
+    from fabric.rankmap import map_ranks
+
+    g = build_graph(sc)
+    n = num_ranks if num_ranks is not None else _num_ranks(sc, g)
+    if n < 0:
+        raise ValueError("build_cluster needs num_ranks for a trace workload")
+    placement = sc.cluster.rank_map
+    with at("cluster.rank_map"):
+        rm = map_ranks(g, n, placement if isinstance(placement, str) else list(placement))
+    pods = rm.pod
+    per_pod = np.bincount(pods - pods.min()) if n else np.array([1])
+    gpus_per_pod = int(per_pod.max()) if per_pod.size else 1
+    return Cluster(
+        graph=g,
+        num_ranks=n,
+        rank_gpu=rm.gpu,
+        rank_server=rm.server,
+        rank_pod=rm.pod,
+        rank_ports=[rm.ports(r) for r in range(n)],
+        gpus_per_pod=gpus_per_pod,
+        switch=switch_config(sc),
+        layout=_node_layout(sc),
+    )
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def check_trace(df: pd.DataFrame, num_ranks: int | None, source: str, path: str) -> pd.DataFrame:
+    """The trace with the brief's columns and dtypes, or a ScenarioError saying what is wrong."""
+    missing = [c for c in TRACE_COLUMNS if c not in df.columns]
+    if "tokens" in missing:
+        df = df.assign(tokens=0)
+        missing.remove("tokens")
+    if "start_s" in missing:
+        df = df.assign(start_s=0.0)
+        missing.remove("start_s")
+    if missing:
+        raise ScenarioError(
+            f"trace {source} lacks column(s) {', '.join(missing)}; a trace needs "
+            f"{', '.join(TRACE_COLUMNS)}.",
+            path=path,
+        )
+    out = df.copy()
+    try:
+        for c in ("step", "layer", "src_rank", "dst_rank", "bytes", "tokens"):
+            out[c] = pd.to_numeric(out[c], errors="raise").astype(np.int64)
+        out["start_s"] = pd.to_numeric(out["start_s"], errors="raise").astype(float)
+    except (ValueError, TypeError) as exc:
+        raise ScenarioError(f"trace {source} has a non-numeric value: {exc}.", path=path) from None
+    for c, allowed in (("phase", PHASES), ("hop", HOPS)):
+        out[c] = out[c].astype(str)
+        bad = sorted(set(out[c]) - set(allowed))
+        if bad:
+            raise ScenarioError(
+                f"trace {source}: column {c} has {bad[:3]}; expected one of {list(allowed)}.",
+                path=path,
+            )
+    for c in ("bytes", "tokens", "step", "layer", "src_rank", "dst_rank"):
+        if len(out) and int(out[c].min()) < 0:
+            raise ScenarioError(f"trace {source}: column {c} has negative values.", path=path)
+    start = out["start_s"].to_numpy()
+    if not (np.isfinite(start).all() and (start >= 0).all()):
+        raise ScenarioError(f"trace {source}: start_s must be finite and >= 0.", path=path)
+    if num_ranks is not None and len(out):
+        hi = int(max(out["src_rank"].max(), out["dst_rank"].max()))
+        if hi >= num_ranks:
+            raise ScenarioError(
+                f"trace {source} names rank {hi} but has only {num_ranks} ranks.", path=path
+            )
+    out = out[out["bytes"] > 0].reset_index(drop=True)
+    out.attrs = dict(df.attrs)
+    return out
+
+
+def read_trace_file(path: Path, fmt: str = "auto") -> pd.DataFrame:
+    """Read a trace (``workloads.trace`` reader when present, else pandas)."""
+    try:
+        from workloads import trace as wtrace  # type: ignore[attr-defined]
+    except ImportError:
+        wtrace = None
+    reader = getattr(wtrace, "read_trace", None) if wtrace is not None else None
+    where = "workload.trace.path"
+    if reader is not None:
+        with at(where, f"trace {str(path)!r}"):
+            return reader(str(path))
+    kind = fmt if fmt != "auto" else ("parquet" if path.suffix == ".parquet" else "csv")
+    try:
+        return pd.read_parquet(path) if kind == "parquet" else pd.read_csv(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise ScenarioError(
+            f"cannot read trace {str(path)!r} as {kind}: {type(exc).__name__}: {exc}.",
+            path=where,
+        ) from None
+
+
+def topology_io(name: str) -> Callable[..., Any] | None:
+    """``write_graphml`` / ``read_graphml`` / ``draw_topology`` from fabric (they moved from
+    fabric.topology to fabric.topology_io; look in both)."""
+    import importlib
+
+    for module in ("fabric.topology_io", "fabric.topology"):
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ModuleNotFoundError:
+            continue
+        if callable(fn):
+            return fn
+    return None
+
+
+def _call_with(fn: Callable[..., Any], candidates: Mapping[str, Any]) -> Any:
+    """Call ``fn`` with those of ``candidates`` its signature accepts (adapter for workloads
+    functions whose keyword names we match by meaning, e.g. ``ep_size`` / ``num_ranks``)."""
+    sig = inspect.signature(fn)
+    accepts_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    kwargs = {k: v for k, v in candidates.items() if accepts_kw or k in sig.parameters}
+    return fn(**kwargs)
+
+
+def _workloads_fn(*names: str) -> Callable[..., Any] | None:
+    import importlib
+
+    for dotted in names:
+        module, _, attr = dotted.rpartition(".")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):
+                continue
+            raise
+        fn = getattr(mod, attr, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
+    m = sc.workload.moe
+    assert m is not None
+    fn = _workloads_fn("workloads.moe_layer_trace", "workloads.trace.moe_layer_trace")
+    if fn is None:
+        raise ScenarioError(
+            "MoE workloads need workloads.moe_layer_trace, which is not installed in this "
+            "tree yet; use a trace file or a synthetic pattern.",
+            path="workload.moe",
+        )
+    skew = m.skew
+    candidates = {
+        "model": m.model,
+        "ep_size": m.ep_size,
+        "num_ranks": m.ep_size,
+        "tokens_per_rank": m.tokens_per_rank,
+        "mode": m.mode,
+        "placement": m.placement,
+        "layers": m.layers,
+        "steps": m.steps,
+        "gpus_per_node": cluster.gpus_per_pod,
+        "skew": skew.kind,
+        "popularity": skew.kind,
+        "max_mean": skew.max_mean,
+        "exponent": skew.exponent,
+        "skew_params": dict(skew.params),
+        "seed": sc.seed,
+        "rng": np.random.default_rng(sc.seed),
+    }
+    with at("workload.moe", "MoE trace"):
+        return _call_with(fn, candidates)
+
+
+def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
+    s = sc.workload.synthetic
+    assert s is not None
+    fn = None
+    from scenarios.registries import get_registry
+
+    reg = get_registry("synthetic pattern")
+    if reg is not None and s.pattern in reg:
+        fn = reg.get(s.pattern)
+    if fn is None:
+        raise ScenarioError(
+            f"synthetic pattern {s.pattern!r} needs the workloads synthetic patterns, which are "
+            "not installed in this tree yet; use a trace file.",
+            path="workload.synthetic.pattern",
+        )
+    candidates = {
+        "num_ranks": cluster.num_ranks,
+        "ranks": cluster.num_ranks,
+        "size": s.size,
+        "nbytes": s.size,
+        "bytes_per_pair": s.size,
+        "steps": s.steps,
+        "seed": sc.seed,
+        "rng": np.random.default_rng(sc.seed),
+        **s.params,
+    }
+    with at("workload.synthetic", f"pattern {s.pattern!r}"):
+        return _call_with(fn, candidates)
+
+
+def assign_hops(trace: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
+    """Hops from the placement: same rank -> local, same pod with a scale-up fabric ->
+    scaleup, else rdma. Used for traces made without knowledge of the cluster."""
+    src = trace["src_rank"].to_numpy()
+    dst = trace["dst_rank"].to_numpy()
+    same_pod = cluster.rank_pod[src] == cluster.rank_pod[dst]
+    hop = np.where(src == dst, "local", np.where(same_pod & cluster.has_scaleup, "scaleup", "rdma"))
+    return trace.assign(hop=hop)
+
+
+def trace_ranks(sc: Scenario) -> int | None:
+    """For trace workloads: the trace's rank count (attrs ``num_ranks`` or max rank + 1)."""
+    if sc.workload.trace is None:
+        return None
+    df = read_trace_file(sc.workload.trace.path, sc.workload.trace.format)
+    n = df.attrs.get("num_ranks")
+    if n is None and len(df):
+        n = int(max(df["src_rank"].max(), df["dst_rank"].max())) + 1
+    return int(n or 1)
+
+
+def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
+    """The workload trace for ``cluster`` (rows are messages; row i is message i)."""
+    w = sc.workload
+    if w.moe is not None:
+        df = _moe_trace(sc, cluster)
+        path, source = "workload.moe", f"from MoE model {w.moe.model!r}"
+    elif w.trace is not None:
+        df = read_trace_file(w.trace.path, w.trace.format)
+        path, source = "workload.trace.path", repr(str(w.trace.path))
+    else:
+        assert w.synthetic is not None
+        df = assign_hops(_synthetic_trace(sc, cluster), cluster)
+        path, source = "workload.synthetic", f"pattern {w.synthetic.pattern!r}"
+    if not isinstance(df, pd.DataFrame):
+        raise ScenarioError(f"the workload {source} did not produce a trace table.", path=path)
+    return check_trace(df, cluster.num_ranks, source, path)
+
+
+def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.DataFrame:
+    """Expert-compute time per (step, layer, rank), in seconds.
+
+    A fixed ``compute_time`` from the scenario wins; otherwise, for MoE workloads, the
+    workloads compute model (``workloads.expert_compute_time``) prices the tokens each rank
+    received in the layer's dispatch. Straggler faults multiply a rank's time.
+    """
+    w = sc.workload
+    layers = trace[["step", "layer"]].drop_duplicates().sort_values(["step", "layer"])
+    ranks = np.arange(cluster.num_ranks)
+    fixed = None
+    if w.moe is not None:
+        fixed = w.moe.compute_time
+    elif w.trace is not None:
+        fixed = w.trace.compute_time
+    elif w.synthetic is not None:
+        fixed = w.synthetic.compute_time
+    rows: list[pd.DataFrame] = []
+    if fixed is not None or w.moe is None:
+        t = float(fixed or 0.0)
+        for s, l_ in layers.itertuples(index=False):
+            rows.append(pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t}))
+    else:
+        fn = _workloads_fn("workloads.expert_compute_time", "workloads.compute.expert_compute_time")
+        disp = trace[trace["phase"] == "dispatch"]
+        recv = disp.groupby(["step", "layer", "dst_rank"])["tokens"].sum()
+        for s, l_ in layers.itertuples(index=False):
+            tok = np.zeros(cluster.num_ranks, dtype=np.int64)
+            if (s, l_) in recv.index.droplevel(2):
+                part = recv.loc[(s, l_)]
+                tok[part.index.to_numpy()] = part.to_numpy()
+            if fn is None:
+                t = np.zeros(cluster.num_ranks)
+            else:
+                with at("workload.moe", "expert compute model"):
+                    t = np.asarray(
+                        _call_with(fn, {"model": w.moe.model, "tokens": tok, "tflops": w.moe.tflops,
+                                        "ep_size": w.moe.ep_size}),  # fmt: skip
+                        dtype=float,
+                    )
+                    t = np.broadcast_to(t, tok.shape).astype(float)
+            rows.append(pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t}))
+    out = (
+        pd.concat(rows, ignore_index=True)
+        if rows
+        else pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
+    )
+    for i, f in enumerate(sc.faults):
+        if isinstance(f, Straggler):
+            if f.rank >= cluster.num_ranks:
+                raise ScenarioError(
+                    f"straggler rank {f.rank} is not one of the {cluster.num_ranks} ranks.",
+                    path=f"faults[{i}].rank",
+                )
+            out.loc[out["rank"] == f.rank, "compute_s"] *= f.factor
+    return out

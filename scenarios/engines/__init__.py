@@ -1,0 +1,82 @@
+"""Engines: the ways a scenario can be run, behind one registry.
+
+An engine is a callable ``engine(ctx: RunContext) -> EngineOutput``. It reads the built cluster
+and the workload trace from the context and returns the raw result tables whose schemas are
+documented in :mod:`scenarios.results`. Simulating engines (``packet``, ``flow``) offer a
+:class:`scenarios.timeline.Transport` and let :func:`scenarios.timeline.run_timeline` play the
+layer timeline (dispatch -> compute -> combine per rank) over it; an analytic engine (``bound``)
+fills the tables itself.
+
+Built-ins register here by importing their adapter modules; an engine that another package
+provides registers itself with ``ENGINES.add(name, fn, description)`` from a module listed in
+:data:`ENGINE_MODULES`, so that adding an engine is one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from fabric.registry import Registry
+
+if TYPE_CHECKING:
+    from scenarios.build import Cluster
+    from scenarios.schema import Scenario
+
+__all__ = ["ENGINES", "ENGINE_MODULES", "EngineOutput", "EngineUnavailable", "RunContext"]
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine's substrate (e.g. the packet fabric or the NIC) has not been installed."""
+
+
+@dataclass
+class RunContext:
+    """Everything an engine needs for one run."""
+
+    scenario: Scenario
+    cluster: Cluster
+    trace: pd.DataFrame
+    compute: pd.DataFrame
+    progress: Callable[[float, int | None], None] = lambda t, n: None
+    allow_plugins: bool = False
+
+    @property
+    def seed(self) -> int:
+        return self.scenario.seed
+
+
+@dataclass
+class EngineOutput:
+    """Raw tables of one run (schemas in :mod:`scenarios.results`).
+
+    ``status`` is ``complete``, ``time-limit`` (stopped at ``sim.time_limit``), ``interrupted``
+    (Ctrl-C) or ``stalled`` (no event left but messages unfinished, e.g. a dead path).
+    """
+
+    messages: pd.DataFrame
+    phases: pd.DataFrame
+    links: pd.DataFrame
+    qps: pd.DataFrame
+    queues: pd.DataFrame
+    sim_time_s: float
+    events: int | None = None
+    status: str = "complete"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine")
+
+#: Modules that register engines when imported (ours first, then other packages' adapters).
+ENGINE_MODULES = ("scenarios.engines.packet", "scenarios.engines.flow", "scenarios.engines.bound")
+
+for _mod in ENGINE_MODULES:
+    try:
+        importlib.import_module(_mod)
+    except ModuleNotFoundError as _exc:
+        if _exc.name != _mod:
+            raise

@@ -1,0 +1,238 @@
+"""The ``packet`` engine: every packet through every queue (fabric + NIC transport).
+
+Adapter between the scenario layer and the packet-level substrate. It builds a
+:class:`fabric.network.Network` from the cluster graph and the scenario's switch settings, puts
+an endpoint on every NIC port that a rank uses, and offers :func:`scenarios.timeline.run_timeline`
+a transport that turns each trace message into a transfer:
+
+- ``rdma`` messages go from the source rank's NIC port to the destination rank's port on the
+  same plane (planes are separate fabrics; a rank with several ports spreads its messages over
+  them round-robin by message id);
+- ``scaleup`` messages use :class:`scenarios.engines.scaleup.ScaleUpPipes` (the scale-out
+  packet engine does not carry them); between GPUs without a scale-up fabric they go ``rdma``;
+- two ranks behind the same NIC port exchange data over PCIe inside the node: delivered at once
+  until the PCIe model of ``nic`` is wired in (recorded in the summary).
+
+Endpoint: until the RDMA NIC of ``nic`` provides its transport here, messages are sent by
+:class:`fabric.host.Host`, a line-rate sender with no congestion control and no
+retransmission (``multipath.selector`` other than ``ecmp`` sprays per packet); the summary's
+``transport`` field says which endpoint ran. ``sim.cell`` above the MTU moves cells of that size
+carrying the wire overhead of the MTU packets they stand for (fidelity knob, DESIGN.md).
+
+Queue depths of every port are sampled every ``sim.sample_interval``; the ``queues`` table keeps
+the ports that ever queued, deepest first (at most 4 x ``outputs.hottest_ports``, >= 16).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from scenarios.engines.scaleup import ScaleUpPipes
+from scenarios.results import link_table, message_table
+from scenarios.timeline import run_timeline
+
+__all__ = ["run_packet"]
+
+
+def _host_class() -> type:
+    try:
+        from fabric.host import Host
+    except ImportError as exc:  # pragma: no cover - fabric.host is part of the tree
+        raise EngineUnavailable(f"the packet engine needs fabric.host: {exc}") from None
+
+    class NotifyingHost(Host):
+        """A :class:`fabric.host.Host` that reports each completed message once."""
+
+        def __init__(self, *args: Any, on_complete: Callable[[Any], None], **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            self._on_complete = on_complete
+
+        def receive(self, pkt: Any) -> None:
+            m = pkt.meta
+            before = m.rx_bytes
+            super().receive(pkt)
+            if before < m.size <= m.rx_bytes:
+                self._on_complete(m)
+
+    return NotifyingHost
+
+
+class HostTransport:
+    """The :class:`scenarios.timeline.Transport` over fabric.host endpoints."""
+
+    name = "fabric.host (line rate, no CC, no retransmission)"
+
+    def __init__(self, ctx: RunContext) -> None:
+        from fabric.network import Network
+        from fabric.packet import ROCE_OVERHEAD
+
+        sc, cl = ctx.scenario, ctx.cluster
+        self.env = simpy.Environment()
+        self.cluster = cl
+        self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed)
+        mtu = sc.cluster.nic.mtu
+        cell = sc.sim.cell if sc.sim.cell and sc.sim.cell > mtu else mtu
+        frames = math.ceil(cell / mtu)
+        spray = sc.cluster.nic.multipath.selector != "ecmp"
+        host_cls = _host_class()
+        self.hosts: dict[str, Any] = {}
+        for ports in cl.rank_ports:
+            for p in ports:
+                if p not in self.hosts:
+                    self.hosts[p] = host_cls(
+                        self.net, p, mtu=cell, overhead=ROCE_OVERHEAD * frames, spray=spray,
+                        on_complete=self._complete,
+                    )  # fmt: skip
+        self.scaleup = ScaleUpPipes(self.env, cl.graph)
+        self._pending: dict[Any, tuple[int, Callable[[int], None]]] = {}
+        self.records: list[tuple[int, str, str, Any]] = []
+        self.pcie_local = 0
+
+    def _complete(self, m: Any) -> None:
+        msg, cb = self._pending.pop(m)
+        cb(msg)
+
+    def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
+             on_done: Callable[[int], None]) -> None:  # fmt: skip
+        cl = self.cluster
+        ga, gb = int(cl.rank_gpu[src_rank]), int(cl.rank_gpu[dst_rank])
+        if hop == "scaleup" and self.scaleup.reaches(ga, gb):
+            self.scaleup.send(ga, gb, nbytes, lambda _a: on_done(msg))
+            return
+        sp, dp = cl.rank_ports[src_rank], cl.rank_ports[dst_rank]
+        plane = msg % min(len(sp), len(dp))
+        a, b = sp[plane], dp[plane]
+        if a == b:
+            self.pcie_local += 1
+            on_done(msg)
+            return
+        m = self.hosts[a].add_message(b, int(nbytes), self.env.now)
+        self._pending[m] = (msg, on_done)
+        self.records.append((msg, a, b, m))
+
+    # ----------------------------------------------------------------- tables
+
+    def qp_table(self, trace: pd.DataFrame) -> pd.DataFrame:
+        if not self.records:
+            return pd.DataFrame()
+        src_rank = trace["src_rank"].to_numpy()
+        dst_rank = trace["dst_rank"].to_numpy()
+        rows = [
+            (a, b, int(src_rank[i]), int(dst_rank[i]), m.size, m.pkts, m.t_first_tx, m.t_done)
+            for i, a, b, m in self.records
+        ]
+        df = pd.DataFrame(
+            rows,
+            columns=["src_port", "dst_port", "src_rank", "dst_rank", "bytes", "packets", "t0",
+                     "t1"],  # fmt: skip
+        )
+        g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
+        out = g.agg(
+            messages=("bytes", "size"),
+            bytes=("bytes", "sum"),
+            packets=("packets", "sum"),
+            t0=("t0", "min"),
+            t1=("t1", "max"),
+        ).reset_index()
+        active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
+        out["mean_rate_bps"] = 8.0 * out["bytes"] / active
+        out["paths_used"] = 1
+        out.insert(0, "qp", np.arange(len(out), dtype=np.int64))
+        return out.drop(columns=["t0", "t1"])
+
+    def link_counters(self) -> pd.DataFrame:
+        pt = self.net.port_table()
+        out = pd.DataFrame(
+            {
+                "link": pt["port"],
+                "tx_bytes": pt["tx_bytes"],
+                "tx_packets": pt["tx_pkts"],
+                "drops": pt["drops"],
+                "ecn_marks": pt["ecn_marks"],
+                "pauses": pt["pauses_rcvd"],
+                "max_queue_bytes": pt["max_qbytes"],
+                "paused_s": pt["paused_s"],
+            }
+        )
+        su = pd.DataFrame(self.scaleup.link_counters())
+        return pd.concat([out, su], ignore_index=True) if len(su) else out
+
+
+class QueueSampler:
+    """Every ``interval`` seconds, the queued bytes of every port (while anything else is
+    scheduled: an idle simulation is not kept alive by its own sampler)."""
+
+    def __init__(self, env: simpy.Environment, ports: list[Any], interval: float) -> None:
+        from fabric.kernel import call_later
+
+        self.env = env
+        self.ports = ports
+        self.interval = interval
+        self.times: list[float] = []
+        self.samples: list[np.ndarray] = []
+        self._call_later = call_later
+        call_later(env, 0.0, self._sample)
+
+    def _sample(self, _arg: object) -> None:
+        self.times.append(self.env.now)
+        self.samples.append(np.fromiter((p.qbytes for p in self.ports), np.int64, len(self.ports)))
+        # inside env.run(until=...) the queue always holds the run's stop event: more than
+        # that means the simulation still has work, so keep sampling
+        if len(self.env._queue) > 1:
+            self._call_later(self.env, self.interval, self._sample)
+
+    def table(self, keep: int) -> pd.DataFrame:
+        if not self.samples:
+            return pd.DataFrame()
+        depth = np.vstack(self.samples)
+        peak = depth.max(axis=0)
+        order = [i for i in np.argsort(-peak, kind="stable") if peak[i] > 0][:keep]
+        t = np.asarray(self.times)
+        frames = [
+            pd.DataFrame({"time_s": t, "port": self.ports[i].name, "depth_bytes": depth[:, i]})
+            for i in order
+        ]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+@ENGINES.register("packet", "packet-level SimPy simulation: every packet through every queue")
+def run_packet(ctx: RunContext) -> EngineOutput:
+    """Run ``ctx`` on the packet engine (see the module docstring)."""
+    sc = ctx.scenario
+    transport = HostTransport(ctx)
+    sampler = None
+    if sc.outputs.queue_series:
+        sampler = QueueSampler(transport.env, transport.net.ports, sc.sim.sample_interval)
+    tl = run_timeline(
+        transport.env,
+        transport,
+        ctx.trace,
+        ctx.compute,
+        num_ranks=ctx.cluster.num_ranks,
+        time_limit=sc.sim.time_limit,
+        progress=ctx.progress,
+    )
+    links = link_table(ctx.cluster.graph, transport.link_counters())
+    keep = max(16, 4 * sc.outputs.hottest_ports)
+    return EngineOutput(
+        messages=message_table(ctx.trace, tl.post_s, tl.end_s),
+        phases=tl.phases,
+        links=links,
+        qps=transport.qp_table(ctx.trace),
+        queues=sampler.table(keep) if sampler else pd.DataFrame(),
+        sim_time_s=tl.sim_time_s,
+        events=None,
+        status=tl.status,
+        extra={
+            "transport": transport.name,
+            "pcie_local_messages": transport.pcie_local,
+            "packet_hops": transport.net.packet_hops(),
+        },
+    )

@@ -1,0 +1,428 @@
+"""Reading scenario files: YAML, ``include:`` inheritance, variants and ``--set`` overrides.
+
+Resolution order (later wins):
+
+1. every file named by ``include:`` (a path or a list of paths, relative to the including file;
+   a bare name such as ``deepep-h800`` that is not a file is the built-in
+   ``scenarios/library/NAME.yaml``), recursively and in order;
+2. the file itself;
+3. ``--set key.path=value`` overrides (values are YAML, so ``64`` is an int and ``[a, b]`` a list);
+4. the selected variant: a file may define ``variants: {NAME: {key.path: value, ...}}`` and
+   select one with ``variant: NAME`` (overridable with ``--set variant=NAME``); the variant's
+   values land on top of 1-2, and the ``--set`` overrides are applied once more on top of it.
+
+Merging is deep for mappings; lists and scalars replace. ``null`` replaces too, which is how a
+child unsets an inherited key (``preset: null`` before giving ``topology:``). Include cycles and
+duplicate keys in one mapping are errors. Every value remembers the file and line it came from so
+that a validation error can point at it (:mod:`scenarios.errors`).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from scenarios.errors import ScenarioError, dotted, from_validation_error
+from scenarios.schema import Scenario
+
+__all__ = [
+    "LIBRARY",
+    "Document",
+    "library_names",
+    "load_document",
+    "load_scenario",
+    "parse_override",
+    "resolve_ref",
+    "validate_document",
+]
+
+LIBRARY = Path(__file__).resolve().parent / "library"
+MAX_INCLUDE_DEPTH = 32
+Key = tuple[Any, ...]
+
+
+def library_names() -> list[str]:
+    """Names of the built-in scenarios (``scenarios/library/*.yaml``)."""
+    return sorted(p.stem for p in LIBRARY.glob("*.yaml"))
+
+
+def library_description(name: str) -> str:
+    """The built-in scenario's ``description`` (first line), read without validating it."""
+    try:
+        data = yaml.safe_load((LIBRARY / f"{name}.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    text = str((data or {}).get("description", "")).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def resolve_ref(ref: str | Path, base_dir: Path | None = None) -> Path:
+    """A scenario reference -> a file: an existing path (relative to ``base_dir`` when given),
+    else a built-in name. Unknown references raise with a did-you-mean over the built-ins."""
+    p = Path(ref)
+    candidates = [p if p.is_absolute() or base_dir is None else base_dir / p]
+    if base_dir is not None and not p.is_absolute():
+        candidates.append(p)
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    name = p.stem if p.suffix in (".yaml", ".yml") and len(p.parts) == 1 else str(ref)
+    lib = LIBRARY / f"{name}.yaml"
+    if lib.is_file():
+        return lib.resolve()
+    names = library_names()
+    close = difflib.get_close_matches(str(ref), names, n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ScenarioError(
+        f"no scenario file {str(candidates[0])!r} and no built-in scenario named {str(ref)!r}."
+        f"{hint} Built-ins: {', '.join(names)}."
+    )
+
+
+# --------------------------------------------------------------------------- YAML with marks
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                "found an unhashable key",
+                key_node.start_mark,
+            ) from None
+        if key in out:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        out[key] = loader.construct_object(value_node, deep=deep)
+    return out
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _marks(node: yaml.Node, file: str, prefix: Key, out: dict[Key, tuple[str, int | None]]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is None:
+                continue
+            path = (*prefix, key)
+            out[path] = (file, k.start_mark.line + 1)
+            _marks(v, file, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            path = (*prefix, i)
+            out[path] = (file, v.start_mark.line + 1)
+            _marks(v, file, path, out)
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[Key, tuple[str, int | None]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"cannot read the file: {exc}.", file=path) from None
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"
+        ctx = f" ({context})" if context else ""
+        raise ScenarioError(
+            f"YAML syntax error at {where}: {problem}{ctx}.", file=path, line=None
+        ) from None
+    finally:
+        loader.dispose()
+    origins: dict[Key, tuple[str, int | None]] = {}
+    if node is not None:
+        _marks(node, str(path), (), origins)
+    return data, origins
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def _merge(
+    base: dict[str, Any],
+    top: Mapping[str, Any],
+    origins: dict[Key, tuple[str, int | None]],
+    top_origins: Mapping[Key, tuple[str, int | None]],
+    prefix: Key = (),
+) -> None:
+    """Deep-merge ``top`` into ``base`` in place (mappings merge, everything else replaces)."""
+    for key, value in top.items():
+        path = (*prefix, key)
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            if path in top_origins:
+                origins[path] = top_origins[path]
+            _merge(base[key], value, origins, top_origins, path)
+        else:
+            # a replaced subtree forgets where its old children came from
+            for old in [k for k in origins if k[: len(path)] == path]:
+                del origins[old]
+            base[key] = copy.deepcopy(value)
+            for k, v in top_origins.items():
+                if k[: len(path)] == path:
+                    origins[k] = v
+
+
+@dataclass
+class Document:
+    """A merged scenario document before validation, with where each value came from."""
+
+    data: dict[str, Any]
+    origins: dict[Key, tuple[str, int | None]] = field(default_factory=dict)
+    file: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.file.parent if self.file is not None else Path.cwd()
+
+
+def _load_file(path: Path, stack: list[Path], files: list[Path]) -> Document:
+    if path in stack:
+        chain = " -> ".join(str(p) for p in [*stack, path])
+        raise ScenarioError(f"include cycle: {chain}.", file=stack[0], path="include")
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        raise ScenarioError(f"includes nest deeper than {MAX_INCLUDE_DEPTH} files.", file=path)
+    data, origins = _read_yaml(path)
+    files.append(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"the file must hold a mapping of keys (cluster:, workload:, ...), "
+            f"not a {type(data).__name__}.",
+            file=path,
+        )
+    inc = data.pop("include", None)
+    if inc is None:
+        refs: list[Any] = []
+    elif isinstance(inc, str):
+        refs = [inc]
+    elif isinstance(inc, list) and all(isinstance(r, str) for r in inc):
+        refs = list(inc)
+    else:
+        raise ScenarioError(
+            f"include must be a file path or a list of paths, got {inc!r}.",
+            file=path,
+            path="include",
+            line=origins.get(("include",), (None, None))[1],
+        )
+    merged: dict[str, Any] = {}
+    merged_origins: dict[Key, tuple[str, int | None]] = {}
+    for i, ref in enumerate(refs):
+        try:
+            target = resolve_ref(ref, path.parent)
+        except ScenarioError as exc:
+            line = origins.get(("include", i), origins.get(("include",), (None, None)))[1]
+            raise ScenarioError(exc.message, file=path, path="include", line=line) from None
+        sub = _load_file(target, [*stack, path], files)
+        _merge(merged, sub.data, merged_origins, sub.origins)
+    own_origins = {k: v for k, v in origins.items() if k[:1] != ("include",)}
+    _merge(merged, data, merged_origins, own_origins)
+    return Document(merged, merged_origins, path, files)
+
+
+# --------------------------------------------------------------------------- overrides
+
+_SEG = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_override(text: str) -> tuple[Key, Any]:
+    """``"cluster.nic.cc.name=hpcc"`` -> ``(("cluster", "nic", "cc", "name"), "hpcc")``.
+
+    The value is parsed as YAML (``64`` -> int, ``true`` -> bool, ``[1, 2]`` -> list);
+    list elements are addressed as ``faults.0.at`` or ``faults[0].at``.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(
+            f"--set {text!r} must have the form key.path=value (e.g. cluster.nic.mtu=2048)."
+        )
+    parts: list[Any] = []
+    for piece in key.split("."):
+        if not piece:
+            raise ScenarioError(f"--set {text!r}: empty segment in key path {key!r}.")
+        pos = 0
+        for m in _SEG.finditer(piece):
+            if m.start() != pos:
+                break
+            pos = m.end()
+            if m.group(1) is not None:
+                parts.append(int(m.group(1)) if m.group(1).isdigit() else m.group(1))
+            else:
+                parts.append(int(m.group(2)))
+        if pos != len(piece):
+            raise ScenarioError(f"--set {text!r}: cannot read key path {key!r}.")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(
+            f"--set {text!r}: the value is not valid YAML ({problem}).", path=dotted(parts)
+        ) from None
+    return tuple(parts), value
+
+
+def _apply_one(data: dict[str, Any], path: Key, value: Any, label: str) -> None:
+    node: Any = data
+    for i, part in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(node, dict):
+            if not isinstance(node.get(part), dict | list):
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int):
+            if part >= len(node):
+                raise ScenarioError(
+                    f"{label}: index {part} is past the end of {dotted(path[:i])} "
+                    f"({len(node)} items).",
+                    path=dotted(path),
+                )
+            node = node[part]
+        else:
+            raise ScenarioError(
+                f"{label}: {dotted(path[:i])} is not a mapping or list.", path=dotted(path)
+            )
+    last = path[-1]
+    if isinstance(node, list):
+        if not isinstance(last, int) or last > len(node):
+            raise ScenarioError(f"{label}: bad list index {last!r}.", path=dotted(path))
+        if last == len(node):
+            node.append(value)
+        else:
+            node[last] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise ScenarioError(f"{label}: cannot set a key inside a scalar.", path=dotted(path))
+
+
+def _apply_overrides(doc: Document, overrides: Sequence[tuple[Key, Any, str]]) -> None:
+    for path, value, label in overrides:
+        _apply_one(doc.data, path, copy.deepcopy(value), label)
+        for old in [k for k in doc.origins if k[: len(path)] == path]:
+            del doc.origins[old]
+        doc.origins[path] = (f"command line ({label})", None)
+
+
+def _apply_variant(doc: Document, overrides: Sequence[tuple[Key, Any, str]]) -> None:
+    variants = doc.data.pop("variants", None)
+    chosen = doc.data.get("variant")
+    if variants is None:
+        # a resolved scenario keeps its variant's name as a label, with no variants left
+        return
+    if not isinstance(variants, dict) or not all(
+        isinstance(v, dict | type(None)) for v in variants.values()
+    ):
+        raise ScenarioError(
+            "variants must map each variant name to a mapping of overrides "
+            "(e.g. variants: {ep64: {workload.moe.ep_size: 64}}).",
+            file=doc.file,
+            path="variants",
+        )
+    if chosen is None:
+        return
+    if chosen not in variants:
+        close = difflib.get_close_matches(str(chosen), [str(v) for v in variants], n=2, cutoff=0.4)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        src, line = doc.origins.get(("variant",), (None, None))
+        raise ScenarioError(
+            f"unknown variant {chosen!r}.{hint} Variants: {', '.join(map(str, variants))}.",
+            file=src or doc.file,
+            path="variant",
+            line=line,
+        )
+    vfile, vline = doc.origins.get(("variants", chosen), (str(doc.file), None))
+    for key, value in (variants[chosen] or {}).items():
+        path, _ = parse_override(f"{key}=")
+        _apply_one(doc.data, path, copy.deepcopy(value), f"variant {chosen}")
+        for old in [k for k in doc.origins if k[: len(path)] == path]:
+            del doc.origins[old]
+        doc.origins[path] = (vfile, vline)
+    _apply_overrides(doc, overrides)  # the command line beats the variant
+
+
+def load_document(
+    ref: str | Path | Mapping[str, Any],
+    overrides: Iterable[str] = (),
+    *,
+    seed: int | None = None,
+) -> Document:
+    """Read, include, override and select the variant: the document ready for validation."""
+    parsed: list[tuple[Key, Any, str]] = []
+    for text in overrides:
+        path, value = parse_override(text)
+        parsed.append((path, value, f"--set {text}"))
+    if seed is not None:
+        parsed.append((("seed",), seed, f"--seed {seed}"))
+    if isinstance(ref, Mapping):
+        data = copy.deepcopy(dict(ref))
+        if "include" in data:
+            base = Document({}, {})
+            refs = data.pop("include")
+            for r in [refs] if isinstance(refs, str) else list(refs):
+                sub = _load_file(resolve_ref(r), [], base.files)
+                _merge(base.data, sub.data, base.origins, sub.origins)
+            _merge(base.data, data, base.origins, {})
+            doc = base
+        else:
+            doc = Document(data, {})
+    else:
+        path = resolve_ref(ref)
+        doc = _load_file(path, [], [])
+    _apply_overrides(doc, parsed)
+    _apply_variant(doc, parsed)
+    return doc
+
+
+def validate_document(doc: Document) -> Scenario:
+    """Validate a document into a :class:`Scenario`, turning pydantic errors into one
+    :class:`ScenarioError` with file, key path, line and value."""
+    try:
+        return Scenario.model_validate(doc.data, context={"base_dir": str(doc.base_dir)})
+    except ValidationError as exc:
+        raise from_validation_error(
+            exc, root=Scenario, file=doc.file, origins=doc.origins
+        ) from None
+
+
+def load_scenario(
+    ref: str | Path | Mapping[str, Any] | Scenario,
+    overrides: Iterable[str] = (),
+    *,
+    seed: int | None = None,
+) -> tuple[Scenario, Document]:
+    """A validated scenario from a file, a built-in name, a mapping or a Scenario."""
+    if isinstance(ref, Scenario):
+        ref = ref.resolved()
+    doc = load_document(ref, overrides, seed=seed)
+    return validate_document(doc), doc

@@ -1,0 +1,299 @@
+"""The figures of a run, as PNG and SVG (matplotlib, no pyplot state: safe in notebooks).
+
+Each ``fig_*`` function takes a :class:`scenarios.results.Results` and returns a matplotlib
+``Figure`` (or ``None`` when the run has nothing to show, e.g. no queue samples); every figure
+has a title and axes labelled with units. :func:`plot_all` writes them all.
+
+- ``fct_cdf``: CDF of message completion times per phase (us).
+- ``link_utilisation``: per-tier heatmaps of link utilisation over the run (%), upward and
+  downward directions; dense tiers (leaf-spine, spine-core) as lower x upper node matrices.
+- ``queue_depth``: queue depth over time of the hottest ports (KiB vs us).
+- ``gpu_bandwidth``: per-GPU bandwidth of each communication phase (GB/s, bytes the rank sent
+  over its own phase time, mean over layers).
+- ``layer_timeline``: dispatch / compute / combine bars per rank for the slowest layer (us).
+- ``topology``: the cluster drawn by :func:`fabric.topology.draw_topology`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from scenarios.results import Results
+
+__all__ = [
+    "FIGURES",
+    "fig_fct_cdf",
+    "fig_gpu_bandwidth",
+    "fig_layer_timeline",
+    "fig_link_utilisation",
+    "fig_queue_depth",
+    "plot_all",
+]
+
+_PHASE_COLOURS = {
+    "dispatch": "tab:blue",
+    "compute": "tab:green",
+    "combine": "tab:orange",
+    "other": "tab:purple",
+}
+_ROLE_LEVEL = {"gpu": 0, "nic": 0, "leaf": 1, "scaleup": 1, "spine": 2, "core": 3}
+
+
+def _title(res: Results, what: str) -> str:
+    s = res.summary
+    name = s.get("scenario", "run")
+    variant = f" [{s['variant']}]" if s.get("variant") else ""
+    return f"{what}\n{name}{variant}, {s.get('engine', '')} engine"
+
+
+def fig_fct_cdf(res: Results) -> Figure | None:
+    """CDF of message completion times (post to last byte delivered), per phase."""
+    m = res.messages
+    m = m[np.isfinite(m["fct_s"]) & (m["hop"] != "local")]
+    if m.empty:
+        return None
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for ph, grp in m.groupby("phase", sort=False):
+        x = np.sort(grp["fct_s"].to_numpy()) * 1e6
+        y = np.arange(1, len(x) + 1) / len(x)
+        ax.step(x, y, where="post", label=f"{ph} ({len(x)} messages)",
+                color=_PHASE_COLOURS.get(str(ph)))  # fmt: skip
+    ax.set_xlabel("message completion time (us)")
+    ax.set_ylabel("fraction of messages")
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(_title(res, "Message completion time CDF"))
+    fig.tight_layout()
+    return fig
+
+
+def _link_role(name: str, roles: dict[str, str]) -> int:
+    return _ROLE_LEVEL.get(roles.get(name, ""), 0)
+
+
+def _node_roles(links: pd.DataFrame, graph: Any) -> dict[str, str]:
+    if graph is not None:
+        return {n: str(r) for n, r in graph.nodes(data="role")}
+    # without the graph, infer from names: nicX.pY / gpuX / su / leaf / spine / core
+    roles: dict[str, str] = {}
+    for n in pd.unique(links[["u", "v"]].to_numpy().ravel()):
+        s = str(n)
+        base = s.split(".")[-1] if s.startswith("p") and "." in s else s
+        for key in ("leaf", "spine", "core"):
+            if base.startswith(key):
+                roles[s] = key
+        if s.startswith("nic"):
+            roles[s] = "nic"
+        elif s.startswith("gpu"):
+            roles[s] = "gpu"
+        elif s.startswith("su"):
+            roles[s] = "scaleup"
+    return roles
+
+
+def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
+    """Per tier: utilisation (%) of every link direction, as heatmaps."""
+    links = res.links
+    if links.empty:
+        return None
+    roles = _node_roles(links, graph)
+    tiers = [t for t in ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup")
+             if t in set(links["tier"])]  # fmt: skip
+    tiers += sorted(set(links["tier"]) - set(tiers))
+    fig = Figure(figsize=(10, 2.6 * len(tiers) + 1))
+    vmax = max(100.0, float(np.nanmax(links["utilisation"].to_numpy(float) * 100, initial=0)))
+    im = None
+    for i, tier in enumerate(tiers):
+        grp = links[links["tier"] == tier]
+        up_mask = [
+            _link_role(u, roles) < _link_role(v, roles) or (
+                _link_role(u, roles) == _link_role(v, roles) and u < v)
+            for u, v in zip(grp["u"], grp["v"], strict=True)
+        ]  # fmt: skip
+        up = grp[np.asarray(up_mask, dtype=bool)]
+        down = grp[~np.asarray(up_mask, dtype=bool)]
+        lows = sorted(set(up["u"]), key=_natural)
+        highs = sorted(set(up["v"]), key=_natural)
+        dense = len(up) >= 0.5 * len(lows) * len(highs) and len(highs) > 1
+        if dense:
+            axu = fig.add_subplot(len(tiers), 2, 2 * i + 1)
+            axd = fig.add_subplot(len(tiers), 2, 2 * i + 2)
+            for ax, part, label, (rows, cols), (rk, ck) in (
+                (axu, up, "up", (lows, highs), ("u", "v")),
+                (axd, down, "down", (lows, highs), ("v", "u")),
+            ):
+                mat = np.full((len(rows), len(cols)), np.nan)
+                ri = {n: k for k, n in enumerate(rows)}
+                ci = {n: k for k, n in enumerate(cols)}
+                for a, b, uval in zip(part[rk], part[ck], part["utilisation"], strict=True):
+                    if a in ri and b in ci:
+                        mat[ri[a], ci[b]] = 100 * uval
+                im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
+                               interpolation="nearest")  # fmt: skip
+                ax.set_title(f"{tier} {label}", fontsize=9)
+                ax.set_ylabel(f"{roles.get(rows[0], 'lower')} index" if rows else "")
+                ax.set_xlabel(f"{roles.get(cols[0], 'upper')} index" if cols else "")
+        else:
+            ax = fig.add_subplot(len(tiers), 1, i + 1)
+            ports = sorted(set(up["u"]) | set(down["v"]), key=_natural)
+            pi = {n: k for k, n in enumerate(ports)}
+            mat = np.full((2, len(ports)), np.nan)
+            for a, uval in zip(up["u"], up["utilisation"], strict=True):
+                mat[0, pi[a]] = 100 * uval
+            for b, uval in zip(down["v"], down["utilisation"], strict=True):
+                mat[1, pi[b]] = 100 * uval
+            im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
+                           interpolation="nearest")  # fmt: skip
+            ax.set_yticks([0, 1], ["up", "down"])
+            ax.set_xlabel(f"{tier}: lower-tier port index ({len(ports)} ports)")
+            ax.set_title(f"{tier}", fontsize=9)
+    if im is not None:
+        cbar = fig.colorbar(im, ax=fig.axes, shrink=0.8)
+        cbar.set_label("utilisation over the run (%)")
+    fig.suptitle(_title(res, "Link utilisation by tier"), fontsize=10)
+    return fig
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
+
+
+def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
+    """Queue depth over time of the ``hottest`` ports (deepest peak first)."""
+    q = res.queues
+    if q.empty:
+        return None
+    peaks = q.groupby("port")["depth_bytes"].max().sort_values(ascending=False, kind="stable")
+    top = [p for p in peaks.index[:hottest] if peaks[p] > 0]
+    if not top:
+        return None
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
+    for p in top:
+        s = q[q["port"] == p]
+        ax.plot(s["time_s"] * 1e6, s["depth_bytes"] / 1024, label=str(p), drawstyle="steps-post")
+    ax.set_xlabel("simulated time (us)")
+    ax.set_ylabel("queue depth (KiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(_title(res, f"Queue depth of the {len(top)} hottest ports"))
+    fig.tight_layout()
+    return fig
+
+
+def fig_gpu_bandwidth(res: Results) -> Figure | None:
+    """Per-GPU bandwidth of each communication phase (bytes sent / own phase time)."""
+    bw = res.gpu_bandwidth().dropna()
+    if bw.empty:
+        return None
+    phases = list(dict.fromkeys(bw["phase"]))
+    ranks = sorted(set(bw["rank"]))
+    fig = Figure(figsize=(max(6.0, 0.25 * len(ranks) * len(phases) + 2), 4.5))
+    ax = fig.add_subplot()
+    width = 0.8 / len(phases)
+    x = np.arange(len(ranks))
+    for k, ph in enumerate(phases):
+        s = bw[bw["phase"] == ph].set_index("rank")["bw_Bps"].reindex(ranks)
+        ax.bar(x + k * width - 0.4 + width / 2, s.to_numpy() / 1e9, width, label=str(ph),
+               color=_PHASE_COLOURS.get(str(ph)))  # fmt: skip
+    ax.set_xticks(x, [str(r) for r in ranks], fontsize=7 if len(ranks) > 32 else 9)
+    ax.set_xlabel("rank (GPU)")
+    ax.set_ylabel("bandwidth per GPU (GB/s)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    ax.set_title(_title(res, "Per-GPU all-to-all bandwidth (bytes sent / own phase time)"))
+    fig.tight_layout()
+    return fig
+
+
+def fig_layer_timeline(res: Results) -> Figure | None:
+    """Dispatch / compute / combine per rank for the slowest (step, layer)."""
+    ph = res.phases
+    if ph.empty:
+        return None
+    span = ph.groupby(["step", "layer"]).agg(t0=("start_s", "min"), t1=("end_s", "max"))
+    span["d"] = span["t1"] - span["t0"]
+    step, layer = span["d"].idxmax()
+    sel = ph[(ph["step"] == step) & (ph["layer"] == layer)]
+    t0 = float(span.loc[(step, layer), "t0"])
+    ranks = sorted(set(sel["rank"]))
+    fig = Figure(figsize=(9, max(3.0, 0.22 * len(ranks) + 1.5)))
+    ax = fig.add_subplot()
+    seen: set[str] = set()
+    for r, p, a, b in sel[["rank", "phase", "start_s", "end_s"]].itertuples(index=False):
+        label = p if p not in seen else None
+        seen.add(p)
+        ax.barh(r, (b - a) * 1e6, left=(a - t0) * 1e6, height=0.8,
+                color=_PHASE_COLOURS.get(p, "grey"), label=label)  # fmt: skip
+    ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
+    ax.set_ylabel("rank")
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(_title(res, f"Timeline of step {step}, layer {layer} (the slowest)"))
+    fig.tight_layout()
+    return fig
+
+
+FIGURES: dict[str, Callable[..., Figure | None]] = {
+    "fct_cdf": fig_fct_cdf,
+    "link_utilisation": fig_link_utilisation,
+    "queue_depth": fig_queue_depth,
+    "gpu_bandwidth": fig_gpu_bandwidth,
+    "layer_timeline": fig_layer_timeline,
+}
+
+
+def plot_all(
+    res: Results,
+    out_dir: str | Path,
+    *,
+    formats: Sequence[str] = ("png", "svg"),
+    graph: Any = None,
+    hottest: int = 8,
+    dpi: int = 120,
+) -> list[Path]:
+    """Write every figure as ``out_dir/NAME.{png,svg}``; returns the files written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, fn in FIGURES.items():
+        if name == "link_utilisation":
+            fig = fn(res, graph)
+        elif name == "queue_depth":
+            fig = fn(res, hottest)
+        else:
+            fig = fn(res)
+        if fig is None:
+            continue
+        for fmt in formats:
+            p = out / f"{name}.{fmt}"
+            fig.savefig(p, dpi=dpi)
+            written.append(p)
+    if graph is not None:
+        written += _draw_topology(graph, out, formats)
+    return written
+
+
+def _draw_topology(graph: Any, out: Path, formats: Sequence[str]) -> list[Path]:
+    from scenarios.build import topology_io
+
+    draw_topology = topology_io("draw_topology")
+    if draw_topology is None:
+        return []
+    written = []
+    for fmt in formats:
+        p = out / f"topology.{fmt}"
+        draw_topology(graph, str(p))
+        written.append(p)
+    return written

@@ -1,0 +1,478 @@
+"""Result tables, the summary, and how they are written and read back.
+
+Every engine fills the same five tables (pandas DataFrames; times in seconds of simulated time
+from the start of the run, sizes in bytes, rates in bit/s):
+
+``messages`` - one row per trace message
+    msg (int, row of the trace), step, layer, phase, src_rank, dst_rank, hop ("rdma",
+    "scaleup", "local"), bytes, tokens, post_s (when the sender posted it), end_s (when its last
+    byte was delivered; NaN if never), fct_s (end_s - post_s), status ("ok", "unfinished").
+``phases`` - one row per (step, layer, phase, rank); phase is dispatch / compute / combine /
+    other
+    start_s, end_s, duration_s, bytes_out (bytes the rank sent in the phase, all hops),
+    bytes_in (bytes it received).
+``links`` - one row per direction of every link (``u -> v``)
+    link ("u->v"), u, v, tier ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup"), kind,
+    rate_bps, tx_bytes (wire bytes incl. per-packet overhead), tx_packets, drops, ecn_marks,
+    pauses (PFC pause frames that stopped this egress), max_queue_bytes, utilisation
+    (8 x tx_bytes / (rate_bps x makespan_s), the mean over the whole run).
+``qps`` - one row per queue pair (sender NIC port -> receiver NIC port)
+    qp, src_rank, dst_rank, src_port, dst_port, messages, bytes, packets, retx_packets,
+    timeouts, nacks, cnps, paths_used, mean_rate_bps. Engines without a transport leave the
+    counters at zero.
+``queues`` - queue depth samples, long format
+    time_s, port ("u->v"), depth_bytes. Sampled every ``sim.sample_interval``.
+
+The summary (``summary.json`` and the printed table) defines its figures like this, per phase
+kind (dispatch, combine, other), averaged over steps and layers:
+
+- **all-to-all completion time** ``T``: last rank's phase end minus first rank's phase start.
+- **algorithm bandwidth per GPU** (NCCL, nccl-tests PERFORMANCE.md): ``algbw = S / T`` with ``S``
+  the mean over ranks of the bytes a rank sends in the phase (its whole send buffer, including
+  the part it keeps: NCCL's all-to-all counts the full buffer).
+- **bus bandwidth per GPU** (NCCL): ``busbw = algbw x (n-1)/n`` for all-to-all, ``n`` ranks, the
+  fraction of the buffer that must cross the fabric with uniform traffic.
+- **DeepEP bandwidth per GPU** (DeepEP tests/README): bytes a rank sends over RDMA (hop
+  ``rdma``) divided by that rank's own phase time, averaged over ranks that send any; likewise
+  ``nvl`` for the scale-up hop. DeepEP's tables quote exactly these per-rank RDMA and NVLink
+  figures ("bottleneck bandwidth").
+- **link utilisation by tier**: mean and max over the tier's link directions of ``utilisation``.
+- **drops, ECN marks, PFC pauses** (sums over links), **retransmitted packets, timeouts** (sums
+  over QPs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from fabric.units import fmt_time
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = [
+    "SCHEMAS",
+    "TABLES",
+    "Results",
+    "empty_table",
+    "link_table",
+    "message_table",
+    "summarise",
+]
+
+#: table -> column -> (dtype, description). The module docstring explains each.
+SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
+    "messages": {
+        "msg": ("int64", "row of the trace"),
+        "step": ("int64", "training/inference step"),
+        "layer": ("int64", "MoE layer"),
+        "phase": ("object", "dispatch | combine | other"),
+        "src_rank": ("int64", "sending rank"),
+        "dst_rank": ("int64", "receiving rank"),
+        "hop": ("object", "rdma | scaleup | local"),
+        "bytes": ("int64", "payload bytes"),
+        "tokens": ("int64", "tokens carried"),
+        "post_s": ("float64", "time the sender posted it (s)"),
+        "end_s": ("float64", "time the last byte was delivered (s); NaN if never"),
+        "fct_s": ("float64", "completion time end_s - post_s (s)"),
+        "status": ("object", "ok | unfinished"),
+    },
+    "phases": {
+        "step": ("int64", "step"),
+        "layer": ("int64", "layer"),
+        "phase": ("object", "dispatch | compute | combine | other"),
+        "rank": ("int64", "rank"),
+        "start_s": ("float64", "phase start on this rank (s)"),
+        "end_s": ("float64", "phase end on this rank (s)"),
+        "duration_s": ("float64", "end_s - start_s (s)"),
+        "bytes_out": ("int64", "bytes sent in the phase, all hops"),
+        "bytes_in": ("int64", "bytes received in the phase, all hops"),
+    },
+    "links": {
+        "link": ("object", "'u->v'"),
+        "u": ("object", "transmitting node"),
+        "v": ("object", "receiving node"),
+        "tier": ("object", "nic-leaf | leaf-spine | spine-core | gpu-scaleup"),
+        "kind": ("object", "scaleout | scaleup"),
+        "rate_bps": ("float64", "MAC rate (bit/s)"),
+        "tx_bytes": ("int64", "wire bytes sent, overhead included"),
+        "tx_packets": ("int64", "packets sent"),
+        "drops": ("int64", "packets dropped at this egress"),
+        "ecn_marks": ("int64", "packets ECN-marked at this egress"),
+        "pauses": ("int64", "PFC pause frames that stopped this egress"),
+        "max_queue_bytes": ("int64", "deepest queue seen (bytes)"),
+        "utilisation": ("float64", "8 tx_bytes / (rate_bps x makespan)"),
+    },
+    "qps": {
+        "qp": ("int64", "queue pair id"),
+        "src_rank": ("int64", "sending rank"),
+        "dst_rank": ("int64", "receiving rank"),
+        "src_port": ("object", "sending NIC port"),
+        "dst_port": ("object", "receiving NIC port"),
+        "messages": ("int64", "messages carried"),
+        "bytes": ("int64", "payload bytes"),
+        "packets": ("int64", "data packets sent, retransmissions included"),
+        "retx_packets": ("int64", "retransmitted packets"),
+        "timeouts": ("int64", "retransmission timeouts"),
+        "nacks": ("int64", "NACKs received"),
+        "cnps": ("int64", "congestion notifications received"),
+        "paths_used": ("int64", "distinct entropy values used"),
+        "mean_rate_bps": ("float64", "payload bits / active time (bit/s)"),
+    },
+    "queues": {
+        "time_s": ("float64", "sample time (s)"),
+        "port": ("object", "'u->v' egress"),
+        "depth_bytes": ("int64", "queued bytes"),
+    },
+}
+TABLES = tuple(SCHEMAS)
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """An empty table with the documented columns and dtypes."""
+    return pd.DataFrame(
+        {c: pd.Series(dtype=dt) for c, (dt, _) in SCHEMAS[name].items()},
+    )
+
+
+def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
+    """``df`` with every documented column (missing counters filled with 0, missing text with
+    ""), documented columns first in order, extra engine columns kept after them."""
+    if df is None or len(df.columns) == 0:
+        return empty_table(name)
+    df = df.copy()
+    for col, (dt, _) in SCHEMAS[name].items():
+        if col not in df.columns:
+            df[col] = "" if dt == "object" else (np.nan if dt == "float64" else 0)
+        if dt == "int64" and len(df):
+            df[col] = df[col].fillna(0).astype("int64")
+        elif dt == "float64":
+            df[col] = df[col].astype("float64")
+    cols = list(SCHEMAS[name]) + [c for c in df.columns if c not in SCHEMAS[name]]
+    return df[cols].reset_index(drop=True)
+
+
+def message_table(trace: pd.DataFrame, post_s: np.ndarray, end_s: np.ndarray) -> pd.DataFrame:
+    """The ``messages`` table from the trace and the engine's posting/delivery times."""
+    df = pd.DataFrame(
+        {
+            "msg": np.arange(len(trace), dtype=np.int64),
+            "step": trace["step"].to_numpy(np.int64),
+            "layer": trace["layer"].to_numpy(np.int64),
+            "phase": trace["phase"].astype(str).to_numpy(),
+            "src_rank": trace["src_rank"].to_numpy(np.int64),
+            "dst_rank": trace["dst_rank"].to_numpy(np.int64),
+            "hop": trace["hop"].astype(str).to_numpy(),
+            "bytes": trace["bytes"].to_numpy(np.int64),
+            "tokens": (
+                trace["tokens"].to_numpy(np.int64)
+                if "tokens" in trace
+                else np.zeros(len(trace), np.int64)
+            ),
+            "post_s": np.asarray(post_s, dtype=float),
+            "end_s": np.asarray(end_s, dtype=float),
+        }
+    )
+    df["fct_s"] = df["end_s"] - df["post_s"]
+    df["status"] = np.where(np.isfinite(df["end_s"].to_numpy()), "ok", "unfinished")
+    return df
+
+
+def link_table(graph: Any, counters: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per direction of every link of ``graph``, counters merged in by ``link``.
+
+    ``counters`` may hold any of the counter columns keyed by ``link`` ('u->v'); links the
+    engine did not report get zeros (an idle link is a fact, not missing data).
+    """
+    rows = []
+    for u, v, d in graph.edges(data=True):
+        for a, b in ((u, v), (v, u)):
+            rows.append(
+                {
+                    "link": f"{a}->{b}",
+                    "u": a,
+                    "v": b,
+                    "tier": d.get("tier", ""),
+                    "kind": d.get("kind", ""),
+                    "rate_bps": float(d.get("rate_bps", float("nan"))),
+                }
+            )
+    base = pd.DataFrame(rows, columns=["link", "u", "v", "tier", "kind", "rate_bps"])
+    if counters is not None and len(counters):
+        extra = counters.drop(columns=[c for c in ("u", "v", "tier", "kind", "rate_bps")
+                                       if c in counters.columns])
+        base = base.merge(extra, on="link", how="left")
+    return conform("links", base)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> pd.DataFrame:
+    comm = phases[phases["phase"] != "compute"]
+    if comm.empty:
+        return pd.DataFrame(
+            columns=["step", "layer", "phase", "time_s", "algbw_Bps", "busbw_Bps",
+                     "deepep_rdma_Bps", "deepep_nvl_Bps"]
+        )
+    keys = ["step", "layer", "phase"]
+    g = comm.groupby(keys, sort=True)
+    out = g.agg(t0=("start_s", "min"), t1=("end_s", "max"), s_mean=("bytes_out", "mean"))
+    n_ranks = max(1, num_ranks)
+    out["time_s"] = out["t1"] - out["t0"]
+    # the mean over all ranks (ranks that send nothing still count in the buffer mean)
+    s_mean = g["bytes_out"].sum() / n_ranks
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["algbw_Bps"] = np.where(out["time_s"] > 0, s_mean / out["time_s"], np.nan)
+    out["busbw_Bps"] = out["algbw_Bps"] * (n_ranks - 1) / n_ranks
+    # DeepEP: per-rank bytes over the hop / that rank's own phase time, mean over senders
+    dur = comm.set_index([*keys, "rank"])["duration_s"]
+    for hop, col in (("rdma", "deepep_rdma_Bps"), ("scaleup", "deepep_nvl_Bps")):
+        m = messages[messages["hop"] == hop]
+        if m.empty:
+            out[col] = np.nan
+            continue
+        per = m.groupby([*keys, "src_rank"])["bytes"].sum()
+        per.index = per.index.set_names([*keys, "rank"])
+        d = dur.reindex(per.index)
+        bw = (per / d.where(d > 0)).groupby(level=keys).mean()
+        out[col] = bw.reindex(out.index)
+    return out.reset_index()[
+        ["step", "layer", "phase", "time_s", "algbw_Bps", "busbw_Bps",
+         "deepep_rdma_Bps", "deepep_nvl_Bps"]
+    ]
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe scalars: NaN/inf -> None, NumPy -> Python."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def summarise(
+    *,
+    messages: pd.DataFrame,
+    phases: pd.DataFrame,
+    links: pd.DataFrame,
+    qps: pd.DataFrame,
+    num_ranks: int,
+    makespan_s: float,
+) -> dict[str, Any]:
+    """The run's figures (definitions in the module docstring)."""
+    per = _per_phase(phases, messages, num_ranks)
+    by_phase: dict[str, Any] = {}
+    for ph, grp in per.groupby("phase", sort=False):
+        by_phase[str(ph)] = {
+            "layers": len(grp),
+            "completion_time_s": float(grp["time_s"].mean()),
+            "completion_time_max_s": float(grp["time_s"].max()),
+            "algbw_per_gpu_Bps": float(grp["algbw_Bps"].mean()),
+            "busbw_per_gpu_Bps": float(grp["busbw_Bps"].mean()),
+            "deepep_rdma_bw_per_gpu_Bps": float(grp["deepep_rdma_Bps"].mean()),
+            "deepep_nvl_bw_per_gpu_Bps": float(grp["deepep_nvl_Bps"].mean()),
+        }
+    comp = phases[phases["phase"] == "compute"]
+    if len(comp):
+        by_phase["compute"] = {
+            "layers": int(comp.groupby(["step", "layer"]).ngroups),
+            "mean_rank_time_s": float(comp["duration_s"].mean()),
+            "max_rank_time_s": float(comp["duration_s"].max()),
+        }
+    tiers: dict[str, Any] = {}
+    if len(links):
+        for tier, grp in links.groupby("tier", sort=True):
+            tiers[str(tier)] = {
+                "links": len(grp),
+                "mean_utilisation": float(grp["utilisation"].mean()),
+                "max_utilisation": float(grp["utilisation"].max()),
+                "tx_bytes": int(grp["tx_bytes"].sum()),
+            }
+    fct = messages["fct_s"].to_numpy(float)
+    fct = fct[np.isfinite(fct)]
+    return _clean(
+        {
+            "makespan_s": makespan_s,
+            "ranks": num_ranks,
+            "messages": {
+                "count": len(messages),
+                "unfinished": int((messages["status"] != "ok").sum()),
+                "bytes": int(messages["bytes"].sum()),
+                "fct_p50_s": float(np.percentile(fct, 50)) if len(fct) else None,
+                "fct_p99_s": float(np.percentile(fct, 99)) if len(fct) else None,
+                "fct_max_s": float(fct.max()) if len(fct) else None,
+            },
+            "phases": by_phase,
+            "link_utilisation": tiers,
+            "counters": {
+                "drops": int(links["drops"].sum()) if len(links) else 0,
+                "ecn_marks": int(links["ecn_marks"].sum()) if len(links) else 0,
+                "pfc_pauses": int(links["pauses"].sum()) if len(links) else 0,
+                "retransmitted_packets": int(qps["retx_packets"].sum()) if len(qps) else 0,
+                "timeouts": int(qps["timeouts"].sum()) if len(qps) else 0,
+            },
+        }
+    )
+
+
+# --------------------------------------------------------------------------- results object
+
+
+@dataclass
+class Results:
+    """A run's tables, summary and scenario; what ``scenarios.run`` returns."""
+
+    messages: pd.DataFrame
+    phases: pd.DataFrame
+    links: pd.DataFrame
+    qps: pd.DataFrame
+    queues: pd.DataFrame
+    summary: dict[str, Any]
+    scenario: dict[str, Any] = field(default_factory=dict)
+    out_dir: Path | None = None
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", "complete"))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {name: getattr(self, name) for name in TABLES}
+
+    def per_phase(self) -> pd.DataFrame:
+        """Per (step, layer, phase): completion time and the bandwidth figures."""
+        return _per_phase(self.phases, self.messages, int(self.summary.get("ranks", 0)))
+
+    def gpu_bandwidth(self) -> pd.DataFrame:
+        """Per rank and communication phase: mean over layers of bytes_out / duration (B/s)."""
+        comm = self.phases[self.phases["phase"] != "compute"]
+        dur = comm["duration_s"].where(comm["duration_s"] > 0)
+        bw = (comm["bytes_out"] / dur).rename("bw_Bps")
+        out = comm.assign(bw_Bps=bw).groupby(["phase", "rank"], as_index=False)["bw_Bps"].mean()
+        return out
+
+    # ----------------------------------------------------------------- files
+
+    def write(self, out_dir: str | Path, formats: tuple[str, ...] | list[str] = ("parquet", "csv")
+              ) -> list[Path]:
+        """Write every table (Parquet and/or CSV), summary.json and resolved.yaml."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        for name, df in self.tables().items():
+            if "parquet" in formats:
+                p = out / f"{name}.parquet"
+                df.to_parquet(p, index=False)
+                written.append(p)
+            if "csv" in formats:
+                p = out / f"{name}.csv"
+                df.to_csv(p, index=False)
+                written.append(p)
+        p = out / "summary.json"
+        p.write_text(json.dumps(_clean(self.summary), indent=2, sort_keys=False) + "\n")
+        written.append(p)
+        if self.scenario:
+            p = out / "resolved.yaml"
+            p.write_text(yaml.safe_dump(self.scenario, sort_keys=False))
+            written.append(p)
+        self.out_dir = out
+        return written
+
+    @classmethod
+    def read(cls, out_dir: str | Path) -> Results:
+        """Read a result folder written by :meth:`write` (Parquet preferred, else CSV)."""
+        out = Path(out_dir)
+        if not (out / "summary.json").is_file():
+            raise FileNotFoundError(
+                f"{out} is not a podsim result folder (no summary.json); run `podsim run` first"
+            )
+        tables = {}
+        for name in TABLES:
+            pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
+            if pq.is_file():
+                tables[name] = pd.read_parquet(pq)
+            elif csv.is_file():
+                tables[name] = pd.read_csv(csv)
+            else:
+                tables[name] = empty_table(name)
+            tables[name] = conform(name, tables[name])
+        summary = json.loads((out / "summary.json").read_text())
+        scen_path = out / "resolved.yaml"
+        scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}
+        return cls(**tables, summary=summary, scenario=scenario or {}, out_dir=out)
+
+    # ----------------------------------------------------------------- printing
+
+    def summary_tables(self) -> list[Table]:
+        """The printed summary: phases, link utilisation by tier, loss/congestion counters."""
+        from rich.table import Table
+
+        s = self.summary
+        head = Table(title=f"{s.get('scenario', 'run')}: {s.get('status', '')}", title_justify="left")
+        head.add_column("phase")
+        head.add_column("completion time", justify="right")
+        head.add_column("algbw/GPU", justify="right")
+        head.add_column("busbw/GPU", justify="right")
+        head.add_column("DeepEP RDMA/GPU", justify="right")
+        head.add_column("DeepEP NVL/GPU", justify="right")
+        for ph, m in s.get("phases", {}).items():
+            if ph == "compute":
+                head.add_row(
+                    "compute (per rank)",
+                    f"{_t(m.get('mean_rank_time_s'))} (max {_t(m.get('max_rank_time_s'))})",
+                    "", "", "", "",
+                )
+                continue
+            head.add_row(
+                ph,
+                _t(m.get("completion_time_s")),
+                _gbs(m.get("algbw_per_gpu_Bps")),
+                _gbs(m.get("busbw_per_gpu_Bps")),
+                _gbs(m.get("deepep_rdma_bw_per_gpu_Bps")),
+                _gbs(m.get("deepep_nvl_bw_per_gpu_Bps")),
+            )
+        util = Table(title="link utilisation by tier (mean over the run)", title_justify="left")
+        for col in ("tier", "links", "mean", "max"):
+            util.add_column(col, justify="left" if col == "tier" else "right")
+        for tier, m in s.get("link_utilisation", {}).items():
+            util.add_row(
+                tier, str(m["links"]), _pct(m["mean_utilisation"]), _pct(m["max_utilisation"])
+            )
+        cnt = Table(title="loss and congestion", title_justify="left")
+        c = s.get("counters", {})
+        for col in ("drops", "ECN marks", "PFC pauses", "retransmits", "timeouts", "makespan"):
+            cnt.add_column(col, justify="right")
+        cnt.add_row(
+            str(c.get("drops", 0)),
+            str(c.get("ecn_marks", 0)),
+            str(c.get("pfc_pauses", 0)),
+            str(c.get("retransmitted_packets", 0)),
+            str(c.get("timeouts", 0)),
+            _t(s.get("makespan_s")),
+        )
+        return [head, util, cnt]
+
+
+def _t(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else fmt_time(x)
+
+
+def _gbs(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x / 1e9:.2f} GB/s"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f} %"

@@ -1,0 +1,186 @@
+"""Run a scenario: build, dispatch to the engine, assemble and write the results.
+
+``run(scenario)`` is the Python API notebooks use (re-exported as ``scenarios.run``); the
+``podsim run`` command calls the same function with a progress callback and an output folder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scenarios.build import (
+    Cluster,
+    build_cluster,
+    build_trace,
+    compute_table,
+    topology_io,
+    trace_ranks,
+)
+from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from scenarios.errors import ScenarioError
+from scenarios.loader import load_scenario
+from scenarios.results import Results, conform, summarise
+from scenarios.schema import Scenario
+
+__all__ = ["Prepared", "output_dir", "prepare", "run"]
+
+Progress = Callable[[float, int | None], None]
+
+
+class Prepared:
+    """A scenario with its cluster, trace and compute table built (what an engine needs)."""
+
+    def __init__(self, scenario: Scenario, cluster: Cluster, trace: pd.DataFrame,
+                 compute: pd.DataFrame) -> None:  # fmt: skip
+        self.scenario = scenario
+        self.cluster = cluster
+        self.trace = trace
+        self.compute = compute
+
+
+def _as_scenario(
+    scenario: Scenario | Mapping[str, Any] | str | Path,
+    overrides: Iterable[str] = (),
+    seed: int | None = None,
+) -> Scenario:
+    if isinstance(scenario, Scenario) and not overrides and seed is None:
+        return scenario
+    sc, _doc = load_scenario(scenario, overrides, seed=seed)
+    return sc
+
+
+def check_plugins(sc: Scenario, allow_plugins: bool) -> None:
+    """A scenario may name user code only when the user opted in (``--allow-plugins``)."""
+    plugins = sc.plugins()
+    if plugins and not allow_plugins:
+        raise ScenarioError(
+            f"the scenario names plug-in code {', '.join(map(repr, plugins))}; a scenario file "
+            "alone never runs code: pass --allow-plugins (or allow_plugins=True) to load it.",
+            path="cluster.nic",
+        )
+
+
+def prepare(scenario: Scenario) -> Prepared:
+    """Build the cluster, the trace and the compute times of ``scenario``."""
+    n = trace_ranks(scenario)
+    cluster = build_cluster(scenario, n)
+    trace = build_trace(scenario, cluster)
+    compute = compute_table(scenario, cluster, trace)
+    return Prepared(scenario, cluster, trace, compute)
+
+
+def output_dir(sc: Scenario, out: str | Path | None = None) -> Path:
+    """``out`` or the scenario's ``outputs.dir`` with ``{name}`` (and ``{variant}``) filled."""
+    if out is not None:
+        return Path(out)
+    return Path(sc.outputs.dir.format(name=sc.name, variant=sc.variant or "default"))
+
+
+def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> Results:
+    phases = conform("phases", eo.phases)
+    messages = conform("messages", eo.messages)
+    ends = phases["end_s"].to_numpy(float)
+    makespan = float(np.nanmax(ends)) if len(ends) and np.isfinite(ends).any() else eo.sim_time_s
+    links = conform("links", eo.links)
+    if len(links):
+        window = makespan if makespan > 0 else float("nan")
+        links["utilisation"] = 8.0 * links["tx_bytes"] / (links["rate_bps"] * window)
+    qps = conform("qps", eo.qps)
+    queues = conform("queues", eo.queues)
+    summary = summarise(
+        messages=messages,
+        phases=phases,
+        links=links,
+        qps=qps,
+        num_ranks=prep.cluster.num_ranks,
+        makespan_s=makespan,
+    )
+    events = eo.events
+    head = {
+        "scenario": sc.name,
+        "variant": sc.variant,
+        "engine": sc.engine,
+        "seed": sc.seed,
+        "status": eo.status,
+        "sim_time_s": eo.sim_time_s,
+        "wall_s": wall_s,
+        "events": events,
+        "events_per_s": (events / wall_s) if events and wall_s > 0 else None,
+        "topology": prep.cluster.graph.graph.get("name"),
+        "gpus": int(len({*prep.cluster.rank_gpu.tolist()})),
+    }
+    summary = {**head, **summary, "engine_info": eo.extra}
+    return Results(
+        messages=messages,
+        phases=phases,
+        links=links,
+        qps=qps,
+        queues=queues,
+        summary=summary,
+        scenario=sc.resolved(),
+    )
+
+
+def run(
+    scenario: Scenario | Mapping[str, Any] | str | Path,
+    *,
+    overrides: Iterable[str] = (),
+    seed: int | None = None,
+    out: str | Path | None = None,
+    write: bool = False,
+    progress: Progress | None = None,
+    allow_plugins: bool = False,
+) -> Results:
+    """Run a scenario (object, mapping, file path or built-in name) and return its Results.
+
+    Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
+    scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on.
+    """
+    sc = _as_scenario(scenario, overrides, seed)
+    check_plugins(sc, allow_plugins)
+    prep = prepare(sc)
+    engine = ENGINES.get(sc.engine)
+    ctx = RunContext(
+        scenario=sc,
+        cluster=prep.cluster,
+        trace=prep.trace,
+        compute=prep.compute,
+        progress=progress or (lambda t, n: None),
+        allow_plugins=allow_plugins,
+    )
+    t0 = time.perf_counter()
+    try:
+        eo = engine(ctx)
+    except EngineUnavailable as exc:
+        raise ScenarioError(f"engine {sc.engine!r} is not available: {exc}", path="engine") from None
+    wall = time.perf_counter() - t0
+    res = _assemble(sc, prep, eo, wall)
+    if write or out is not None:
+        write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph)
+    return res
+
+
+def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> list[Path]:
+    """Tables, summary, resolved scenario, plots (and the report when asked) under ``out``."""
+    written = res.write(out, sc.outputs.formats)
+    write_graphml = topology_io("write_graphml")
+    if graph is not None and write_graphml is not None:
+        p = out / "topology.graphml"
+        write_graphml(graph, str(p))
+        written.append(p)
+    if sc.outputs.plots:
+        from scenarios.plots import plot_all
+
+        written += plot_all(res, out / "plots", formats=sc.outputs.plot_formats, graph=graph,
+                            hottest=sc.outputs.hottest_ports)  # fmt: skip
+    if sc.outputs.report:
+        from scenarios.report import write_report
+
+        written.append(write_report(out))
+    return written

@@ -1,0 +1,562 @@
+"""The scenario file, as typed pydantic v2 models.
+
+One YAML file describes one run: the cluster, the workload, the engine, the seed, the outputs and
+(optionally) injected faults. Every model forbids unknown keys, so a typo is an error with a
+did-you-mean (see :mod:`scenarios.errors`), never a silently ignored setting.
+
+Quantities are written as strings with units (``"400Gbps"``, ``"4KiB"``, ``"2us"``, ``"5m"``) or
+as bare SI numbers, parsed at this edge with :mod:`fabric.units` and stored in SI: rates in bit/s
+(float), sizes in bytes (int), times in seconds (float), lengths in metres (float). When a model
+is dumped (``podsim show``, ``resolved.yaml``) quantities are printed human again, in a form that
+parses back to exactly the same SI value.
+
+Names of built-ins (topology builders, cluster presets, PHY profiles, congestion control, path
+selectors, node layouts, model presets, dispatch modes, engines) are checked against the
+registries of the owning packages through :mod:`scenarios.registries`.
+
+Defaults and their sources (../shared/reference/physics.md):
+- MTU 4096 B, 400 Mpps packet-rate ceiling: the brief's SmartNIC (T-Head Panmai 920) [S].
+- ECN RED min 150 KB / max 1500 KB: NVIDIA Onyx/Cumulus RoCE defaults [S]; pmax 0.2 [E].
+- Switch port-to-port latency 600 ns: 51.2T ASICs, 0.6-1 us [E].
+- Shared buffer 64 MiB per switch: secondary sources give 100-160 MB for a 51.2T ASIC, a
+  smaller radix switch is scaled down [E].
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from fabric.units import (
+    fmt_length,
+    fmt_rate,
+    fmt_time,
+    parse_length,
+    parse_packet_rate,
+    parse_rate,
+    parse_size,
+    parse_time,
+)
+from scenarios.registries import check_name
+
+__all__ = [
+    "CCConfig",
+    "ClusterConfig",
+    "EcnConfig",
+    "Fault",
+    "MoeWorkload",
+    "MultipathConfig",
+    "NicConfig",
+    "OutputsConfig",
+    "PfcConfig",
+    "Scenario",
+    "SimConfig",
+    "SkewConfig",
+    "SwitchConfig",
+    "SyntheticWorkload",
+    "TopologyConfig",
+    "TraceWorkload",
+    "WorkloadConfig",
+]
+
+
+# --------------------------------------------------------------------------- quantities
+
+
+def _exact(fmt: Any, parse: Any, value: float) -> str | float:
+    """The shortest human string that parses back to exactly ``value`` (else the number)."""
+    for digits in (4, 6, 9, 12, 15, 17):
+        text = fmt(value, digits)
+        try:
+            if parse(text) == value:
+                return text
+        except ValueError:
+            continue
+    return value
+
+
+def _fmt_size_exact(nbytes: int) -> str | int:
+    for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{prefix}B"
+    for scale, prefix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K")):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{prefix}B"
+    return nbytes
+
+
+def _no_bool(parser: Any) -> Any:
+    def parse(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is a boolean, not a quantity")
+        return parser(value)
+
+    return parse
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"{value!r} must be greater than zero")
+    return value
+
+
+Rate = Annotated[
+    float,
+    BeforeValidator(_no_bool(parse_rate)),
+    PlainSerializer(lambda v: _exact(fmt_rate, parse_rate, v), when_used="json"),
+]
+PacketRate = Annotated[
+    float,
+    BeforeValidator(_no_bool(parse_packet_rate)),
+    PlainSerializer(
+        lambda v: _exact(lambda x, d: f"{x / 1e6:.{d}g}Mpps", parse_packet_rate, v),
+        when_used="json",
+    ),
+]
+Size = Annotated[
+    int,
+    BeforeValidator(_no_bool(parse_size)),
+    PlainSerializer(_fmt_size_exact, when_used="json"),
+]
+Time = Annotated[
+    float,
+    BeforeValidator(_no_bool(parse_time)),
+    PlainSerializer(lambda v: _exact(fmt_time, parse_time, v), when_used="json"),
+]
+Length = Annotated[
+    float,
+    BeforeValidator(_no_bool(parse_length)),
+    PlainSerializer(lambda v: _exact(fmt_length, parse_length, v), when_used="json"),
+]
+PositiveRate = Annotated[Rate, AfterValidator(lambda v: _positive(v))]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+#: RoCEv2 path MTUs (the IB/RoCE MTU enumeration); larger frames are not RDMA MTUs.
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+class Strict(BaseModel):
+    """Base of every scenario model: unknown keys are errors; assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _registry_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a {kind} name (a non-empty string)")
+    return check_name(kind, value)
+
+
+def _plugin_or_name(kind: str, value: str) -> str:
+    """A registered name, or ``module:Class`` / ``module.Class`` dotted path of a plug-in.
+
+    A dotted path is accepted here; the runner loads it only with ``--allow-plugins``
+    (a YAML file alone never runs code).
+    """
+    if isinstance(value, str) and ":" in value:
+        module, _, attr = value.partition(":")
+        if not module or not attr or not all(p.isidentifier() for p in module.split(".")):
+            raise ValueError(f"plug-in {value!r} must have the form 'package.module:ClassName'")
+        return value
+    return _registry_name(kind, value)
+
+
+def _name_type(kind: str, plugin: bool = False) -> Any:
+    check = _plugin_or_name if plugin else _registry_name
+    return Annotated[str, AfterValidator(lambda v: check(kind, v))]
+
+
+TopologyName = _name_type("topology")
+ClusterPresetName = _name_type("cluster preset")
+PhyName = _name_type("PHY profile")
+NicModelName = _name_type("NIC model")
+LayoutName = _name_type("node layout")
+CCName = _name_type("congestion control", plugin=True)
+SelectorName = _name_type("path selector", plugin=True)
+PopularityName = _name_type("expert popularity")
+ModelPresetName = _name_type("model preset")
+DispatchModeName = _name_type("dispatch mode")
+PlacementName = _name_type("expert placement")
+PatternName = _name_type("synthetic pattern")
+EngineName = _name_type("engine")
+RankMapName = _name_type("rank mapping")
+
+
+def is_plugin(name: str) -> bool:
+    """Whether a configured name refers to user code (``module:Class``)."""
+    return ":" in name
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class TopologyConfig(Strict):
+    """An explicit topology: a ``fabric.topology.TOPOLOGIES`` builder and its arguments.
+
+    ``params`` go to the builder; quantity strings are parsed by parameter name suffix
+    (``*_bps``/``rate`` -> rate, ``*_m``/``length`` -> metres, ``*_s``/``latency`` -> seconds,
+    ``*_bytes``/``buffer`` -> bytes), see :func:`scenarios.build.convert_params`.
+    """
+
+    name: TopologyName
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class CCConfig(Strict):
+    """Congestion control: a built-in algorithm (``nic`` CC registry) or a ``module:Class``
+    plug-in, with parameters that override the algorithm's published defaults."""
+
+    name: CCName = "dcqcn"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class MultipathConfig(Strict):
+    """Path selection of the transport: ``selector`` from the NIC's registry (``ecmp`` one path
+    per QP, ``spray``, ``bitmap``, ``reps``, ``adaptive``) over ``paths`` entropy values."""
+
+    selector: SelectorName = "ecmp"
+    paths: PositiveInt = 1
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class NicConfig(Strict):
+    """The RDMA NIC on every scale-out port.
+
+    Defaults are the brief's SmartNIC: 400GbE over 112G PAM4, 4096 B MTU, 400 Mpps
+    (physics.md, "The SmartNIC in the design brief") [S]. ``rate`` defaults to the PHY's MAC
+    rate. ``rto`` 100 us is an estimate for a datacentre RTT of a few microseconds [E].
+    """
+
+    model: NicModelName = "panmai-920"
+    phy: PhyName = "400GbE"
+    rate: PositiveRate | None = None
+    mtu: Size = 4096
+    packet_rate: Annotated[PacketRate, AfterValidator(_positive)] = parse_packet_rate("400Mpps")
+    cc: CCConfig = Field(default_factory=CCConfig)
+    multipath: MultipathConfig = Field(default_factory=MultipathConfig)
+    reliability: Literal["selective-repeat", "go-back-n"] = "selective-repeat"
+    ack_coalesce: PositiveInt = 1
+    rto: Time = parse_time("100us")
+    qp_cache: NonNegInt = 0
+    qp_miss_penalty: Time = 0.0
+
+    @field_validator("mtu")
+    @classmethod
+    def _roce_mtu(cls, v: int) -> int:
+        if v not in ROCE_MTUS:
+            raise ValueError(f"MTU {v} B is not a RoCE path MTU; use one of {list(ROCE_MTUS)}")
+        return v
+
+
+class EcnConfig(Strict):
+    """RED/ECN marking by queue bytes (NVIDIA Onyx/Cumulus RoCE defaults: 150 KB/1500 KB [S])."""
+
+    enabled: bool = True
+    kmin: Size = 150_000
+    kmax: Size = 1_500_000
+    pmax: Fraction = 0.2
+
+    @model_validator(mode="after")
+    def _order(self) -> EcnConfig:
+        if self.kmin > self.kmax:
+            raise ValueError(f"kmin ({self.kmin} B) must not exceed kmax ({self.kmax} B)")
+        return self
+
+
+class PfcConfig(Strict):
+    """Priority flow control: pause upstream at ``xoff`` bytes queued, resume at ``xon``.
+
+    Off by default (lossy RoCE with ECN is the modern default); when on, ECN must fire first
+    (physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``.
+    """
+
+    enabled: bool = False
+    xoff: Size = 2_000_000
+    xon: Size = 1_000_000
+
+    @model_validator(mode="after")
+    def _order(self) -> PfcConfig:
+        if self.xon >= self.xoff:
+            raise ValueError(f"xon ({self.xon} B) must be below xoff ({self.xoff} B)")
+        return self
+
+
+class SwitchConfig(Strict):
+    """Every switch: shared buffer with dynamic thresholds, ECN, PFC, forwarding latency."""
+
+    buffer: Size = 64 * 2**20
+    alpha: Annotated[float, Field(gt=0)] = 1.0
+    latency: Time = parse_time("600ns")
+    cut_through: bool = True
+    ecn: EcnConfig = Field(default_factory=EcnConfig)
+    pfc: PfcConfig = Field(default_factory=PfcConfig)
+
+    @model_validator(mode="after")
+    def _fits(self) -> SwitchConfig:
+        if self.buffer <= 0:
+            raise ValueError("buffer must be greater than zero bytes")
+        if self.pfc.enabled and self.pfc.xoff > self.buffer:
+            raise ValueError(
+                f"pfc.xoff ({self.pfc.xoff} B) is larger than the buffer ({self.buffer} B)"
+            )
+        return self
+
+
+class RoutingConfig(Strict):
+    """How the fabric routes: ECMP hashing and how long static routes take to reconverge
+    after a failure (50 ms is a typical BGP/BFD datacentre figure [E])."""
+
+    ecmp_hash: Literal["5-tuple", "entropy"] = "entropy"
+    reconvergence: Time = parse_time("50ms")
+
+
+class ClusterConfig(Strict):
+    """The cluster: a named preset (``fabric.topology.CLUSTERS``) or an explicit topology,
+    the node's PCIe layout (``nic.pcie.NODE_LAYOUTS``), the NICs and the switches."""
+
+    preset: ClusterPresetName | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    topology: TopologyConfig | None = None
+    layout: LayoutName | None = None
+    rank_map: RankMapName | list[NonNegInt] = "contiguous"
+    nic: NicConfig = Field(default_factory=NicConfig)
+    switch: SwitchConfig = Field(default_factory=SwitchConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ClusterConfig:
+        if (self.preset is None) == (self.topology is None):
+            raise ValueError(
+                "give exactly one of 'preset' (a named cluster) or 'topology' "
+                "(a builder name and params)"
+            )
+        if self.params and self.preset is None:
+            raise ValueError("'params' override a preset; with 'topology' use topology.params")
+        return self
+
+
+# --------------------------------------------------------------------------- workload
+
+
+class SkewConfig(Strict):
+    """Expert popularity: ``uniform``, ``zipf`` (exponent), ``lognormal`` (target per-rank
+    max/mean; TensorRT-LLM measured 2.56 on DeepSeek-R1 EP32 [S]) or ``replay``."""
+
+    kind: PopularityName = "uniform"
+    max_mean: Annotated[float, Field(ge=1.0)] | None = None
+    exponent: Annotated[float, Field(gt=0.0)] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class MoeWorkload(Strict):
+    """One MoE model's expert-parallel all-to-all, generated by the ``workloads`` kernels."""
+
+    model: ModelPresetName = "deepseek-v3"
+    ep_size: PositiveInt = 16
+    tokens_per_rank: PositiveInt = 4096
+    skew: SkewConfig = Field(default_factory=SkewConfig)
+    mode: DispatchModeName = "deepep-normal"
+    placement: PlacementName = "contiguous"
+    layers: PositiveInt = 1
+    steps: PositiveInt = 1
+    tflops: Annotated[float, Field(gt=0)] | None = None
+    compute_time: Time | None = None
+
+
+class TraceWorkload(Strict):
+    """A recorded trace file (Parquet or CSV, schema of ``workloads.trace``); a relative path is
+    taken relative to the scenario file that names it."""
+
+    path: Path
+    format: Literal["auto", "parquet", "csv"] = "auto"
+    compute_time: Time = 0.0
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: Path, info: ValidationInfo) -> Path:
+        base = (info.context or {}).get("base_dir")
+        p = v if v.is_absolute() or base is None else Path(base) / v
+        if not p.is_file():
+            raise ValueError(f"trace file {str(p)!r} does not exist")
+        return p.resolve()
+
+
+class SyntheticWorkload(Strict):
+    """A synthetic pattern from ``workloads`` (uniform all-to-all, permutation, incast, ring)."""
+
+    pattern: PatternName = "uniform"
+    ranks: PositiveInt | None = None
+    size: Size = 1 << 20
+    steps: PositiveInt = 1
+    compute_time: Time = 0.0
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("size")
+    @classmethod
+    def _size_pos(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("message size must be greater than zero bytes")
+        return v
+
+
+class WorkloadConfig(Strict):
+    """Exactly one of ``moe``, ``trace`` or ``synthetic``."""
+
+    moe: MoeWorkload | None = None
+    trace: TraceWorkload | None = None
+    synthetic: SyntheticWorkload | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> WorkloadConfig:
+        given = [k for k in ("moe", "trace", "synthetic") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'moe', 'trace' or 'synthetic'"
+                + (f" (got {', '.join(given)})" if given else " (got none)")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("moe", "trace", "synthetic") if getattr(self, k) is not None)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+class _FaultBase(Strict):
+    at: Time = 0.0
+    until: Time | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> _FaultBase:
+        if self.until is not None and self.until <= self.at:
+            raise ValueError(f"until ({self.until} s) must be after at ({self.at} s)")
+        return self
+
+
+LinkRef = Annotated[list[str], Field(min_length=2, max_length=2)]
+
+
+class LinkDown(_FaultBase):
+    """A link fails at ``at`` (and comes back at ``until``)."""
+
+    kind: Literal["link_down"]
+    link: LinkRef
+
+
+class LinkDegrade(_FaultBase):
+    """A link runs at a lower ``rate`` (e.g. a PAM4 lane lost: 400G -> 300G)."""
+
+    kind: Literal["link_degrade"]
+    link: LinkRef
+    rate: PositiveRate
+
+
+class LinkBer(_FaultBase):
+    """A pre-FEC bit error rate on a link; RS(544,514) turns it into frame loss, LLR (when on)
+    into link-level retries."""
+
+    kind: Literal["ber"]
+    link: LinkRef
+    pre_fec_ber: Annotated[float, Field(gt=0.0, lt=0.5)]
+    llr: bool = False
+
+
+class NodeDown(_FaultBase):
+    """A switch or a NIC port fails."""
+
+    kind: Literal["switch_down", "nic_down"]
+    node: str
+
+
+class Straggler(Strict):
+    """A slow GPU: its expert compute takes ``factor`` times longer."""
+
+    kind: Literal["straggler"]
+    rank: NonNegInt
+    factor: Annotated[float, Field(ge=1.0)] = 2.0
+
+
+Fault = Annotated[
+    LinkDown | LinkDegrade | LinkBer | NodeDown | Straggler,
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------- run
+
+
+class SimConfig(Strict):
+    """Engine knobs. ``cell`` above the MTU is a documented fidelity knob for speed (the packet
+    engine moves cells of that size; DESIGN.md "Making SimPy fast"). ``sample_interval`` is the
+    queue-depth sampling period; ``time_limit`` stops the simulation at that simulated time."""
+
+    cell: Size | None = None
+    sample_interval: Time = parse_time("1us")
+    time_limit: Time | None = None
+    checks: bool = True
+
+    @field_validator("sample_interval")
+    @classmethod
+    def _pos(cls, v: float) -> float:
+        return _positive(v)
+
+
+class OutputsConfig(Strict):
+    """What a run writes under its output folder (``dir``; ``{name}`` expands to the scenario
+    name; ``podsim run --out`` overrides)."""
+
+    dir: str = "results/{name}"
+    formats: list[Literal["parquet", "csv"]] = Field(default_factory=lambda: ["parquet", "csv"])
+    plots: bool = True
+    plot_formats: list[Literal["png", "svg"]] = Field(default_factory=lambda: ["png", "svg"])
+    report: bool = False
+    hottest_ports: PositiveInt = 8
+    queue_series: bool = True
+
+
+class Scenario(Strict):
+    """A whole run. See scenarios/library/*.yaml for documented examples."""
+
+    name: str = "scenario"
+    description: str = ""
+    variant: str | None = None
+    seed: NonNegInt = 0
+    engine: EngineName = "packet"
+    sim: SimConfig = Field(default_factory=SimConfig)
+    cluster: ClusterConfig
+    workload: WorkloadConfig
+    outputs: OutputsConfig = Field(default_factory=OutputsConfig)
+    faults: list[Fault] = Field(default_factory=list)
+    cost: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v or any(c in v for c in "/\\\0"):
+            raise ValueError("name must be non-empty and contain no path separators")
+        return v
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario with every default filled in, quantities printed human (exact)."""
+        return self.model_dump(mode="json")
+
+    def plugins(self) -> list[str]:
+        """Every ``module:Class`` plug-in the scenario names (needs ``--allow-plugins``)."""
+        names = [self.cluster.nic.cc.name, self.cluster.nic.multipath.selector]
+        return [n for n in names if is_plugin(n)]

@@ -1,0 +1,240 @@
+"""Study files: a base scenario plus a grid, a list or a seeded random sample of overrides.
+
+A study YAML::
+
+    name: cc-vs-paths
+    description: congestion control x multipath paths on the quickstart cluster
+    base: quickstart              # built-in scenario name, or a path relative to this file
+    set:                          # fixed overrides applied to every point
+      workload.moe.layers: 1
+    grid:                         # cross product of every value list
+      cluster.nic.cc.name: [dcqcn, hpcc, nscc]
+      cluster.nic.multipath.paths: [1, 4, 16]
+    list:                         # explicit points (each a mapping of overrides)
+      - {cluster.layout: external-switch}
+      - {cluster.layout: on-card-switch}
+    random:                       # n points drawn with numpy.random.default_rng(seed)
+      n: 8
+      seed: 1
+      params:
+        workload.moe.tokens_per_rank: {randint: [1024, 8192]}
+        cluster.switch.buffer: {choice: [16MiB, 32MiB, 64MiB]}
+        cost.usd_per_kwh: {uniform: [0.05, 0.2]}
+    metric: phases.dispatch.completion_time_s   # the performance figure plots and Pareto use
+    maximize: false
+    cost_metric: capex_usd
+
+Keys are the ``--set`` key paths of the scenario (``cluster.nic.cc.name``; prices under
+``cost.prices.<item>.price_usd``). Every source given (grid, list, random) yields a list of
+points; the study's points are their cross product (in that order), each merged over ``set``.
+With no source the study is the base scenario alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "LIBRARY",
+    "RandomParam",
+    "RandomSample",
+    "Study",
+    "StudyError",
+    "load_study",
+    "study_names",
+]
+
+LIBRARY = Path(__file__).resolve().parent.parent / "library" / "studies"
+
+
+class StudyError(ValueError):
+    """A study file that cannot be read or does not validate; names the file and the key."""
+
+
+class RandomParam(BaseModel):
+    """One random parameter: exactly one of ``choice`` (list), ``uniform`` [lo, hi],
+    ``loguniform`` [lo, hi] (lo > 0) or ``randint`` [lo, hi] (both inclusive)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    choice: list[Any] | None = None
+    uniform: tuple[float, float] | None = None
+    loguniform: tuple[float, float] | None = None
+    randint: tuple[int, int] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> RandomParam:
+        given = [k for k in ("choice", "uniform", "loguniform", "randint") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of choice: [...], uniform: [lo, hi], loguniform: [lo, hi] "
+                f"or randint: [lo, hi] (got {', '.join(given) or 'none'})"
+            )
+        lo_hi = self.uniform or self.loguniform or self.randint
+        if lo_hi is not None and lo_hi[0] > lo_hi[1]:
+            raise ValueError(f"range {list(lo_hi)} must have lo <= hi")
+        if self.loguniform is not None and self.loguniform[0] <= 0:
+            raise ValueError("loguniform needs lo > 0")
+        return self
+
+    def draw(self, rng: np.random.Generator) -> Any:
+        if self.choice is not None:
+            return self.choice[int(rng.integers(len(self.choice)))]
+        if self.uniform is not None:
+            return float(rng.uniform(*self.uniform))
+        if self.loguniform is not None:
+            lo, hi = np.log(self.loguniform[0]), np.log(self.loguniform[1])
+            return float(np.exp(rng.uniform(lo, hi)))
+        assert self.randint is not None
+        return int(rng.integers(self.randint[0], self.randint[1] + 1))
+
+
+class RandomSample(BaseModel):
+    """``n`` points, each parameter drawn in sorted key order from one seeded generator."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int = Field(gt=0)
+    seed: int = Field(0, ge=0)
+    params: dict[str, RandomParam] = Field(min_length=1)
+
+    def points(self) -> list[dict[str, Any]]:
+        rng = np.random.default_rng(self.seed)
+        keys = sorted(self.params)
+        return [{k: self.params[k].draw(rng) for k in keys} for _ in range(self.n)]
+
+
+class Study(BaseModel):
+    """A validated study (see the module docstring for the file format)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str
+    description: str = ""
+    base: str
+    set: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    list_: list[dict[str, Any]] = Field(default_factory=list, alias="list")
+    random: RandomSample | None = None
+    metric: str = "layer_time_s"
+    maximize: bool = False
+    cost_metric: str = "capex_usd"
+    base_dir: str | None = Field(None, exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v or any(c in v for c in "/\\\0"):
+            raise ValueError("name must be non-empty and contain no path separators")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"grid.{key} has no values")
+        return v
+
+    @property
+    def params(self) -> list[str]:
+        """The swept key paths (grid, list and random; not ``set``), sorted."""
+        keys = set(self.grid)
+        for p in self.list_:
+            keys |= set(p)
+        if self.random is not None:
+            keys |= set(self.random.params)
+        return sorted(keys)
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every point's overrides (``set`` merged under the point's own), in study order."""
+        sources: list[list[dict[str, Any]]] = []
+        if self.grid:
+            keys = list(self.grid)
+            sources.append(
+                [dict(zip(keys, combo, strict=True)) for combo in itertools.product(
+                    *(self.grid[k] for k in keys))]  # fmt: skip
+            )
+        if self.list_:
+            sources.append([dict(p) for p in self.list_])
+        if self.random is not None:
+            sources.append(self.random.points())
+        out = []
+        for combo in itertools.product(*sources):
+            point: dict[str, Any] = dict(self.set)
+            for part in combo:
+                point.update(part)
+            out.append(point)
+        return out
+
+    def point_params(self, point: dict[str, Any]) -> dict[str, Any]:
+        """The swept parameters of ``point`` (what tells points apart)."""
+        return {k: point[k] for k in self.params if k in point}
+
+    def base_ref(self) -> str:
+        """The base scenario: a path (relative to the study file) if that file exists, else
+        the name as given (a built-in scenario)."""
+        if self.base_dir is not None:
+            p = Path(self.base_dir) / self.base
+            if p.is_file():
+                return str(p)
+        return self.base
+
+
+def study_names() -> list[str]:
+    """Built-in studies (``scenarios/library/studies/*.yaml``)."""
+    return sorted(p.stem for p in LIBRARY.glob("*.yaml"))
+
+
+def _resolve_study_path(ref: str | Path) -> Path:
+    p = Path(ref)
+    if p.is_file():
+        return p
+    if isinstance(ref, str) and (LIBRARY / f"{ref}.yaml").is_file():
+        return LIBRARY / f"{ref}.yaml"
+    names = study_names()
+    close = difflib.get_close_matches(str(ref), names, n=3, cutoff=0.4)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise StudyError(
+        f"study {str(ref)!r} is neither a file nor a built-in study.{hint} "
+        f"Built-in studies: {', '.join(names) or '(none)'}."
+    )
+
+
+def load_study(ref: str | Path | dict[str, Any]) -> Study:
+    """A validated study from a file, a built-in study name or a mapping."""
+    if isinstance(ref, dict):
+        raw, where, base_dir = dict(ref), "study", None
+    else:
+        path = _resolve_study_path(ref)
+        where, base_dir = str(path), str(path.resolve().parent)
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise StudyError(f"cannot read study {where!r}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise StudyError(f"study {where!r} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise StudyError(f"study {where!r} must be a mapping (name, base, grid, ...)")
+    if base_dir is not None:
+        raw.setdefault("base_dir", base_dir)
+    try:
+        return Study.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        fields = [*Study.model_fields, "list"]
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1, cutoff=0.5)
+                msg += f"; did you mean {close[0]!r}?" if close else ""
+            lines.append(f"{loc}: {msg} (got {err.get('input')!r})")
+        raise StudyError(f"invalid study {where}:\n  " + "\n  ".join(lines)) from None

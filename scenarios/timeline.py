@@ -1,0 +1,226 @@
+"""The layer timeline: each rank plays dispatch -> compute -> combine, layer after layer.
+
+A simulating engine offers a :class:`Transport` (post a message, get called back when it has
+been delivered); :func:`run_timeline` plays the trace over it. The model, per rank ``r`` and per
+(step, layer), in trace order of phases (``dispatch``, then expert ``compute``, then ``combine``,
+then any ``other`` traffic):
+
+- a communication phase starts on ``r`` when ``r`` finished its previous phase; ``r`` posts its
+  outgoing messages of the phase, each at the phase start plus the message's ``start_s``;
+- the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
+  that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
+  send and the receive side are done). A sender that runs ahead may deliver into a receiver that
+  has not reached the phase yet: RDMA writes land in pre-registered buffers;
+- ``compute`` takes the rank's expert-compute time for that layer (from the workload's compute
+  model, scaled by straggler faults) and starts when the dispatch phase ended on that rank.
+
+There is no global barrier: ranks drift apart exactly as far as the data dependencies allow.
+``local`` hop messages (a rank to itself) are delivered at once, without the transport.
+
+The timeline runs the SimPy environment in chunks of simulated time sized to about
+:data:`CHUNK_WALL_S` of wall time each, reporting progress between chunks; Ctrl-C stops it after
+the current event and returns what was completed (status ``interrupted``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+import simpy
+
+__all__ = ["CHUNK_WALL_S", "PHASE_ORDER", "TimelineResult", "Transport", "run_timeline"]
+
+CHUNK_WALL_S = 0.2
+PHASE_ORDER = ("dispatch", "compute", "combine", "other")
+
+
+class Transport(Protocol):
+    """What a simulating engine offers the timeline.
+
+    ``send`` must eventually call ``on_done(msg)`` exactly once, at the simulated time the
+    message's last byte was delivered to the receiver (or never, if it cannot be delivered).
+    """
+
+    env: simpy.Environment
+
+    def send(
+        self,
+        msg: int,
+        src_rank: int,
+        dst_rank: int,
+        nbytes: int,
+        hop: str,
+        on_done: Callable[[int], None],
+    ) -> None: ...
+
+
+@dataclass
+class TimelineResult:
+    """Posting and delivery time of every trace message (NaN if never), per-rank phases."""
+
+    post_s: np.ndarray
+    end_s: np.ndarray
+    phases: pd.DataFrame
+    status: str
+    sim_time_s: float
+
+
+def _event_count(env: simpy.Environment) -> int | None:
+    eid = getattr(env, "_eid", None)
+    text = repr(eid)
+    if text.startswith("count(") and text.endswith(")"):
+        try:
+            return int(text[6:-1].split(",")[0])
+        except ValueError:
+            return None
+    return None
+
+
+def run_timeline(
+    env: simpy.Environment,
+    transport: Transport,
+    trace: pd.DataFrame,
+    compute: pd.DataFrame,
+    *,
+    num_ranks: int,
+    time_limit: float | None = None,
+    progress: Callable[[float, int | None], None] | None = None,
+) -> TimelineResult:
+    """Play ``trace`` (row i is message i) over ``transport``; see the module docstring.
+
+    ``compute`` has columns step, layer, rank, compute_s (missing rows mean zero).
+    """
+    n = len(trace)
+    post_s = np.full(n, np.nan)
+    end_s = np.full(n, np.nan)
+    steps = trace["step"].to_numpy()
+    layers = trace["layer"].to_numpy()
+    phases = trace["phase"].to_numpy()
+    src = trace["src_rank"].to_numpy()
+    dst = trace["dst_rank"].to_numpy()
+    nbytes = trace["bytes"].to_numpy()
+    start = trace["start_s"].to_numpy(dtype=float)
+    hops = trace["hop"].to_numpy()
+
+    # (step, layer) -> ordered phases; compute sits between dispatch and combine when the layer
+    # has either, or a compute time.
+    comp: dict[tuple[int, int, int], float] = {}
+    if len(compute):
+        for s, l_, r, c in compute[["step", "layer", "rank", "compute_s"]].itertuples(
+            index=False
+        ):
+            comp[(int(s), int(l_), int(r))] = float(c)
+    layer_phases: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for s, l_, p in zip(steps.tolist(), layers.tolist(), phases.tolist(), strict=True):
+        layer_phases[(s, l_)].add(p)
+    for s, l_, _r in comp:
+        layer_phases[(s, l_)].add("compute")
+    order = sorted(layer_phases)
+    plan = {
+        key: [p for p in PHASE_ORDER if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)]
+        for key, ph in layer_phases.items()
+    }
+
+    outgoing: dict[tuple[int, int, str, int], list[int]] = defaultdict(list)
+    remaining: dict[tuple[int, int, str, int], int] = defaultdict(int)
+    bytes_out: dict[tuple[int, int, str, int], int] = defaultdict(int)
+    bytes_in: dict[tuple[int, int, str, int], int] = defaultdict(int)
+    for i in range(n):
+        ks = (int(steps[i]), int(layers[i]), str(phases[i]), int(src[i]))
+        kd = (ks[0], ks[1], ks[2], int(dst[i]))
+        outgoing[ks].append(i)
+        remaining[ks] += 1
+        remaining[kd] += 1
+        bytes_out[ks] += int(nbytes[i])
+        bytes_in[kd] += int(nbytes[i])
+    waiters: dict[tuple[int, int, str, int], simpy.Event] = {}
+    msg_key = [
+        (int(steps[i]), int(layers[i]), str(phases[i]), int(src[i]), int(dst[i])) for i in range(n)
+    ]
+
+    def tick(key: tuple[int, int, str, int]) -> None:
+        remaining[key] -= 1
+        if remaining[key] == 0:
+            ev = waiters.pop(key, None)
+            if ev is not None:
+                ev.succeed()
+
+    def delivered(i: int) -> None:
+        if not math.isnan(end_s[i]):
+            raise RuntimeError(f"message {i} was delivered twice (engine bug)")
+        end_s[i] = env.now
+        s, l_, p, a, b = msg_key[i]
+        tick((s, l_, p, a))
+        tick((s, l_, p, b))
+
+    def post(i: int) -> None:
+        post_s[i] = env.now
+        if hops[i] == "local" or src[i] == dst[i]:
+            delivered(i)
+        else:
+            transport.send(i, int(src[i]), int(dst[i]), int(nbytes[i]), str(hops[i]), delivered)
+
+    rows: list[tuple[int, int, str, int, float, float, int, int]] = []
+
+    def rank_proc(r: int):  # noqa: ANN202 - a SimPy generator
+        for s, l_ in order:
+            for p in plan[(s, l_)]:
+                t0 = env.now
+                if p == "compute":
+                    dt = comp.get((s, l_, r), 0.0)
+                    if dt > 0:
+                        yield env.timeout(dt)
+                    rows.append((s, l_, p, r, t0, env.now, 0, 0))
+                    continue
+                key = (s, l_, p, r)
+                for i in outgoing.get(key, ()):
+                    if start[i] > 0:
+                        env.timeout(start[i]).callbacks.append(lambda _ev, i=i: post(i))
+                    else:
+                        post(i)
+                if remaining.get(key, 0) > 0:
+                    ev = env.event()
+                    waiters[key] = ev
+                    yield ev
+                rows.append((s, l_, p, r, t0, env.now, bytes_out.get(key, 0), bytes_in.get(key, 0)))
+
+    procs = [env.process(rank_proc(r)) for r in range(num_ranks)]
+    all_done = env.all_of(procs)
+    status = "complete"
+    chunk = 1e-6
+    try:
+        while not all_done.triggered:
+            if time_limit is not None and env.now >= time_limit:
+                status = "time-limit"
+                break
+            if env.peek() == math.inf:
+                status = "stalled"
+                break
+            target = max(env.now, env.peek()) + chunk
+            if time_limit is not None:
+                target = min(target, time_limit)
+            t_wall = time.perf_counter()
+            env.run(until=target)
+            spent = time.perf_counter() - t_wall
+            # aim each chunk at CHUNK_WALL_S of wall time, growing or shrinking gradually
+            factor = CHUNK_WALL_S / spent if spent > 0 else 4.0
+            chunk *= min(4.0, max(0.25, factor))
+            if progress is not None:
+                progress(env.now, _event_count(env))
+    except KeyboardInterrupt:
+        status = "interrupted"
+    if progress is not None:
+        progress(env.now, _event_count(env))
+    cols = ["step", "layer", "phase", "rank", "start_s", "end_s", "bytes_out", "bytes_in"]
+    ph = pd.DataFrame(rows, columns=cols)
+    ph["_order"] = ph["phase"].map(PHASE_ORDER.index)
+    ph = ph.sort_values(["step", "layer", "_order", "rank"], kind="stable").drop(columns="_order")
+    ph["duration_s"] = ph["end_s"] - ph["start_s"]
+    return TimelineResult(post_s, end_s, ph.reset_index(drop=True), status, float(env.now))

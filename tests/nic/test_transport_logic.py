@@ -1,0 +1,348 @@
+"""Pure-logic tests of the transport: segmentation, PSN/SACK state machines, reorder buffer,
+path selectors and the packet-rate pipeline (no fabric needed)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from nic.transport.pipeline import PacketPipeline, QpContextCache
+from nic.transport.reliability import (
+    ACK,
+    NACK,
+    NONE,
+    ReceiverReliability,
+    ReorderBuffer,
+    SenderReliability,
+    check_mode,
+)
+from nic.transport.segmentation import (
+    OP_SEND,
+    OP_WRITE,
+    check_mtu,
+    check_opcode,
+    message_wire_bytes,
+    packet_count,
+    packet_payload,
+    packet_wire_bytes,
+)
+from nic.transport.selectors import PATH_SELECTORS, make_selector
+
+# ---------------------------------------------------------------------------- segmentation
+
+
+@pytest.mark.parametrize("mtu", [1024, 2048, 4096])
+@pytest.mark.parametrize("size", [0, 1, 64, 1023, 1024, 1025, 4096, 1 << 20, 1_000_003])
+def test_segmentation_sums_to_message(size: int, mtu: int) -> None:
+    n = packet_count(size, mtu)
+    assert n == max(1, -(-size // mtu))
+    payloads = [packet_payload(i, n, size, mtu) for i in range(n)]
+    assert sum(payloads) == size
+    assert all(0 <= p <= mtu for p in payloads)
+    assert all(p == mtu for p in payloads[:-1])
+    for op in (OP_WRITE, OP_SEND):
+        wire = sum(packet_wire_bytes(p, i == 0, op) for i, p in enumerate(payloads))
+        reth = RETH_BYTES if op == OP_WRITE else 0
+        assert wire == size + n * ROCE_OVERHEAD + reth == message_wire_bytes(size, mtu, op)
+
+
+def test_segmentation_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="mtu 1500"):
+        check_mtu(1500)
+    with pytest.raises(ValueError, match="opcode 'read'"):
+        check_opcode("read")
+    assert check_opcode("WRITE") == OP_WRITE
+    with pytest.raises(ValueError, match="negative"):
+        packet_count(-1, 1024)
+    with pytest.raises(ValueError, match="'gbn' or 'sr'"):
+        check_mode("tcp")
+
+
+# ---------------------------------------------------------------------------- reliability
+
+
+def _deliver(order, sender, receiver, payload=100, now=0.0, ack_loss=()):
+    """Feed ``order`` (PSNs) to the receiver and every resulting ACK/NACK back to the sender."""
+    for k, psn in enumerate(order):
+        v = receiver.on_data(psn, payload, last=False, ecn=False)
+        if k in ack_loss:
+            continue
+        if v == ACK:
+            sender.on_ack(receiver.rcv_nxt, receiver.ooo_bits, now)
+        elif v == NACK:
+            sender.on_nack(receiver.nack_psn, now)
+
+
+def _send_all(sender, now=0.0, size=100):
+    sent = []
+    while True:
+        psn = sender.pick()
+        if psn < 0:
+            break
+        sender.on_send(psn, size, now)
+        sent.append(psn)
+    return sent
+
+
+def test_in_order_delivery_acks_everything() -> None:
+    s, r = SenderReliability("sr"), ReceiverReliability("sr")
+    s.post(10)
+    assert _send_all(s) == list(range(10))
+    assert s.inflight_bytes == 1000
+    _deliver(range(10), s, r)
+    assert s.done() and s.inflight_bytes == 0 and s.acked_bytes == 1000
+    assert r.delivered_bytes == 1000 and r.dup_pkts == 0 and s.retransmits == 0
+
+
+def test_ack_coalescing_every_n_and_on_last() -> None:
+    r = ReceiverReliability("sr", ack_every=4)
+    verdicts = [r.on_data(p, 10, last=(p == 9), ecn=False) for p in range(10)]
+    assert [i for i, v in enumerate(verdicts) if v == ACK] == [3, 7, 9]
+    r2 = ReceiverReliability("sr", ack_every=4)
+    assert r2.on_data(0, 10, last=False, ecn=True) == ACK  # ECN forces an ACK
+
+
+def test_gbn_receiver_drops_out_of_order_and_naks_once() -> None:
+    r = ReceiverReliability("gbn")
+    assert r.on_data(0, 10, False, False) == ACK
+    assert r.on_data(2, 10, False, False) == NACK and r.nack_psn == 1
+    assert r.on_data(3, 10, False, False) == NONE  # one NAK per sequence-error episode
+    assert r.ooo_drops == 2 and r.delivered_bytes == 10
+    assert r.on_data(1, 10, False, False) == ACK and r.rcv_nxt == 2
+    assert r.on_data(3, 10, False, False) == NACK  # a new episode
+
+
+def test_gbn_sender_rewinds_on_nack() -> None:
+    s, r = SenderReliability("gbn"), ReceiverReliability("gbn")
+    s.post(6)
+    _send_all(s)
+    _deliver([0, 2, 3, 4, 5], s, r)  # PSN 1 lost
+    assert s.snd_una == 1 and s.snd_nxt == 1
+    assert s.inflight_bytes == 0  # the rest were dropped by the receiver
+    assert _send_all(s) == [1, 2, 3, 4, 5]
+    assert s.retransmits == 5
+    _deliver([1, 2, 3, 4, 5], s, r)
+    assert s.done() and r.delivered_bytes == 600 and s.acked_bytes == 600
+
+
+def test_sr_receiver_buffers_and_releases() -> None:
+    rob = ReorderBuffer(10_000)
+    r = ReceiverReliability("sr", rob=rob)
+    for p in (1, 2, 4):
+        assert r.on_data(p, 100, False, False) == ACK
+    assert r.ooo_bits == 0b10110 and rob.used == 300 and r.ooo_pkts == 3
+    assert r.on_data(0, 100, False, False) == ACK
+    assert r.rcv_nxt == 3 and r.ooo_bits == 0b10 and rob.used == 100
+    assert r.on_data(4, 100, False, False) == ACK and r.dup_pkts == 1 and r.dup_pending
+    assert r.on_data(3, 100, False, False) == ACK and r.rcv_nxt == 5 and rob.used == 0
+    assert r.delivered_bytes == 500 and rob.max_used == 300
+
+
+def test_sr_reorder_buffer_full_naks_the_packet() -> None:
+    rob = ReorderBuffer(150)
+    r = ReceiverReliability("sr", rob=rob)
+    assert r.on_data(1, 100, False, False) == ACK
+    assert r.on_data(2, 100, False, False) == NACK and r.nack_psn == 2
+    assert rob.drops == 1 and r.delivered_bytes == 100
+
+
+def test_sr_sender_retransmits_only_holes() -> None:
+    s, r = SenderReliability("sr", reo_factor=0.25, reo_min_s=1e-6), ReceiverReliability("sr")
+    s.post(8)
+    for psn in range(8):  # sent 1 us apart
+        assert s.pick() == psn
+        s.on_send(psn, 100, psn * 1e-6)
+    # PSN 2 lost; later ones arrive. Packets sent >= 1 us after PSN 2 are delivered -> lost.
+    _deliver([0, 1, 3, 4, 5, 6, 7], s, r, now=10e-6)
+    assert s.n_lost == 1 and s.pick() == 2
+    assert s.inflight_bytes == 0
+    s.on_send(2, 100, 11e-6)
+    assert s.pick() == -1 and s.retransmits == 1
+    _deliver([2], s, r, now=12e-6)
+    assert s.done() and s.acked_bytes == 800 and r.delivered_bytes == 800
+
+
+def test_sr_reordering_within_window_is_not_loss() -> None:
+    s, r = SenderReliability("sr", reo_factor=1.0, reo_min_s=5e-6), ReceiverReliability("sr")
+    s.post(4)
+    for psn in range(4):
+        s.on_send(s.pick(), 100, psn * 1e-6)
+    _deliver([1, 2, 3, 0], s, r, now=4e-6)  # PSN 0 late by 3 us < 5 us window
+    assert s.retransmits == 0 and s.done()
+
+
+def test_sr_timeout_resends_only_unsacked() -> None:
+    s, r = SenderReliability("sr"), ReceiverReliability("sr")
+    s.post(5)
+    _send_all(s)
+    _deliver([1, 3], s, r)
+    assert s.on_timeout(1.0)
+    assert _send_all(s) == [0, 2, 4]
+    assert s.timeouts == 1 and s.retransmits == 3
+    _deliver([0, 2, 4], s, r)
+    assert s.done() and s.inflight_bytes == 0
+    assert not s.on_timeout(2.0)
+
+
+def test_duplicate_report_widens_reorder_window() -> None:
+    s = SenderReliability("sr", reo_factor=0.25, reo_min_s=0.0)
+    s.srtt = 8e-6
+    w0 = s.reorder_window()
+    s.on_duplicate_report()
+    assert s.reorder_window() == pytest.approx(2 * w0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    mode=st.sampled_from(["gbn", "sr"]),
+    n=st.integers(1, 60),
+    seed=st.integers(0, 10**6),
+    loss=st.floats(0.0, 0.4),
+)
+def test_random_loss_and_reordering_deliver_every_byte_once(mode, n, seed, loss) -> None:
+    """Random reordering, data loss and ACK loss: every PSN is delivered exactly once and the
+    sender's accounting closes (no byte lost or counted twice)."""
+    rng = random.Random(seed)
+    s = SenderReliability(mode, reo_factor=0.5, reo_min_s=0.0)
+    r = ReceiverReliability(mode, rob=ReorderBuffer(rng.choice([300, 10**9])))
+    s.post(n)
+    now = 0.0
+    sizes = {p: 1 + (p * 37) % 100 for p in range(n)}
+    for _round in range(400):
+        burst = []
+        while True:
+            psn = s.pick()
+            if psn < 0:
+                break
+            now += 1e-6
+            s.on_send(psn, sizes[psn], now)
+            burst.append(psn)
+        rng.shuffle(burst)
+        for psn in burst:
+            if rng.random() < loss:
+                continue
+            v = r.on_data(psn, sizes[psn], last=False, ecn=False)
+            if rng.random() < loss:
+                continue  # the ACK/NACK is lost
+            if v == ACK:
+                s.on_ack(r.rcv_nxt, r.ooo_bits, now)
+            elif v == NACK:
+                s.on_nack(r.nack_psn, now)
+        assert s.inflight_bytes >= 0 and s.n_lost >= 0
+        if s.done():
+            break
+        if not s.has_data():
+            now += 1e-3
+            s.on_timeout(now)
+    assert s.done()
+    assert r.rcv_nxt == n and r.ooo_bits == 0
+    assert r.delivered_bytes == sum(sizes.values()) == s.acked_bytes
+    assert s.inflight_bytes == 0 and r.rob.used == 0
+
+
+# ---------------------------------------------------------------------------- selectors
+
+
+def test_registry_lists_all_selectors() -> None:
+    assert set(PATH_SELECTORS.names()) >= {"ecmp", "spray", "bitmap", "reps", "adaptive"}
+    with pytest.raises(ValueError, match="Did you mean 'spray'"):
+        PATH_SELECTORS.get("spary")
+    with pytest.raises(ValueError, match="no parameter"):
+        make_selector("spray", 8, random.Random(1), params={"ring_size": 3})
+
+
+def test_ecmp_one_ev_then_rehash_on_timeout() -> None:
+    sel = make_selector("ecmp", 64, random.Random(3))
+    evs = {sel.next_ev(t) for t in range(100)}
+    assert len(evs) == 1
+    (ev,) = evs
+    sel.on_timeout(ev, 1.0)
+    assert sel.next_ev(2.0) != ev
+
+
+def test_spray_is_round_robin_over_all_evs() -> None:
+    sel = make_selector("spray", 16, random.Random(0))
+    evs = [sel.next_ev(0.0) for _ in range(64)]
+    assert sorted(set(evs)) == list(range(16))
+    assert all(evs.count(e) == 4 for e in range(16))
+
+
+def test_spray_across_planes() -> None:
+    sel = make_selector("spray", 8, random.Random(0), planes=2)
+    planes = [sel.plane_of(sel.next_ev(0.0)) for _ in range(8)]
+    assert planes.count(0) == planes.count(1) == 4
+
+
+def test_bitmap_skips_penalised_ev_for_penalty_rounds() -> None:
+    sel = make_selector("bitmap", 4, random.Random(0))
+    sel.i = 0
+    sel.on_timeout(2, 0.0)  # +15
+    sel.on_nack(1, 0.0)  # +4
+    sel.on_ack(3, True, 0.0)  # +1
+    evs = [sel.next_ev(0.0) for _ in range(80)]
+    # EV 2 is skipped on its next 15 turns, EV 1 on 4, EV 3 on 1, each turn costing one call
+    # that falls through to EV 0 (the first call comes before any turn); then all come back
+    assert evs[: evs.index(2)].count(0) == 1 + 15
+    assert evs[: evs.index(1)].count(0) == 1 + 4
+    assert evs[: evs.index(3)].count(0) == 1 + 1
+    assert evs[-8:].count(2) == 2 and evs[-8:].count(1) == 2
+
+
+def test_reps_recycles_clean_evs_and_drops_marked() -> None:
+    sel = make_selector("reps", 1024, random.Random(0))
+    sel.on_ack(5, False, 0.0)
+    sel.on_ack(7, True, 0.0)  # ECN: not recycled
+    sel.on_ack(9, False, 0.0)
+    assert [sel.next_ev(0.0), sel.next_ev(0.0)] == [5, 9]
+    # empty ring: explore a fresh EV
+    assert 0 <= sel.next_ev(0.0) < 1024
+    # frozen after a timeout: cycle cached EVs without consuming them
+    sel.on_ack(11, False, 0.0)
+    sel.on_ack(12, False, 0.0)
+    sel.on_timeout(99, 1.0)
+    assert [sel.next_ev(1.0 + 1e-6) for _ in range(4)] == [11, 12, 11, 12]
+
+
+def test_adaptive_avoids_recently_congested_ev() -> None:
+    sel = make_selector("adaptive", 8, random.Random(0))
+    sel.on_ack(3, True, 1.0)
+    evs = [sel.next_ev(1.0) for _ in range(8000)]
+    # EV 3 is picked only when the random challenger is also EV 3: 1/8 of its turns
+    share = evs.count(3) / len(evs)
+    assert share < 0.125 * 0.25
+    assert all(evs.count(e) > 800 for e in range(8) if e != 3)
+
+
+# ---------------------------------------------------------------------------- pipeline
+
+
+def test_pipeline_packet_rate_closed_form() -> None:
+    pipe = PacketPipeline(pps=400e6)
+    outs = [pipe.admit(0.0, 1) for _ in range(1000)]
+    assert outs[-1] == pytest.approx(999 / 400e6)
+    assert pipe.admit(1.0, 1) == 1.0  # idle pipeline: no delay
+
+
+def test_qp_cache_lru_and_miss_penalty() -> None:
+    cache = QpContextCache(entries=2)
+    pipe = PacketPipeline(pps=1e9, cache=cache, miss_penalty_s=1e-6, parallel_fetches=4)
+    assert pipe.admit(0.0, 1) == pytest.approx(1e-6)  # cold miss
+    assert pipe.next_free == pytest.approx(1e-9 + 0.25e-6)
+    t = 1.0
+    assert pipe.admit(t, 1) == t  # hit
+    pipe.admit(t + 1, 2)
+    pipe.admit(t + 2, 3)  # evicts 1 (least recent)
+    assert pipe.admit(t + 3, 1) == pytest.approx(t + 3 + 1e-6)
+    assert cache.misses == 4 and cache.hits == 1
+
+
+def test_dma_cap_limits_payload_rate() -> None:
+    pipe = PacketPipeline(pps=1e12, dma_bps=100e9)
+    out = [pipe.admit(0.0, 0, 4096) for _ in range(100)]
+    assert out[-1] == pytest.approx(100 * 4096 * 8 / 100e9)
+    with pytest.raises(ValueError, match="DMA cap"):
+        pipe.set_dma_cap(0)

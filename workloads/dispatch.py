@@ -1,0 +1,196 @@
+"""MoE dispatch on NumPy: permute a token tensor into per-destination-rank receive buffers.
+
+Three modes (the ``MODES`` registry), after the kernels they model (physics.md, MoE section):
+
+- ``deepep-normal`` (DeepEP normal/internode kernels): a token goes to a rank once, however many
+  of its experts live there (per-rank dedup). Across nodes the path is hierarchical: one RDMA
+  transfer to the GPU with the same local index on each target node (per-node dedup), then an
+  NVLink forward to the target ranks there. Rank r's receive buffer holds its tokens ordered by
+  source rank, then token, with ``recv_topk_idx`` (local expert ids, -1 where the expert is
+  elsewhere) and ``recv_topk_weights``, as DeepEP returns them.
+- ``deepep-low-latency`` (DeepEP low-latency kernels): one message per (token, expert), each with
+  a 16 B header; received rows are grouped per local expert.
+- ``megatron-alltoall`` (Megatron-LM's all-to-all token dispatcher): one row per (token, expert),
+  no dedup; rows grouped per expert, as the grouped GEMM wants them.
+
+The data movement is one vectorised gather (``np.take`` of whole rows) per buffer; the receive
+order and the combine plan come from a counting pass over the routing (no loop over tokens).
+The multi-hop route of ``deepep-normal`` only changes which links carry the bytes, not the
+final receive buffers, so it lives in the trace (workloads.traffic), not in the data path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric.registry import Registry
+from workloads.precision import WireTokens
+
+__all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode"]
+
+
+@dataclass(frozen=True)
+class DispatchMode:
+    """How a mode turns routed (token, expert) copies into messages."""
+
+    name: str
+    dedup: bool
+    hierarchical: bool
+    header_bytes: int
+
+
+MODES: Registry[DispatchMode] = Registry("dispatch mode")
+MODES.add(
+    "deepep-normal",
+    DispatchMode("deepep-normal", dedup=True, hierarchical=True, header_bytes=0),
+    "DeepEP normal: per-rank dedup; RDMA to the same local index per node, then NVLink forward",
+)
+MODES.add(
+    "deepep-low-latency",
+    DispatchMode("deepep-low-latency", dedup=False, hierarchical=False, header_bytes=16),
+    "DeepEP low-latency: one message per (token, expert), 16 B header, direct",
+)
+MODES.add(
+    "megatron-alltoall",
+    DispatchMode("megatron-alltoall", dedup=False, hierarchical=False, header_bytes=0),
+    "Megatron all-to-all dispatcher: one row per (token, expert), no dedup",
+)
+
+
+def get_mode(mode: str | DispatchMode) -> DispatchMode:
+    return mode if isinstance(mode, DispatchMode) else MODES.get(mode)
+
+
+@dataclass(frozen=True, eq=False)
+class DispatchHandle:
+    """Everything combine needs to undo a dispatch.
+
+    Received rows of rank r are ``rank_offsets[r]:rank_offsets[r+1]``; ``row_token`` is each
+    row's source token. Per-copy modes set ``row_expert`` (physical expert) and ``row_weight``;
+    ``deepep-normal`` sets ``recv_topk_idx`` (local expert id or -1) and ``recv_topk_weights``.
+    ``token_rows[token_row_start[t]:token_row_start[t+1]]`` are the rows of token t.
+    """
+
+    mode: DispatchMode
+    num_tokens: int
+    num_ranks: int
+    experts_per_rank: int
+    row_token: np.ndarray
+    rank_offsets: np.ndarray
+    token_rows: np.ndarray
+    token_row_start: np.ndarray
+    row_expert: np.ndarray | None = None
+    row_weight: np.ndarray | None = None
+    recv_topk_idx: np.ndarray | None = None
+    recv_topk_weights: np.ndarray | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.row_token.shape[0])
+
+    def row_rank(self) -> np.ndarray:
+        """Destination rank of each received row."""
+        return np.repeat(np.arange(self.num_ranks), np.diff(self.rank_offsets))
+
+
+def _check_routing(
+    x: WireTokens, topk_idx: np.ndarray, topk_weights: np.ndarray, num_experts: int, num_ranks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    topk_idx = np.asarray(topk_idx)
+    topk_weights = np.asarray(topk_weights, dtype=np.float32)
+    if topk_idx.ndim != 2 or topk_idx.shape[0] != x.num_tokens:
+        raise ValueError(
+            f"topk_idx must be [tokens={x.num_tokens}, k]; got shape {topk_idx.shape}"
+        )
+    if topk_weights.shape != topk_idx.shape:
+        raise ValueError(f"topk_weights shape {topk_weights.shape} != topk_idx {topk_idx.shape}")
+    if num_ranks <= 0 or num_experts % num_ranks:
+        raise ValueError(f"num_experts={num_experts} must be a multiple of num_ranks={num_ranks}")
+    if topk_idx.size and (topk_idx.min() < -1 or topk_idx.max() >= num_experts):
+        raise ValueError(f"topk_idx values must be -1 or 0..{num_experts - 1}")
+    return topk_idx.astype(np.int64, copy=False), topk_weights
+
+
+def _token_major(row_token: np.ndarray, num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.argsort(row_token, kind="stable")
+    start = np.zeros(num_tokens + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_token, minlength=num_tokens), out=start[1:])
+    return rows, start
+
+
+def _gather(x: WireTokens, rows: np.ndarray, out: WireTokens | None) -> WireTokens:
+    """Rows of ``x`` into (a prefix of) ``out``'s buffers: the data movement of dispatch."""
+    n = rows.shape[0]
+    if out is None:
+        data = np.empty((n, x.hidden), dtype=x.data.dtype)
+        scales = None if x.scales is None else np.empty((n, x.scales.shape[1]), np.float32)
+    else:
+        if out.dtype != x.dtype or out.hidden != x.hidden or out.num_tokens < n:
+            raise ValueError(
+                f"out buffer ({out.dtype}, {out.num_tokens} x {out.hidden}) cannot hold "
+                f"{n} x {x.hidden} {x.dtype} rows"
+            )
+        data = out.data[:n]
+        scales = None if out.scales is None else out.scales[:n]
+    # mode="clip" avoids NumPy's defensive buffering of `out` (rows are in range already).
+    np.take(x.data, rows, axis=0, out=data, mode="clip")
+    if scales is not None:
+        np.take(x.scales, rows, axis=0, out=scales, mode="clip")
+    return WireTokens(x.dtype, data, scales)
+
+
+def dispatch(
+    x: WireTokens,
+    topk_idx: np.ndarray,
+    topk_weights: np.ndarray,
+    num_experts: int,
+    num_ranks: int,
+    mode: str | DispatchMode = "deepep-normal",
+    *,
+    out: WireTokens | None = None,
+) -> tuple[WireTokens, DispatchHandle]:
+    """Dispatch the tokens of a whole EP group (all ranks' tokens stacked, any order).
+
+    ``topk_idx`` holds *physical* expert ids (see workloads.placement), expert p on rank
+    p // (num_experts / num_ranks). Returns the receive rows of all ranks (rank r's rows are
+    ``handle.rank_offsets[r]:...[r+1]``) and the handle for :func:`workloads.combine.combine`.
+    ``out`` may be a preallocated buffer (like DeepEP's ``Buffer``) to avoid page faults.
+    """
+    m = get_mode(mode)
+    topk_idx, topk_weights = _check_routing(x, topk_idx, topk_weights, num_experts, num_ranks)
+    n, k = topk_idx.shape
+    per_rank = num_experts // num_ranks
+    valid = topk_idx >= 0
+    if m.dedup:
+        # (dst rank, token) pairs: a [ranks, tokens] bitmap read in row-major order yields them
+        # deduplicated and sorted by destination, then source token (DeepEP's receive order).
+        in_rank = np.zeros((num_ranks, n), dtype=bool)
+        rows_tok = np.broadcast_to(np.arange(n)[:, None], topk_idx.shape)
+        in_rank[topk_idx[valid] // per_rank, rows_tok[valid]] = True
+        flat = np.flatnonzero(in_rank)
+        dst, row_token = np.divmod(flat, n)
+        row_topk = topk_idx[row_token]
+        here = (row_topk >= 0) & (row_topk // per_rank == dst[:, None])
+        recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)
+        recv_w = np.where(here, topk_weights[row_token], np.float32(0))
+        extra = {"recv_topk_idx": recv_idx, "recv_topk_weights": recv_w}
+    else:
+        flat_e = topk_idx.ravel()
+        pos = np.flatnonzero(flat_e >= 0)
+        order = pos[np.argsort(flat_e[pos], kind="stable")]  # by expert, then token
+        row_token = order // k
+        row_expert = flat_e[order]
+        dst = row_expert // per_rank
+        extra = {"row_expert": row_expert, "row_weight": topk_weights.ravel()[order]}
+    rank_offsets = np.zeros(num_ranks + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_ranks), out=rank_offsets[1:])
+    token_rows, token_row_start = _token_major(row_token, n)
+    recv = _gather(x, row_token, out)
+    handle = DispatchHandle(
+        mode=m, num_tokens=n, num_ranks=num_ranks, experts_per_rank=per_rank,
+        row_token=row_token, rank_offsets=rank_offsets, token_rows=token_rows,
+        token_row_start=token_row_start, **extra,
+    )  # fmt: skip
+    return recv, handle
