@@ -6,9 +6,11 @@ no ACKs, no retransmission (the RDMA transport is :mod:`nic`). The receiving hos
 per message and records when the last byte arrived. A lost packet leaves its message
 incomplete (``t_done`` stays NaN) and shows up in the network's drop counters.
 
-Entropy: with ``spray=False`` every packet of a message has the same EV (one ECMP path per
-message); with ``spray=True`` the EV is a per-host packet counter, so consecutive packets hash
-to different paths (per-packet spraying).
+Entropy (``spray``): ``"none"`` (or False): every packet of a message has EV 0, so a message
+follows one ECMP path; ``"random"`` (or True): the EV is a per-host packet counter, so each
+packet hashes to an independent random path (oblivious spraying); ``"paths"``: the host learns
+one EV per equal-cost path (:meth:`Network.path_evs`) and cycles through them, so a message is
+spread exactly evenly over all its paths (round-robin spraying).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from fabric.packet import DATA, ROCE_OVERHEAD, Packet
 if TYPE_CHECKING:
     from fabric.network import Network
 
-__all__ = ["Host", "Message", "conservation", "make_hosts", "message_table"]
+__all__ = ["SPRAY_MODES", "Host", "Message", "conservation", "make_hosts", "message_table"]
+
+SPRAY_MODES = ("none", "random", "paths")
 
 
 class Message:
@@ -79,9 +83,11 @@ class Host:
 
     ``mtu`` payload bytes per packet (RoCE MTU 4096 by default; a larger ``cell`` trades
     fidelity for speed, then pass ``overhead`` = 82 x frames per cell); ``spray`` per-packet
-    EVs. Counters: ``sent_bytes``, ``delivered_bytes`` (payload received here), ``rx_pkts``,
+    mode (see module docstring). Counters: ``sent_bytes``, ``delivered_bytes`` (payload received here), ``rx_pkts``,
     ``ecn_pkts`` (received with CE), ``lat_min``/``lat_max``/``lat_sum`` one-way packet
-    latency (from the sender's pull to delivery).
+    latency (from the sender's pull to delivery). ``telemetry=True`` asks every packet sent for
+    INT records; ``trace=True`` keeps one ``(t_rx, flow, psn, ecn, int_rec)`` tuple per packet
+    received in ``trace`` (tests and debugging; it costs memory).
     """
 
     def __init__(
@@ -91,7 +97,9 @@ class Host:
         *,
         mtu: int = 4096,
         overhead: int = ROCE_OVERHEAD,
-        spray: bool = False,
+        spray: bool | str = "none",
+        telemetry: bool = False,
+        trace: bool = False,
     ) -> None:
         if not mtu > 0:
             raise ValueError(f"host {endpoint}: mtu={mtu!r} must be > 0 bytes")
@@ -101,7 +109,11 @@ class Host:
         self.id = network.endpoint_id(endpoint)
         self.mtu = int(mtu)
         self.overhead = int(overhead)
-        self.spray = bool(spray)
+        mode = {False: "none", True: "random"}.get(spray, spray)  # type: ignore[arg-type]
+        if mode not in SPRAY_MODES:
+            raise ValueError(f"host {endpoint}: spray={spray!r}; expected one of {SPRAY_MODES}")
+        self.spray = mode
+        self._evs: tuple[int, ...] = (0,)
         self.port = network.attach(endpoint, self)
         self.port.source = self._pull
         self.messages: list[Message] = []  # in send order
@@ -117,6 +129,8 @@ class Host:
         self.lat_max = 0.0
         self.lat_sum = 0.0
         self.received: list[Message] = []  # completed messages addressed to this host
+        self.telemetry = bool(telemetry)
+        self.trace: list[tuple] | None = [] if trace else None
 
     def add_message(self, dst: str | int, size: int, start_s: float = 0.0) -> Message:
         """Queue a message to endpoint ``dst`` (name or id) of ``size`` bytes at ``start_s``."""
@@ -152,15 +166,23 @@ class Host:
             self._next += 1
             self._cur = m
             m.t_first_tx = now
+            if self.spray == "paths":
+                net = self.network
+                evs = net.path_evs(self.name, net.endpoints[m.dst], m.flow)
+                self._evs = tuple(evs[i] for i in sorted(evs)) or (0,)
         size = m.size - m.sent
         if size > self.mtu:
             size = self.mtu
-        if self.spray:
+        if self.spray == "none":
+            ev = 0
+        elif self.spray == "random":
             ev = self._ev
             self._ev = ev + 1
         else:
-            ev = 0
+            ev = self._evs[m.pkts % len(self._evs)]
         pkt = Packet(size, self.id, m.dst, m.flow, m.pkts, ev, DATA, self.overhead, now, m)
+        if self.telemetry:
+            pkt.int_rec = []
         m.pkts += 1
         m.sent += size
         if m.sent >= m.size:
@@ -182,6 +204,8 @@ class Host:
             self.lat_min = lat
         if pkt.ecn:
             self.ecn_pkts += 1
+        if self.trace is not None:
+            self.trace.append((now, pkt.flow, pkt.psn, pkt.ecn, pkt.int_rec))
         m = pkt.meta
         if m.rx_bytes == 0:
             m.t_first_rx = now

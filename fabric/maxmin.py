@@ -20,8 +20,13 @@ frozen below them, so they are lower bounds of the final levels; if ``t_l`` is n
 smallest level any of its flows sees elsewhere (another constraint or its cap), nothing can stop
 those flows before ``t_l``, and ``l`` is a true bottleneck at ``t_l``. All such constraints are
 frozen together, so the number of passes is the depth of the bottleneck dependency chain, not the
-number of distinct levels. Each pass is a few NumPy gathers and segment reductions over the
-still-active nonzeros (no Python loop per flow), and frozen flows are dropped from the arrays.
+number of distinct levels.
+
+Each pass is NumPy over all active flows at once (no Python loop per flow): flows are bucketed
+by link count into padded ``(K, n)`` tables, so a per-flow minimum is ``K`` gathers, and one
+segmented reduction over the nonzeros sorted by constraint gives the per-constraint minimum;
+frozen flows are compacted away lazily. ``benchmarks/bench_maxmin.py``: 1e5 flows x 1e4
+constraints, 4 per flow, random capacities and caps: about 0.25 s and 90 passes on one core.
 """
 
 from __future__ import annotations

@@ -210,6 +210,11 @@ class Network:
         """The path packets of (flow, ev) take now (ECMP hashes replayed)."""
         return self.routing.route(src, dst, flow, ev)
 
+    def path_evs(self, src: str, dst: str, flow: int, max_tries: int = 4096) -> dict[int, int]:
+        """Path index -> an entropy value that steers ``flow`` onto it (see
+        :meth:`Routing.path_evs`)."""
+        return self.routing.path_evs(src, dst, flow, max_tries)
+
     def path_ports(self, path: Iterable[str]) -> list[Port]:
         nodes = list(path)
         return [self.port(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]

@@ -199,6 +199,22 @@ class Routing:
             path.append(port.dst_node)
         return path
 
+    def path_evs(self, src: str, dst: str, flow: int, max_tries: int = 4096) -> dict[int, int]:
+        """For each equal-cost path from ``src`` to ``dst`` (index into :meth:`paths`), the
+        smallest entropy value that steers packets of ``flow`` onto it (found by replaying the
+        switches' hashes for EV = 0, 1, 2, ...). Paths not hit within ``max_tries`` EVs are
+        missing from the result. A transport sprays evenly by cycling through the values."""
+        paths = self.paths(src, dst)
+        index = {tuple(p): i for i, p in enumerate(paths)}
+        out: dict[int, int] = {}
+        for ev in range(max_tries):
+            if len(out) == len(paths):
+                break
+            i = index.get(tuple(self.route(src, dst, flow, ev)))
+            if i is not None and i not in out:
+                out[i] = ev
+        return out
+
     def _uplink_neighbours(self, ep: str) -> list[str]:
         i = self._idx[ep]
         return [

@@ -32,9 +32,14 @@ Model (what it assumes):
 * **INT** (HPCC): a DATA packet whose ``int_rec`` is a list gets
   ``(qlen_bytes, tx_bytes, time_s, rate_bps)`` appended at each switch egress, taken when it
   starts serialising (qlen after its own dequeue, tx_bytes before it, as HPCC's ns-3 code).
-* **ECMP:** the egress among equal-cost next hops is ``hash((flow, ev, salt)) % n``; the salt is
-  per switch (seeded), so choices at successive tiers are independent (no hash polarisation).
-  Python hashes of int tuples do not depend on PYTHONHASHSEED, so this is deterministic.
+* **ECMP:** the egress among ``n`` equal-cost next hops is
+  ``(((hash((flow, ev)) ^ key) * C mod 2^64) >> 32) * n >> 32``: the tuple hash, XOR a
+  per-switch random 64-bit key, one odd multiply (SplitMix64's constant) and the top 32 bits
+  scaled to ``n``. Python's tuple hash alone (``% n``) is not enough: its low bits are strongly
+  correlated between keys, which polarises successive tiers; with this mix the choices at
+  different switches are independent (a test checks that all fat-tree cores are used evenly
+  within a binomial bound). Python hashes of int tuples do not depend on PYTHONHASHSEED and the
+  keys come from the seed, so this is deterministic.
 
 Defaults (physics.md, "Switches"): port-to-port latency 0.6-1 us [E] -> 600 ns, cut-through;
 shared buffer 100-160 MB for a 51.2 Tb/s chip of 128 x 400G ports [E] -> 1.25 MB per port
@@ -59,6 +64,8 @@ from fabric.units import parse_size, parse_time
 __all__ = ["SwitchConfig", "Switch", "SwitchPort"]
 
 _INF = float("inf")
+_M64 = (1 << 64) - 1
+_MIX = 0xBF58476D1CE4E5B9  # SplitMix64's first multiplier (odd, well spread bits)
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,7 @@ class Switch:
         self.buffer_bytes = 0
         rng = random.Random(f"{seed}/switch/{name}")
         self._rng = rng
-        self._salt = rng.getrandbits(61)
+        self._salt = rng.getrandbits(64)  # this switch's ECMP hash key
         self._heap = env._queue
         self._eid = env._eid
         self._alpha = config.dt_alpha
@@ -237,7 +244,8 @@ class Switch:
         if n == 1:
             port = hops[0]
         elif n:
-            port = hops[hash((pkt.flow, pkt.ev, self._salt)) % n]
+            x = ((hash((pkt.flow, pkt.ev)) ^ self._salt) * _MIX) & _M64
+            port = hops[((x >> 32) * n) >> 32]
         else:
             self.noroute_drops += 1
             self.noroute_bytes += pkt.size
@@ -310,7 +318,10 @@ class Switch:
         n = len(hops)
         if n == 0:
             return None
-        return hops[0] if n == 1 else hops[hash((flow, ev, self._salt)) % n]
+        if n == 1:
+            return hops[0]
+        x = ((hash((flow, ev)) ^ self._salt) * _MIX) & _M64
+        return hops[((x >> 32) * n) >> 32]
 
     def __repr__(self) -> str:
         return f"Switch({self.name} ports={len(self.ports)} used={self.used}B)"

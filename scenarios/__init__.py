@@ -1,1 +1,34 @@
-"""podsim: scenarios package."""
+"""podsim: scenarios package - scenario files, the runner, results, plots, report, the CLI.
+
+Python API (what notebooks use)::
+
+    import scenarios
+    res = scenarios.run("quickstart")            # a file path, built-in name, dict or Scenario
+    res.messages, res.phases, res.links, res.qps, res.queues, res.summary
+    sc, _ = scenarios.load_scenario("deepep-h800", ["variant=ep32"])
+
+Attributes load lazily so that ``podsim --help`` does not import pandas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Results", "Scenario", "ScenarioError", "load_scenario", "run"]
+
+_LAZY = {
+    "run": ("scenarios.runner", "run"),
+    "Results": ("scenarios.results", "Results"),
+    "Scenario": ("scenarios.schema", "Scenario"),
+    "ScenarioError": ("scenarios.errors", "ScenarioError"),
+    "load_scenario": ("scenarios.loader", "load_scenario"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'scenarios' has no attribute {name!r}")

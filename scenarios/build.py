@@ -75,6 +75,7 @@ class Cluster:
     rank_server: np.ndarray
     rank_pod: np.ndarray
     rank_ports: list[tuple[str, ...]]
+    rank_nic: np.ndarray
     gpus_per_pod: int
     switch: Any = None
     layout: Any = None
@@ -149,16 +150,43 @@ def switch_config(sc: Scenario) -> Any:
         )
 
 
-def _node_layout(sc: Scenario) -> Any:
-    if sc.cluster.layout is None:
-        return None
+def _node_layout(sc: Scenario, graph: nx.Graph) -> tuple[Any, dict[str, Any]]:
+    """The node's PCIe tree (``nic.pcie`` layout built for this cluster's servers) and what it
+    implies: the NIC's payload DMA cap with every GPU driving it, and the GPU-NIC path
+    classes. (None, {}) without a layout."""
+    name = sc.cluster.layout
+    if name is None:
+        return None, {}
     from scenarios.registries import get_registry
 
     reg = get_registry("node layout")
     if reg is None:
-        return sc.cluster.layout
-    with at("cluster.layout"):
-        return reg.get(sc.cluster.layout)
+        raise ScenarioError(
+            "node layouts need nic.pcie, which is not installed in this tree.",
+            path="cluster.layout",
+        )
+    per_server: dict[int, int] = {}
+    gpn = 1
+    for _, d in graph.nodes(data=True):
+        if d.get("role") == "nic" and d.get("gpu", -1) >= 0 and d.get("plane", 0) == 0:
+            per_server[d["server"]] = per_server.get(d["server"], 0) + int(d.get("gpu_count", 1))
+            gpn = max(gpn, int(d.get("gpu_count", 1)))
+    gpus = max(per_server.values(), default=1)
+    params = {"gpus": gpus, "gpus_per_nic": gpn, **sc.cluster.layout_params}
+    with at("cluster.layout_params", f"node layout {name!r}"):
+        tree = reg.get(name)(**params)
+    info: dict[str, Any] = {"layout": name, "gpus_per_server": gpus, "gpus_per_nic": gpn}
+    try:
+        from nic.pcie.streams import nic_dma_caps
+    except ImportError:
+        return tree, info
+    with at("cluster.layout_params", f"node layout {name!r}"):
+        caps = nic_dma_caps(tree)
+        info["nic_dma_cap_bps"] = min(min(v.values()) for v in caps.values()) if caps else None
+        info["gpu_nic_path_classes"] = sorted(
+            {tree.path_class(g, n) for n in tree.nics for g in tree.gpus_of_nic(n)}
+        )
+    return tree, info
 
 
 def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
@@ -172,6 +200,7 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
     placement = sc.cluster.rank_map
     with at("cluster.rank_map"):
         rm = map_ranks(g, n, placement if isinstance(placement, str) else list(placement))
+    tree, pcie = _node_layout(sc, g)
     pods = rm.pod
     per_pod = np.bincount(pods - pods.min()) if n else np.array([1])
     gpus_per_pod = int(per_pod.max()) if per_pod.size else 1
@@ -182,9 +211,11 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
         rank_server=rm.server,
         rank_pod=rm.pod,
         rank_ports=[rm.ports(r) for r in range(n)],
+        rank_nic=np.asarray(rm.nic, dtype=np.int64),
         gpus_per_pod=gpus_per_pod,
         switch=switch_config(sc),
-        layout=_node_layout(sc),
+        layout=tree,
+        extra={"pcie": pcie} if pcie else {},
     )
 
 
@@ -238,25 +269,43 @@ def check_trace(df: pd.DataFrame, num_ranks: int | None, source: str, path: str)
     return out
 
 
-def read_trace_file(path: Path, fmt: str = "auto") -> pd.DataFrame:
-    """Read a trace (``workloads.trace`` reader when present, else pandas)."""
-    try:
-        from workloads import trace as wtrace  # type: ignore[attr-defined]
-    except ImportError:
-        wtrace = None
-    reader = getattr(wtrace, "read_trace", None) if wtrace is not None else None
-    where = "workload.trace.path"
-    if reader is not None:
-        with at(where, f"trace {str(path)!r}"):
-            return reader(str(path))
+def _read_raw(path: Path, fmt: str) -> pd.DataFrame:
     kind = fmt if fmt != "auto" else ("parquet" if path.suffix == ".parquet" else "csv")
     try:
-        return pd.read_parquet(path) if kind == "parquet" else pd.read_csv(path)
+        if kind == "parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, comment="#")
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
         raise ScenarioError(
             f"cannot read trace {str(path)!r} as {kind}: {type(exc).__name__}: {exc}.",
-            path=where,
+            path="workload.trace.path",
         ) from None
+
+
+def read_trace_file(path: Path, fmt: str = "auto", num_ranks: int | None = None) -> pd.DataFrame:
+    """Read a trace with ``workloads.trace.read_trace`` (which validates it); a file without a
+    recorded rank count gets ``num_ranks`` or its highest rank + 1."""
+    reader = _workloads_fn("workloads.trace.read_trace")
+    where = "workload.trace.path"
+    if reader is None or path.suffix not in (".parquet", ".csv"):
+        df = _read_raw(path, fmt)
+        if num_ranks is not None:
+            df.attrs["num_ranks"] = num_ranks
+        return df
+    if num_ranks is None:
+        try:
+            return reader(str(path))
+        except ValueError as exc:
+            if "num_ranks" not in str(exc):
+                raise ScenarioError(f"{str(exc).rstrip('.')}.", path=where) from None
+        raw = _read_raw(path, fmt)
+        try:
+            hi = int(max(raw["src_rank"].max(), raw["dst_rank"].max())) if len(raw) else 0
+        except (KeyError, TypeError, ValueError):
+            hi = 0  # read_trace below names the missing or bad column
+        num_ranks = hi + 1
+    with at(where, f"trace {str(path)!r}"):
+        return reader(str(path), num_ranks=num_ranks)
 
 
 def topology_io(name: str) -> Callable[..., Any] | None:
@@ -272,6 +321,15 @@ def topology_io(name: str) -> Callable[..., Any] | None:
         if callable(fn):
             return fn
     return None
+
+
+def read_graph(directory: str | Path) -> nx.Graph | None:
+    """The ``topology.graphml`` of a result folder, or None."""
+    reader = topology_io("read_graphml")
+    p = Path(directory) / "topology.graphml"
+    if reader is None or not p.is_file():
+        return None
+    return reader(str(p))
 
 
 def _call_with(fn: Callable[..., Any], candidates: Mapping[str, Any]) -> Any:
@@ -326,9 +384,11 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         "max_mean": skew.max_mean,
         "exponent": skew.exponent,
         "skew_params": dict(skew.params),
+        "achieved_flops": m.tflops * 1e12 if m.tflops else None,
         "seed": sc.seed,
         "rng": np.random.default_rng(sc.seed),
     }
+    candidates = {k: v for k, v in candidates.items() if v is not None}
     with at("workload.moe", "MoE trace"):
         return _call_with(fn, candidates)
 
@@ -377,7 +437,8 @@ def trace_ranks(sc: Scenario) -> int | None:
     """For trace workloads: the trace's rank count (attrs ``num_ranks`` or max rank + 1)."""
     if sc.workload.trace is None:
         return None
-    df = read_trace_file(sc.workload.trace.path, sc.workload.trace.format)
+    t = sc.workload.trace
+    df = read_trace_file(t.path, t.format, t.ranks)
     n = df.attrs.get("num_ranks")
     if n is None and len(df):
         n = int(max(df["src_rank"].max(), df["dst_rank"].max())) + 1
@@ -391,7 +452,7 @@ def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         df = _moe_trace(sc, cluster)
         path, source = "workload.moe", f"from MoE model {w.moe.model!r}"
     elif w.trace is not None:
-        df = read_trace_file(w.trace.path, w.trace.format)
+        df = read_trace_file(w.trace.path, w.trace.format, cluster.num_ranks)
         path, source = "workload.trace.path", repr(str(w.trace.path))
     else:
         assert w.synthetic is not None
@@ -405,50 +466,40 @@ def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
 def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.DataFrame:
     """Expert-compute time per (step, layer, rank), in seconds.
 
-    A fixed ``compute_time`` from the scenario wins; otherwise, for MoE workloads, the
-    workloads compute model (``workloads.expert_compute_time``) prices the tokens each rank
-    received in the layer's dispatch. Straggler faults multiply a rank's time.
+    A fixed ``compute_time`` from the scenario wins; otherwise the trace's own compute table
+    (the workloads compute model prices the token copies each rank received:
+    ``workloads.trace.compute_table``), otherwise zero. Straggler faults multiply a rank's
+    time.
     """
     w = sc.workload
+    part = w.moe or w.trace or w.synthetic
+    fixed = getattr(part, "compute_time", None)
     layers = trace[["step", "layer"]].drop_duplicates().sort_values(["step", "layer"])
     ranks = np.arange(cluster.num_ranks)
-    fixed = None
-    if w.moe is not None:
-        fixed = w.moe.compute_time
-    elif w.trace is not None:
-        fixed = w.trace.compute_time
-    elif w.synthetic is not None:
-        fixed = w.synthetic.compute_time
-    rows: list[pd.DataFrame] = []
-    if fixed is not None or w.moe is None:
+    out = None
+    if fixed is None:
+        fn = _workloads_fn("workloads.trace.compute_table")
+        ct = fn(trace) if fn is not None else None
+        if ct is not None and len(ct):
+            out = pd.DataFrame(
+                {
+                    "step": ct["step"].to_numpy(np.int64),
+                    "layer": ct["layer"].to_numpy(np.int64),
+                    "rank": ct["rank"].to_numpy(np.int64),
+                    "compute_s": ct["seconds"].to_numpy(float),
+                }
+            )
+    if out is None:
         t = float(fixed or 0.0)
-        for s, l_ in layers.itertuples(index=False):
-            rows.append(pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t}))
-    else:
-        fn = _workloads_fn("workloads.expert_compute_time", "workloads.compute.expert_compute_time")
-        disp = trace[trace["phase"] == "dispatch"]
-        recv = disp.groupby(["step", "layer", "dst_rank"])["tokens"].sum()
-        for s, l_ in layers.itertuples(index=False):
-            tok = np.zeros(cluster.num_ranks, dtype=np.int64)
-            if (s, l_) in recv.index.droplevel(2):
-                part = recv.loc[(s, l_)]
-                tok[part.index.to_numpy()] = part.to_numpy()
-            if fn is None:
-                t = np.zeros(cluster.num_ranks)
-            else:
-                with at("workload.moe", "expert compute model"):
-                    t = np.asarray(
-                        _call_with(fn, {"model": w.moe.model, "tokens": tok, "tflops": w.moe.tflops,
-                                        "ep_size": w.moe.ep_size}),  # fmt: skip
-                        dtype=float,
-                    )
-                    t = np.broadcast_to(t, tok.shape).astype(float)
-            rows.append(pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t}))
-    out = (
-        pd.concat(rows, ignore_index=True)
-        if rows
-        else pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
-    )
+        rows = [
+            pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t})
+            for s, l_ in layers.itertuples(index=False)
+        ]
+        out = (
+            pd.concat(rows, ignore_index=True)
+            if rows
+            else pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
+        )
     for i, f in enumerate(sc.faults):
         if isinstance(f, Straggler):
             if f.rank >= cluster.num_ranks:

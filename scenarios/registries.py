@@ -38,16 +38,9 @@ KINDS: dict[str, list[tuple[str, str]]] = {
     "node layout": [("nic.pcie", "NODE_LAYOUTS"), ("nic", "NODE_LAYOUTS")],
     "NIC model": [("nic", "NIC_MODELS"), ("nic.models", "NIC_MODELS")],
     "model preset": [("workloads.models", "MODELS"), ("workloads", "MODELS")],
-    "dispatch mode": [
-        ("workloads", "DISPATCH_MODES"),
-        ("workloads.dispatch", "DISPATCH_MODES"),
-    ],
+    "dispatch mode": [("workloads.dispatch", "MODES"), ("workloads", "DISPATCH_MODES")],
     "expert placement": [("workloads.placement", "PLACEMENTS"), ("workloads", "PLACEMENTS")],
-    "expert popularity": [
-        ("workloads", "POPULARITY"),
-        ("workloads.gating", "POPULARITY"),
-        ("workloads.popularity", "POPULARITY"),
-    ],
+    "expert popularity": [("workloads.gating", "POPULARITY"), ("workloads", "POPULARITY")],
     "synthetic pattern": [
         ("workloads", "PATTERNS"),
         ("workloads.synthetic", "PATTERNS"),

@@ -114,6 +114,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         "events_per_s": (events / wall_s) if events and wall_s > 0 else None,
         "topology": prep.cluster.graph.graph.get("name"),
         "gpus": int(len({*prep.cluster.rank_gpu.tolist()})),
+        **prep.cluster.extra,
     }
     summary = {**head, **summary, "engine_info": eo.extra}
     return Results(

@@ -226,10 +226,13 @@ class CCConfig(Strict):
 
 class MultipathConfig(Strict):
     """Path selection of the transport: ``selector`` from the NIC's registry (``ecmp`` one path
-    per QP, ``spray``, ``bitmap``, ``reps``, ``adaptive``) over ``paths`` entropy values."""
+    per QP, ``spray``, ``bitmap``, ``reps``, ``adaptive``) over ``paths`` entropy values.
 
-    selector: SelectorName = "ecmp"
-    paths: PositiveInt = 1
+    Defaults: the brief's SmartNIC sprays (multipath RDMA with packet spraying [S]) over 256
+    entropy values, the figure UEC simulations use [E]."""
+
+    selector: SelectorName = "spray"
+    paths: Annotated[int, Field(ge=1, le=65536, strict=True)] = 256
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -325,13 +328,16 @@ class RoutingConfig(Strict):
 
 
 class ClusterConfig(Strict):
-    """The cluster: a named preset (``fabric.topology.CLUSTERS``) or an explicit topology,
-    the node's PCIe layout (``nic.pcie.NODE_LAYOUTS``), the NICs and the switches."""
+    """The cluster: a named preset (``params`` override its arguments) or an explicit
+    ``topology`` (builder + params), both from ``fabric.topology.TOPOLOGIES``; the node's PCIe
+    layout (``nic.pcie.NODE_LAYOUTS``; ``layout_params`` beyond the GPUs and NICs per server
+    that the topology fixes), the rank placement, the NICs, the switches and the routing."""
 
     preset: ClusterPresetName | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     topology: TopologyConfig | None = None
     layout: LayoutName | None = None
+    layout_params: dict[str, Any] = Field(default_factory=dict)
     rank_map: RankMapName | list[NonNegInt] = "contiguous"
     nic: NicConfig = Field(default_factory=NicConfig)
     switch: SwitchConfig = Field(default_factory=SwitchConfig)
@@ -379,11 +385,15 @@ class MoeWorkload(Strict):
 
 class TraceWorkload(Strict):
     """A recorded trace file (Parquet or CSV, schema of ``workloads.trace``); a relative path is
-    taken relative to the scenario file that names it."""
+    taken relative to the scenario file that names it. ``ranks`` is needed only when the file
+    does not record ``num_ranks`` (default then: highest rank + 1). Compute time between
+    dispatch and combine: ``compute_time`` if given, else the trace's own compute table, else
+    zero."""
 
     path: Path
     format: Literal["auto", "parquet", "csv"] = "auto"
-    compute_time: Time = 0.0
+    ranks: PositiveInt | None = None
+    compute_time: Time | None = None
 
     @field_validator("path")
     @classmethod
@@ -502,14 +512,26 @@ Fault = Annotated[
 
 
 class SimConfig(Strict):
-    """Engine knobs. ``cell`` above the MTU is a documented fidelity knob for speed (the packet
+    """Engine knobs. ``endpoint`` picks the packet engine's sender: ``nic`` the SmartNIC
+    transport (CC, multipath, reliability), ``host`` the fabric's line-rate host (no CC; fast,
+    for fabric-only studies). ``cell`` above the MTU is a documented fidelity knob for speed (the packet
     engine moves cells of that size; DESIGN.md "Making SimPy fast"). ``sample_interval`` is the
     queue-depth sampling period; ``time_limit`` stops the simulation at that simulated time."""
 
+    endpoint: Literal["nic", "host"] = "nic"
     cell: Size | None = None
     sample_interval: Time = parse_time("1us")
     time_limit: Time | None = None
     checks: bool = True
+
+    @model_validator(mode="after")
+    def _cell_needs_host(self) -> SimConfig:
+        if self.cell is not None and self.endpoint != "host":
+            raise ValueError(
+                "cell (bursts above the MTU) is a knob of the line-rate host endpoint; "
+                "set endpoint: host to use it"
+            )
+        return self
 
     @field_validator("sample_interval")
     @classmethod

@@ -7,6 +7,9 @@ then any ``other`` traffic):
 
 - a communication phase starts on ``r`` when ``r`` finished its previous phase; ``r`` posts its
   outgoing messages of the phase, each at the phase start plus the message's ``start_s``;
+- hierarchical dispatch (trace column ``stage``, deepep-normal): ``r`` posts its stage-1 rows
+  (forwarding inside the node what arrived over RDMA) once every stage-0 message addressed to
+  ``r`` in the phase has been delivered, and not before the row's ``start_s``;
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
   that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
   send and the receive side are done). A sender that runs ahead may deliver into a receiver that
@@ -108,6 +111,9 @@ def run_timeline(
     nbytes = trace["bytes"].to_numpy()
     start = trace["start_s"].to_numpy(dtype=float)
     hops = trace["hop"].to_numpy()
+    stage = (
+        trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
+    )
 
     # (step, layer) -> ordered phases; compute sits between dispatch and combine when the layer
     # has either, or a compute time.
@@ -129,13 +135,19 @@ def run_timeline(
     }
 
     outgoing: dict[tuple[int, int, str, int], list[int]] = defaultdict(list)
+    forward: dict[tuple[int, int, str, int], list[int]] = defaultdict(list)
+    in_stage0: dict[tuple[int, int, str, int], int] = defaultdict(int)
     remaining: dict[tuple[int, int, str, int], int] = defaultdict(int)
     bytes_out: dict[tuple[int, int, str, int], int] = defaultdict(int)
     bytes_in: dict[tuple[int, int, str, int], int] = defaultdict(int)
     for i in range(n):
         ks = (int(steps[i]), int(layers[i]), str(phases[i]), int(src[i]))
         kd = (ks[0], ks[1], ks[2], int(dst[i]))
-        outgoing[ks].append(i)
+        if stage[i] > 0:
+            forward[ks].append(i)
+        else:
+            outgoing[ks].append(i)
+            in_stage0[kd] += 1
         remaining[ks] += 1
         remaining[kd] += 1
         bytes_out[ks] += int(nbytes[i])
@@ -152,11 +164,27 @@ def run_timeline(
             if ev is not None:
                 ev.succeed()
 
+    phase_start: dict[tuple[int, int, str, int], float] = {}
+
+    def post_forward(key: tuple[int, int, str, int]) -> None:
+        t0 = phase_start[key]
+        for i in forward.pop(key, ()):
+            delay = t0 + start[i] - env.now
+            if delay > 0:
+                env.timeout(delay).callbacks.append(lambda _ev, i=i: post(i))
+            else:
+                post(i)
+
     def delivered(i: int) -> None:
         if not math.isnan(end_s[i]):
             raise RuntimeError(f"message {i} was delivered twice (engine bug)")
         end_s[i] = env.now
         s, l_, p, a, b = msg_key[i]
+        if stage[i] == 0:
+            kd = (s, l_, p, b)
+            in_stage0[kd] -= 1
+            if in_stage0[kd] == 0 and kd in phase_start:
+                post_forward(kd)
         tick((s, l_, p, a))
         tick((s, l_, p, b))
 
@@ -180,11 +208,14 @@ def run_timeline(
                     rows.append((s, l_, p, r, t0, env.now, 0, 0))
                     continue
                 key = (s, l_, p, r)
+                phase_start[key] = t0
                 for i in outgoing.get(key, ()):
                     if start[i] > 0:
                         env.timeout(start[i]).callbacks.append(lambda _ev, i=i: post(i))
                     else:
                         post(i)
+                if in_stage0.get(key, 0) == 0:
+                    post_forward(key)
                 if remaining.get(key, 0) > 0:
                     ev = env.event()
                     waiters[key] = ev

@@ -1,1 +1,36 @@
-"""podsim: workloads package."""
+"""podsim workloads: MoE expert dispatch on NumPy and the traffic traces it produces.
+
+Modules, one job each: ``models`` (MoE presets), ``gating`` (router top-k, limited routing,
+popularity/skew models, replay), ``placement`` (experts on ranks, EPLB-style replicas),
+``layout`` (DeepEP's get_dispatch_layout), ``precision`` (FP8 E4M3 / BF16 wire formats),
+``dispatch`` and ``combine`` (the kernels on real token tensors), ``compute`` (expert grouped-GEMM
+time), ``traffic`` (per-mode messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
+``moe`` (moe_layer_trace), ``synthetic`` (fabric test patterns), ``splits`` (all-to-all split
+matrices) and ``catalog`` (the WORKLOADS registry).
+
+Import rule: workloads imports none of the other podsim packages, with one exception decided by
+the lead: the stdlib-only leaf modules ``fabric.registry`` (the project's one Registry class)
+and ``fabric.units``, which hold no simulation code.
+"""
+
+from __future__ import annotations
+
+from workloads.catalog import WORKLOADS, build_workload
+from workloads.models import MODELS, MoEModel, get_model
+from workloads.moe import moe_layer, moe_layer_trace
+from workloads.trace import TraceError, compute_table, read_trace, validate_trace, write_trace
+
+__all__ = [
+    "MODELS",
+    "WORKLOADS",
+    "MoEModel",
+    "TraceError",
+    "build_workload",
+    "compute_table",
+    "get_model",
+    "moe_layer",
+    "moe_layer_trace",
+    "read_trace",
+    "validate_trace",
+    "write_trace",
+]

@@ -3,7 +3,8 @@
 Experts return BF16 rows (as DeepEP's combine and Megatron's unpermute take them). Combine sums,
 for every token, the rows that came from it, in float32, and returns BF16 tokens:
 
-- per-copy modes (``deepep-low-latency``, ``megatron-alltoall``): y[t] = sum_k w[t,k] * out[row(t,k)]
+- per-copy modes (``deepep-low-latency``, ``megatron-alltoall``):
+  y[t] = sum_k w[t,k] * out[row(t,k)]
   (the receiver applies the gate weights, as DeepEP's low-latency combine and Megatron do);
 - ``deepep-normal``: each rank already reduced its local experts into one weighted partial row per
   token (:func:`expert_forward` does it), so y[t] = sum over ranks of the partial rows (DeepEP's
@@ -23,15 +24,17 @@ import numpy as np
 from workloads.dispatch import DispatchHandle
 from workloads.precision import WireTokens, dequantize, f32_to_bf16_bits
 
-__all__ = ["combine", "expert_forward", "ExpertFn"]
+__all__ = ["ExpertFn", "combine", "expert_forward"]
 
 ExpertFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """An expert stack: (rows [n, hidden] float32, physical expert id [n]) -> outputs [n, hidden]."""
 
-_BLOCK_BYTES = 1 << 20
+_BLOCK_BYTES = 1 << 18
 
 
-def expert_forward(recv: WireTokens, handle: DispatchHandle, expert_fn: ExpertFn | None = None) -> np.ndarray:
+def expert_forward(
+    recv: WireTokens, handle: DispatchHandle, expert_fn: ExpertFn | None = None
+) -> np.ndarray:
     """Run the experts on received rows and return what combine takes (BF16 codes [rows, H]).
 
     ``expert_fn`` None means identity experts. For ``deepep-normal`` the output row is the
@@ -53,50 +56,84 @@ def expert_forward(recv: WireTokens, handle: DispatchHandle, expert_fn: ExpertFn
     return f32_to_bf16_bits(y)
 
 
-def combine(expert_out: np.ndarray, handle: DispatchHandle, *, out: np.ndarray | None = None) -> np.ndarray:
+def combine(
+    expert_out: np.ndarray, handle: DispatchHandle, *, out: np.ndarray | None = None
+) -> np.ndarray:
     """Combined tokens [num_tokens, hidden] as BF16 codes (uint16); see the module docstring.
 
-    ``expert_out`` is [rows, hidden] uint16 BF16 codes in the receive order of ``handle``.
-    A token with no valid expert comes back as zeros.
+    ``expert_out`` is [rows, hidden] uint16 BF16 codes (finite values) in the receive order of
+    ``handle``. A token with no valid expert comes back as zeros.
     """
     expert_out = np.asarray(expert_out)
-    if expert_out.dtype != np.uint16 or expert_out.ndim != 2 or expert_out.shape[0] != handle.num_rows:
+    if (
+        expert_out.dtype != np.uint16
+        or expert_out.ndim != 2
+        or expert_out.shape[0] != handle.num_rows
+    ):
         raise ValueError(
             f"expert_out must be BF16 codes (uint16) [rows={handle.num_rows}, hidden]; "
             f"got {expert_out.dtype} {expert_out.shape}"
         )
     n, hidden = handle.num_tokens, expert_out.shape[1]
+    if hidden % 2:
+        raise ValueError(f"combine needs an even hidden size; got {hidden}")
     if out is None:
         out = np.empty((n, hidden), dtype=np.uint16)
-    elif out.shape != (n, hidden) or out.dtype != np.uint16:
-        raise ValueError(f"out must be uint16 [{n}, {hidden}]; got {out.dtype} {out.shape}")
-    rows, start = handle.token_rows, handle.token_row_start
-    weight = None if handle.mode.dedup else handle.row_weight
-    per_token = max(1, handle.num_rows // max(n, 1))
-    block = max(1, _BLOCK_BYTES // (6 * hidden * per_token))
-    wide = np.empty((block * per_token * 2, hidden), dtype=np.uint32)
-    acc = np.empty((block, hidden), dtype=np.float32)
-    for s in range(0, n, block):  # blocks of tokens sized for the cache
-        e = min(n, s + block)
-        r0, r1 = start[s], start[e]
-        blk_rows = rows[r0:r1]
-        if wide.shape[0] < blk_rows.shape[0]:
-            wide = np.empty((blk_rows.shape[0], hidden), dtype=np.uint32)
-        w32 = wide[: blk_rows.shape[0]]
-        np.left_shift(expert_out[blk_rows], 16, out=w32, dtype=np.uint32)
-        f = w32.view(np.float32)
-        if weight is not None:
-            f *= weight[blk_rows][:, None]
-        counts = np.diff(start[s : e + 1])
-        a = acc[: e - s]
-        if (counts > 0).all():
-            np.add.reduceat(f, start[s:e] - r0, axis=0, out=a)
-        else:
-            a[:] = 0
-            nz = counts > 0
-            if nz.any():
-                a[nz] = np.add.reduceat(f, start[s:e][nz] - r0, axis=0)
-        bits = a.view(np.uint32)
-        bits += np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-        np.right_shift(bits, 16, out=out[s:e], casting="unsafe")
+    elif out.shape != (n, hidden) or out.dtype != np.uint16 or not out.flags.c_contiguous:
+        raise ValueError(
+            f"out must be a contiguous uint16 [{n}, {hidden}]; got {out.dtype} {out.shape}"
+        )
+    if handle.num_rows == 0:
+        out[:] = 0
+        return out
+    _reduce_bf16(expert_out, handle.combine_rows, handle.combine_weight, out)
     return out
+
+
+def _reduce_bf16(src: np.ndarray, plan: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+    """out[t] = bf16(sum_j weight[t, j] * src[plan[t, j]]), blocked for the cache.
+
+    BF16 is the upper half of a float32, so a uint32 view of two neighbouring BF16 values holds
+    the odd one exactly in its upper half (``& 0xFFFF0000``) and the even one after ``<< 16``:
+    both halves widen with one same-type operation each and are reduced separately by a
+    batched (1 x width) @ (width x hidden/2) product, which applies the weights in the same pass.
+    """
+    n, width = plan.shape
+    h2 = src.shape[1] // 2
+    src32, out32 = src.view(np.uint32), out.view(np.uint32)
+    block = max(1, _BLOCK_BYTES // (width * h2 * 4))  # gathered rows of one block: ~256 kB
+    group = max(block, 32 // block * block)  # tokens per rounding pass
+    hi = np.empty((block * width, h2), dtype=np.uint32)
+    lo = np.empty((block * width, h2), dtype=np.uint32)
+    acc_lo = np.empty((group, h2), dtype=np.float32)
+    acc_hi = np.empty((group, h2), dtype=np.float32)
+    top, one, half = np.uint32(0xFFFF0000), np.uint32(1), np.uint32(0x7FFF)
+    for g0 in range(0, n, group):  # groups of tokens, then blocks of tokens: never one token
+        g1 = min(n, g0 + group)
+        for s in range(g0, g1, block):
+            e = min(g1, s + block)
+            m = (e - s) * width
+            h, low = hi[:m], lo[:m]
+            np.take(src32, plan[s:e].ravel(), axis=0, out=h, mode="clip")
+            np.left_shift(h, np.uint32(16), out=low)
+            h &= top
+            w = weight[s:e, None, :]
+            np.matmul(
+                w,
+                low.view(np.float32).reshape(e - s, width, h2),
+                out=acc_lo[s - g0 : e - g0, None, :],
+            )
+            np.matmul(
+                w,
+                h.view(np.float32).reshape(e - s, width, h2),
+                out=acc_hi[s - g0 : e - g0, None, :],
+            )
+        bl, bh = acc_lo[: g1 - g0].view(np.uint32), acc_hi[: g1 - g0].view(np.uint32)
+        for bits in (bl, bh):  # round to nearest even at bit 16
+            t = bits >> np.uint32(16)
+            t &= one
+            t += half
+            bits += t
+        bl >>= np.uint32(16)
+        bh &= top
+        np.bitwise_or(bl, bh, out=out32[g0:g1])

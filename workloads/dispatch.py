@@ -70,7 +70,9 @@ class DispatchHandle:
     Received rows of rank r are ``rank_offsets[r]:rank_offsets[r+1]``; ``row_token`` is each
     row's source token. Per-copy modes set ``row_expert`` (physical expert) and ``row_weight``;
     ``deepep-normal`` sets ``recv_topk_idx`` (local expert id or -1) and ``recv_topk_weights``.
-    ``token_rows[token_row_start[t]:token_row_start[t+1]]`` are the rows of token t.
+    ``combine_rows[t]`` lists the rows of token t, padded with row 0 at ``combine_weight`` 0;
+    ``combine_weight`` is the gate weight of each row (1 for ``deepep-normal``, whose rows come
+    back already weighted).
     """
 
     mode: DispatchMode
@@ -79,8 +81,8 @@ class DispatchHandle:
     experts_per_rank: int
     row_token: np.ndarray
     rank_offsets: np.ndarray
-    token_rows: np.ndarray
-    token_row_start: np.ndarray
+    combine_rows: np.ndarray
+    combine_weight: np.ndarray
     row_expert: np.ndarray | None = None
     row_weight: np.ndarray | None = None
     recv_topk_idx: np.ndarray | None = None
@@ -101,9 +103,7 @@ def _check_routing(
     topk_idx = np.asarray(topk_idx)
     topk_weights = np.asarray(topk_weights, dtype=np.float32)
     if topk_idx.ndim != 2 or topk_idx.shape[0] != x.num_tokens:
-        raise ValueError(
-            f"topk_idx must be [tokens={x.num_tokens}, k]; got shape {topk_idx.shape}"
-        )
+        raise ValueError(f"topk_idx must be [tokens={x.num_tokens}, k]; got shape {topk_idx.shape}")
     if topk_weights.shape != topk_idx.shape:
         raise ValueError(f"topk_weights shape {topk_weights.shape} != topk_idx {topk_idx.shape}")
     if num_ranks <= 0 or num_experts % num_ranks:
@@ -113,11 +113,20 @@ def _check_routing(
     return topk_idx.astype(np.int64, copy=False), topk_weights
 
 
-def _token_major(row_token: np.ndarray, num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+def _combine_plan(
+    row_token: np.ndarray, row_weight: np.ndarray | None, num_tokens: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """[tokens, max rows per token] row ids and weights; padding is row 0 with weight 0."""
     rows = np.argsort(row_token, kind="stable")
-    start = np.zeros(num_tokens + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row_token, minlength=num_tokens), out=start[1:])
-    return rows, start
+    counts = np.bincount(row_token, minlength=num_tokens)
+    width = max(int(counts.max(initial=0)), 1)
+    tok = row_token[rows]
+    slot = np.arange(rows.shape[0]) - (np.cumsum(counts) - counts)[tok]
+    plan = np.zeros((num_tokens, width), dtype=np.int64)
+    weight = np.zeros((num_tokens, width), dtype=np.float32)
+    plan[tok, slot] = rows
+    weight[tok, slot] = 1.0 if row_weight is None else row_weight[rows]
+    return plan, weight
 
 
 def _gather(x: WireTokens, rows: np.ndarray, out: WireTokens | None) -> WireTokens:
@@ -176,6 +185,7 @@ def dispatch(
         recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)
         recv_w = np.where(here, topk_weights[row_token], np.float32(0))
         extra = {"recv_topk_idx": recv_idx, "recv_topk_weights": recv_w}
+        row_weight = None
     else:
         flat_e = topk_idx.ravel()
         pos = np.flatnonzero(flat_e >= 0)
@@ -183,14 +193,21 @@ def dispatch(
         row_token = order // k
         row_expert = flat_e[order]
         dst = row_expert // per_rank
-        extra = {"row_expert": row_expert, "row_weight": topk_weights.ravel()[order]}
+        row_weight = topk_weights.ravel()[order]
+        extra = {"row_expert": row_expert, "row_weight": row_weight}
     rank_offsets = np.zeros(num_ranks + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=num_ranks), out=rank_offsets[1:])
-    token_rows, token_row_start = _token_major(row_token, n)
+    combine_rows, combine_weight = _combine_plan(row_token, row_weight, n)
     recv = _gather(x, row_token, out)
     handle = DispatchHandle(
-        mode=m, num_tokens=n, num_ranks=num_ranks, experts_per_rank=per_rank,
-        row_token=row_token, rank_offsets=rank_offsets, token_rows=token_rows,
-        token_row_start=token_row_start, **extra,
-    )  # fmt: skip
+        mode=m,
+        num_tokens=n,
+        num_ranks=num_ranks,
+        experts_per_rank=per_rank,
+        row_token=row_token,
+        rank_offsets=rank_offsets,
+        combine_rows=combine_rows,
+        combine_weight=combine_weight,
+        **extra,
+    )
     return recv, handle

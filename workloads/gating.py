@@ -71,13 +71,17 @@ class Routing:
     def __post_init__(self) -> None:
         idx = np.asarray(self.topk_idx)
         if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
-            raise ValueError(f"topk_idx must be an integer [tokens, k] array; got {idx.dtype} {idx.shape}")
+            raise ValueError(
+                f"topk_idx must be an integer [tokens, k] array; got {idx.dtype} {idx.shape}"
+            )
         w = np.asarray(self.topk_weights, dtype=np.float32)
         if w.shape != idx.shape:
             raise ValueError(f"topk_weights shape {w.shape} != topk_idx shape {idx.shape}")
         if idx.size and (idx.min() < -1 or idx.max() >= self.num_experts):
             bad = idx[(idx < -1) | (idx >= self.num_experts)][0]
-            raise ValueError(f"expert id {bad} out of range; expected -1 or 0..{self.num_experts - 1}")
+            raise ValueError(
+                f"expert id {bad} out of range; expected -1 or 0..{self.num_experts - 1}"
+            )
         if idx.shape[1] > 1 and idx.size:
             s = np.sort(idx, axis=1)
             dup = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
@@ -182,7 +186,9 @@ def _group_limit(
         raise ValueError(f"groups must have one id per expert ({e}); got shape {groups.shape}")
     labels, ginv, sizes = np.unique(groups, return_inverse=True, return_counts=True)
     if (sizes != sizes[0]).any():
-        raise ValueError(f"limited routing needs equal-sized groups; got sizes {sorted(set(sizes.tolist()))}")
+        raise ValueError(
+            f"limited routing needs equal-sized groups; got sizes {sorted(set(sizes.tolist()))}"
+        )
     n_groups, size = len(labels), int(sizes[0])
     if max_groups is None or max_groups >= n_groups:
         return None
@@ -345,7 +351,9 @@ def calibrate_counts(
     return _round_counts(c, total, cap), float(shape)
 
 
-def _assignment(counts: np.ndarray, num_tokens: int, top_k: int, rng: np.random.Generator) -> np.ndarray:
+def _assignment(
+    counts: np.ndarray, num_tokens: int, top_k: int, rng: np.random.Generator
+) -> np.ndarray:
     """[N, K] expert ids with expert e used exactly counts[e] times, k distinct per token.
 
     The experts' runs (a random expert order) fill K columns of N; each column goes to a random
@@ -382,8 +390,14 @@ def popularity_logits(
     shape: float | None = None,
     rank_of_expert: np.ndarray | None = None,
     rng: np.random.Generator,
+    expert_rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Router logits [N, E] (float32) whose top-k follows the popularity model (module doc)."""
+    """Router logits [N, E] (float32) whose top-k follows the popularity model (module doc).
+
+    ``expert_rng`` draws the model's per-expert randomness (which experts are hot; default
+    ``rng``): pass the same seed across steps to keep a layer's hot experts fixed while ``rng``
+    draws fresh tokens.
+    """
     POPULARITY.get(popularity)
     noise = rng.standard_normal((num_tokens, num_experts), dtype=np.float32)
     if popularity == "uniform":
@@ -393,9 +407,15 @@ def popularity_logits(
             )
         return noise
     counts, _ = calibrate_counts(
-        num_tokens, num_experts, top_k, popularity, target_max_mean=target_max_mean,
-        shape=shape, rank_of_expert=rank_of_expert, rng=rng,
-    )  # fmt: skip
+        num_tokens,
+        num_experts,
+        top_k,
+        popularity,
+        target_max_mean=target_max_mean,
+        shape=shape,
+        rank_of_expert=rank_of_expert,
+        rng=expert_rng or rng,
+    )
     assign = _assignment(counts, num_tokens, top_k, rng)
     lift = noise.max(axis=1) - noise.min(axis=1) + np.float32(0.5)
     np.put_along_axis(noise, assign, np.take_along_axis(noise, assign, 1) + lift[:, None], 1)

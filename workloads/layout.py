@@ -43,12 +43,18 @@ class DispatchLayout:
 def _check_topk(topk_idx: np.ndarray, num_experts: int, num_ranks: int) -> np.ndarray:
     topk_idx = np.asarray(topk_idx)
     if topk_idx.ndim != 2 or not np.issubdtype(topk_idx.dtype, np.integer):
-        raise ValueError(f"topk_idx must be an integer [tokens, k] array; got {topk_idx.dtype} {topk_idx.shape}")
+        raise ValueError(
+            f"topk_idx must be an integer [tokens, k] array; got {topk_idx.dtype} {topk_idx.shape}"
+        )
     if num_ranks <= 0 or num_experts % num_ranks:
-        raise ValueError(f"num_experts={num_experts} must be a positive multiple of num_ranks={num_ranks}")
+        raise ValueError(
+            f"num_experts={num_experts} must be a positive multiple of num_ranks={num_ranks}"
+        )
     if topk_idx.size and (topk_idx.min() < -1 or topk_idx.max() >= num_experts):
         bad = topk_idx[(topk_idx < -1) | (topk_idx >= num_experts)][0]
-        raise ValueError(f"topk_idx holds expert id {bad}; expected -1 (masked) or 0..{num_experts - 1}")
+        raise ValueError(
+            f"topk_idx holds expert id {bad}; expected -1 (masked) or 0..{num_experts - 1}"
+        )
     return topk_idx.astype(np.int64, copy=False)
 
 

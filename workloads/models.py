@@ -98,41 +98,84 @@ def _add(model: MoEModel, description: str) -> None:
 
 _add(
     MoEModel(
-        "deepseek-v3", 7168, 2048, 61, 58, 256, 1, 8, n_groups=8, topk_groups=4,
-        scoring="sigmoid", routed_scaling=2.5,
+        "deepseek-v3",
+        7168,
+        2048,
+        61,
+        58,
+        256,
+        1,
+        8,
+        n_groups=8,
+        topk_groups=4,
+        scoring="sigmoid",
+        routed_scaling=2.5,
         source="physics.md MoE table; deepseek-ai/DeepSeek-V3 config.json",
     ),
     "DeepSeek-V3: 256 routed + 1 shared, top-8, sigmoid, 8 groups top-4 (<= 4 nodes)",
-)  # fmt: skip
+)
 _add(
     MoEModel(
-        "kimi-k2", 7168, 2048, 61, 60, 384, 1, 8, scoring="sigmoid", routed_scaling=2.827,
+        "kimi-k2",
+        7168,
+        2048,
+        61,
+        60,
+        384,
+        1,
+        8,
+        scoring="sigmoid",
+        routed_scaling=2.827,
         source="physics.md MoE table; moonshotai/Kimi-K2-Instruct config.json",
     ),
     "Kimi K2: 384 routed + 1 shared, top-8, sigmoid, no group limit",
-)  # fmt: skip
+)
 _add(
     MoEModel(
-        "qwen3-235b-a22b", 4096, 1536, 94, 94, 128, 0, 8, scoring="softmax",
+        "qwen3-235b-a22b",
+        4096,
+        1536,
+        94,
+        94,
+        128,
+        0,
+        8,
+        scoring="softmax",
         source="physics.md MoE table; Qwen/Qwen3-235B-A22B config.json",
     ),
     "Qwen3-235B-A22B: 128 routed, top-8, softmax",
-)  # fmt: skip
+)
 _add(
     MoEModel(
-        "mixtral-8x7b", 4096, 14336, 32, 32, 8, 0, 2, scoring="softmax",
+        "mixtral-8x7b",
+        4096,
+        14336,
+        32,
+        32,
+        8,
+        0,
+        2,
+        scoring="softmax",
         source="physics.md MoE table; mistralai/Mixtral-8x7B-v0.1 config.json",
     ),
     "Mixtral 8x7B: 8 experts, top-2, softmax",
-)  # fmt: skip
+)
 _add(
     MoEModel(
-        "kimi-k3.1-pro-class", 7168, 4096, 63, 62, 512, 1, 16, scoring="sigmoid",
+        "kimi-k3.1-pro-class",
+        7168,
+        4096,
+        63,
+        62,
+        512,
+        1,
+        16,
+        scoring="sigmoid",
         routed_scaling=2.827,
         source="ASSUMPTION: Kimi K2 scaled to ~2.8T total / ~104B active (module docstring)",
     ),
     "Kimi-K3.1-Pro-class (assumed, scaled from K2): 512 routed + 1 shared, top-16",
-)  # fmt: skip
+)
 
 
 def get_model(model: str | MoEModel) -> MoEModel:

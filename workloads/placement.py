@@ -40,7 +40,9 @@ class Placement:
     def __post_init__(self) -> None:
         slots = np.asarray(self.slots, dtype=np.int64)
         if slots.ndim != 2 or slots.size == 0:
-            raise ValueError(f"placement slots must be a non-empty [ranks, slots] array; got {slots.shape}")
+            raise ValueError(
+                f"placement slots must be a non-empty [ranks, slots] array; got {slots.shape}"
+            )
         present = np.bincount(slots.ravel(), minlength=self.num_experts)
         if slots.min() < 0 or slots.max() >= self.num_experts or (present == 0).any():
             missing = np.flatnonzero(present == 0)[:5].tolist()

@@ -110,7 +110,7 @@ def bytes_per_token(dtype: str, hidden: int, header_bytes: int = 0) -> int:
 
 @dataclass(frozen=True)
 class WireTokens:
-    """A batch of tokens in a wire format: ``data`` [n, hidden] codes, ``scales`` [n, hidden/128]."""
+    """Tokens in a wire format: ``data`` [n, hidden] codes, ``scales`` [n, hidden/128] (FP8)."""
 
     dtype: str
     data: np.ndarray

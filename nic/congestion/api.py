@@ -30,6 +30,28 @@ because every deadline before an event is handled before that event. The only th
 cannot do by themselves is wake a flow that has nothing to send yet; so a NIC that holds a paced
 flow until ``t_next`` and finds ``flow.timer_due_s < t_next`` schedules one wake-up at
 ``timer_due_s`` and calls :meth:`CongestionControl.handle_tick` (then re-reads the rate).
+
+NIC contract
+------------
+* ``cc = make_cc(name, params, allow_plugins=...)`` once per NIC (or per config);
+  ``flow = cc.new_flow(qp_id, line_rate_bps, base_rtt_s, mtu, hops, now)`` per QP.
+* Before each data packet: ``flow.may_send(payload, inflight)`` (window and credit) and pace to
+  ``flow.send_rate_bps``. After it leaves: ``cc.handle_tx(ev)`` with ``bytes, psn, snd_nxt,
+  path`` - required when ``cc.uses_tx`` or ``flow.credit_bytes is not None`` (it debits credit),
+  optional otherwise.
+* Per ACK: ``cc.handle_ack(ev)`` with ``bytes`` (newly acknowledged; 0 for a pure SACK), ``psn``
+  (the data packet that triggered it), ``snd_nxt``, ``rtt`` (from the echoed timestamp),
+  ``ecn`` (echo of that packet's CE), ``int_records`` (echo of its INT when
+  ``cc.requires_int``; switch egress ports append ``(qlen_bytes, tx_bytes, time_s, rate_bps)``)
+  and ``path``. ``handle_nack`` for NACKs, ``handle_timeout`` when the RTO fires (``bytes`` lost),
+  ``handle_rtt`` for probe replies, ``handle_cnp`` for CNPs, ``handle_credit`` for grants.
+* Receiver side: when ``cc.requires_cnp``, run a :class:`~nic.congestion.dcqcn.CnpGenerator` and
+  send a CNP whenever ``on_data(qp, ecn, now)`` is True; when ``cc.requires_credit``, run a
+  :class:`~nic.congestion.rccc.ReceiverCredit`: ``request()`` on credit requests, ``grant()``
+  every ``interval_s`` while ``active``, each grant sent back as a credit packet.
+* After any handler, if ``flow.requests``: ``flow.take_requests()`` and act on REQ_PROBE (send a
+  probe) and REQ_PATH_CHANGE (move off ``flow.avoid_path``).
+* Timers: see above (``timer_due_s``, ``handle_tick``).
 """
 
 from __future__ import annotations

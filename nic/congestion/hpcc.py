@@ -20,6 +20,8 @@ other ACKs compute W from the same Wc ("fast reaction"). W is capped to [W_min, 
 flow is paced at R = W / T. W_AI defaults to the ns-3 setting of 50 Mb/s at 100 Gb/s scaled to the
 line rate, i.e. W_AI = 5e-4 x B x T, which is the paper's W_init (1 - eta) / N with N = 100.
 INT records are matched per path (``ev.path``) so per-packet spraying compares like with like.
+W is computed in the INT's units (wire bytes) and used as the payload window: the header share
+(2-8 % at 1-4 KiB MTUs) is the approximation.
 """
 
 from __future__ import annotations
@@ -105,12 +107,11 @@ class HPCC(CongestionControl):
         t_base = flow.base_rtt_s
         u_max = 0.0
         tau = 0.0
-        for cur, old in zip(recs, prev, strict=True):
-            dts = cur[2] - old[2]
+        for (q, tx, ts, rate), (oq, otx, ots, _) in zip(recs, prev, strict=True):
+            dts = ts - ots
             if dts <= 0.0:
                 continue
-            rate = cur[3]
-            u = min(cur[0], old[0]) * 8.0 / (rate * t_base) + (cur[1] - old[1]) * 8.0 / (dts * rate)
+            u = ((q if q < oq else oq) * 8.0 / t_base + (tx - otx) * 8.0 / dts) / rate
             if u > u_max:
                 u_max = u
                 tau = dts

@@ -14,7 +14,8 @@ delay <  target     proportional increase            keep W, ask for a path chan
 (a = bytes newly acknowledged, so over one RTT W grows by FI or PI x (t - d)/t bytes:
 additive per flow, hence fair.) The multiplicative decrease is
 ``W *= max(1 - gamma (D - t) / D, floor)`` with gamma = 0.8 and floor 0.5, at most once per RTT
-(the RTT of the triggering sample) and only while the smoothed delay D > t; D is an EWMA of the
+(no cut until the RTT sampled at the previous cut has passed: its effect must show first) and
+only while the smoothed delay D > t; D is an EWMA of the
 per-ACK queueing delay with weight 0.0125 (the htsim UEC model), while the quadrant uses the raw
 per-ACK delay. W stays within [1 MTU, 1.5 x BDP] (physics.md) and starts at one BDP [E].
 The increase magnitudes PI = 0.1 BDP and FI = 0.01 BDP per RTT are estimates [E] (the spec's
@@ -34,7 +35,7 @@ __all__ = ["NSCC"]
 
 
 class _NsccState:
-    __slots__ = ("avg_delay", "fi", "last_decrease", "pi", "target", "w_max", "w_min")
+    __slots__ = ("avg_delay", "fi", "next_decrease", "pi", "target", "w_max", "w_min")
 
     def __init__(self, target: float, fi: float, pi: float, w_min: float, w_max: float) -> None:
         self.target = target
@@ -43,7 +44,7 @@ class _NsccState:
         self.w_min = w_min
         self.w_max = w_max
         self.avg_delay = 0.0
-        self.last_decrease = -math.inf
+        self.next_decrease = -math.inf
 
 
 @CC_ALGORITHMS.register(
@@ -121,9 +122,9 @@ class NSCC(CongestionControl):
                 w += s.pi * (target - delay) / target * acked / w
         elif delay >= target:
             d = s.avg_delay
-            if d > target and ev.now - s.last_decrease >= rtt:
+            if d > target and ev.now >= s.next_decrease:
                 w *= max(1.0 - self.gamma * (d - target) / d, self.md_floor)
-                s.last_decrease = ev.now
+                s.next_decrease = ev.now + rtt
         elif self.path_change_on_ecn:
             flow.request_path_change(ev.path)
         flow.window_bytes = min(max(w, s.w_min), s.w_max)
@@ -134,7 +135,7 @@ class NSCC(CongestionControl):
     def on_timeout(self, ev: CCEvent, flow: FlowCC) -> None:
         s: _NsccState = flow.priv
         flow.window_bytes = max(s.w_min, flow.window_bytes * self.md_floor)
-        s.last_decrease = ev.now
+        s.next_decrease = ev.now + flow.base_rtt_s
         flow.request_path_change(ev.path)
 
     def average_delay(self, flow: FlowCC) -> float:

@@ -21,7 +21,13 @@ from nic.pcie.layouts import (
     root_complex,
 )
 from nic.pcie.link import PcieLink
-from nic.pcie.streams import Stream, StreamRates, gpudirect_streams, solve_streams
+from nic.pcie.streams import (
+    Stream,
+    StreamRates,
+    gpudirect_streams,
+    nic_dma_caps,
+    solve_streams,
+)
 from nic.pcie.tree import PATH_CLASSES, PciePath, PcieTree
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "build_layout",
     "external_switch",
     "gpudirect_streams",
+    "nic_dma_caps",
     "on_card_switch",
     "root_complex",
     "solve_streams",

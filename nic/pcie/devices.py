@@ -8,9 +8,11 @@ Defaults and where they come from (physics.md, "PCIe 5.0"):
   lower to model an oversubscribed switch [E].
 - Root complex: peer-to-peer traffic between two devices that crosses the CPU (nvidia-smi PHB)
   is slower than through a switch. There is no sourced figure; the defaults are estimates [E]:
-  P2P limit 32 GB/s per root complex (about half a Gen5 x16 direction, the order of what CPU
-  root complexes deliver for P2P) and 250 ns of extra latency (the CPU's I/O fabric, about two
-  switch hops). Host-memory traffic (DMA to/from the CPU) is not limited by the P2P cap.
+  P2P limit 32 GB/s per root port (the P2P traffic entering the CPU from one root port and
+  leaving by another; about half a Gen5 x16 direction, the order of what CPU root complexes
+  forward peer-to-peer), no aggregate limit over all ports (``p2p_capacity_bps=None``; set it to
+  model a congested I/O fabric) and 250 ns of extra latency (the CPU's I/O fabric, about two
+  switch hops). Host-memory traffic (DMA to/from the CPU) is not limited by the P2P caps.
 - Inter-socket link (nvidia-smi SYS): 64 GB/s per direction and 150 ns, estimates [E] for a
   UPI/xGMI-class link.
 - Gen5 NVMe SSD (Micron 9550 class): 14 GB/s read, 10 GB/s write, about 60 us read latency [S].
@@ -96,14 +98,17 @@ class PcieSwitch:
 
 @dataclass(frozen=True)
 class RootComplex:
-    """The CPU root complex of one socket: P2P limit and extra latency for device-to-device
-    traffic that crosses it (defaults are estimates [E], see the module doc)."""
+    """The CPU root complex of one socket, for device-to-device traffic that crosses it: the
+    P2P limit of each root port (ingress), an optional aggregate P2P capacity, and extra
+    latency (defaults are estimates [E], see the module doc)."""
 
     p2p_limit_bps: float = 32e9 * 8
+    p2p_capacity_bps: float | None = None
     latency_s: float = 250e-9
 
     def __post_init__(self) -> None:
         _check_rate(self.p2p_limit_bps, "root p2p_limit_bps")
+        _check_rate(self.p2p_capacity_bps, "root p2p_capacity_bps", allow_none=True)
         _check_time(self.latency_s, "root latency_s")
 
     def to_dict(self) -> dict[str, Any]:

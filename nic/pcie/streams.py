@@ -31,6 +31,7 @@ __all__ = [
     "Stream",
     "StreamRates",
     "gpudirect_streams",
+    "nic_dma_caps",
     "solve_streams",
 ]
 
@@ -68,9 +69,9 @@ class StreamRates:
     """Rates of a set of streams and the state of the tree's resources.
 
     ``bottleneck[i]`` names the saturated resource that limits stream ``i`` (``"u->v"``, a
-    switch, ``"<root>.p2p"``, ``"<ssd>.read"``, ``"<nic>.tx"``/``"<nic>.rx"``), or ``"demand"``
-    when the stream gets all it asked for (``"none"`` for an unlimited stream on an unlimited
-    path).
+    switch, ``"<root>.p2p[<port>]"``, ``"<ssd>.read"``, ``"<nic>.tx"``/``"<nic>.rx"``), or
+    ``"demand"`` when the stream gets all it asked for (``"none"`` for an unlimited stream on
+    an unlimited path).
     """
 
     streams: tuple[Stream, ...]
@@ -192,4 +193,39 @@ def gpudirect_streams(
                 out.append(Stream(gpu, nic, tx_bps, label="tx"))
             if rx_bps is not None:
                 out.append(Stream(nic, gpu, rx_bps, label="rx"))
+    return out
+
+
+def nic_dma_caps(
+    tree: PcieTree,
+    *,
+    extra: Sequence[Stream] = (),
+    nic_bps: float | Mapping[str, float] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per NIC, the payload DMA rate its PCIe tree gives it, ``{nic: {"tx": bps, "rx": bps}}``.
+
+    Every GPU drives each of its NICs at full load in one direction at a time (transmit and
+    receive are separate link directions, so they are solved separately), alongside the
+    ``extra`` streams (GPUDirect Storage reads, host traffic) that compete for the same tree.
+    ``nic_bps`` optionally caps each NIC's total (e.g. its goodput); without it the result is
+    the PCIe share alone, the value for ``SmartNic.set_pcie_rate_cap``.
+    """
+    out: dict[str, dict[str, float]] = {n: {} for n in tree.nics}
+    extra = tuple(extra)
+    for direction in ("tx", "rx"):
+        gdr = gpudirect_streams(
+            tree,
+            tx_bps=math.inf if direction == "tx" else None,
+            rx_bps=math.inf if direction == "rx" else None,
+        )
+        kw = {f"nic_{direction}_bps": nic_bps}
+        res = solve_streams(tree, [*gdr, *extra], **kw)
+        for nic in tree.nics:
+            end = "dst" if direction == "tx" else "src"
+            total = sum(
+                r
+                for s, r in zip(res.streams[: len(gdr)], res.rate_bps[: len(gdr)], strict=True)
+                if getattr(s, end) == nic
+            )
+            out[nic][direction] = float(total)
     return out

@@ -12,8 +12,10 @@ Capacity resources (what :mod:`fabric.maxmin` shares, all bits/s):
 
 - ``"u->v"``: one direction of a link (its effective payload rate);
 - ``"<switch>"``: a switch's shared switching capacity (every stream through it counts once);
-- ``"<root>.p2p"``: a root complex's peer-to-peer limit, used by device-to-device streams that
-  cross it (host-memory streams that start or end at a root do not use it);
+- ``"<root>.p2p[<port>]"``: the peer-to-peer limit of one root port, used by device-to-device
+  streams that enter the root complex from that port (the neighbour ``<port>``, a device or
+  switch) and leave by another; ``"<root>.p2p"``: the root complex's aggregate P2P capacity
+  (only when its spec sets one). Host-memory streams that start or end at a root use neither;
 - ``"<ssd>.read"`` / ``"<ssd>.write"``: the SSD's own media rates.
 
 Path classes follow ``nvidia-smi topo -m``: ``PIX`` at most one switch between the two devices,
@@ -158,9 +160,7 @@ class PcieTree:
             raise ValueError(f"unknown PCIe role {role!r}; expected one of {ROLES}")
         g = self.graph
         names = [n for n, d in g.nodes(data=True) if role is None or d["role"] == role]
-        return sorted(
-            names, key=lambda n: (ROLES.index(g.nodes[n]["role"]), g.nodes[n]["index"], n)
-        )
+        return sorted(names, key=self._sort_key)
 
     @property
     def gpus(self) -> list[str]:
@@ -173,6 +173,30 @@ class PcieTree:
     @property
     def ssds(self) -> list[str]:
         return self.devices("ssd")
+
+    def _sort_key(self, n: str) -> tuple[int, int, str]:
+        d = self.graph.nodes[n]
+        return ROLES.index(d["role"]), d["index"], n
+
+    def edges(self) -> list[tuple[str, str]]:
+        """Every link once, oriented parent -> child from the first root (or first node),
+        in a canonical breadth-first order (stable across :meth:`to_dict` round trips)."""
+        g = self.graph
+        roots = self.devices("root")
+        start = roots[0] if roots else self.devices()[0]
+        out: list[tuple[str, str]] = []
+        seen = {start}
+        frontier = [start]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v in sorted(g.neighbors(u), key=self._sort_key):
+                    if v not in seen:
+                        seen.add(v)
+                        out.append((u, v))
+                        nxt.append(v)
+            frontier = nxt
+        return out
 
     def role(self, node: str) -> str:
         self._check_node(node)
@@ -224,7 +248,7 @@ class PcieTree:
         g = self.graph
         names: list[str] = []
         caps: list[float] = []
-        for u, v in sorted(g.edges, key=lambda e: (str(e[0]), str(e[1]))):
+        for u, v in self.edges():
             rate = self._edge_rate(u, v)
             names += [f"{u}->{v}", f"{v}->{u}"]
             caps += [rate, rate]
@@ -236,8 +260,14 @@ class PcieTree:
             names.append(s)
             caps.append(cap)
         for r in self.devices("root"):
-            names.append(f"{r}.p2p")
-            caps.append(g.nodes[r]["spec"].p2p_limit_bps)
+            spec_r: RootComplex = g.nodes[r]["spec"]
+            for port in sorted(g.neighbors(r), key=self._sort_key):
+                if g.nodes[port]["role"] != "root":  # the inter-socket link is not a root port
+                    names.append(f"{r}.p2p[{port}]")
+                    caps.append(spec_r.p2p_limit_bps)
+            if spec_r.p2p_capacity_bps is not None:
+                names.append(f"{r}.p2p")
+                caps.append(spec_r.p2p_capacity_bps)
         for s in self.devices("ssd"):
             spec_s: Ssd = g.nodes[s]["spec"]
             names += [f"{s}.read", f"{s}.write"]
@@ -259,7 +289,8 @@ class PcieTree:
         except KeyError:
             raise ValueError(
                 f"no PCIe resource {name!r} in layout {self.name!r}; resources are link "
-                "directions 'u->v', switch names, '<root>.p2p', '<ssd>.read'/'<ssd>.write'"
+                "directions 'u->v', switch names, '<root>.p2p[<port>]', '<root>.p2p', "
+                "'<ssd>.read'/'<ssd>.write'"
             ) from None
 
     # ------------------------------------------------------------------ paths
@@ -280,7 +311,8 @@ class PcieTree:
         p2p = roles[0] != "root" and roles[-1] != "root"
         res = [f"{u}->{v}" for u, v in links]
         latency = sum(self._edge_latency(u, v) for u, v in links)
-        for n in inner:
+        _, caps, index = self._resources
+        for k, n in enumerate(inner, start=1):
             role = g.nodes[n]["role"]
             if role == "switch":
                 res.append(n)
@@ -288,12 +320,15 @@ class PcieTree:
             elif role == "root":
                 latency += g.nodes[n]["spec"].latency_s
                 if p2p:
-                    res.append(f"{n}.p2p")
+                    port = nodes[k - 1]
+                    if g.nodes[port]["role"] != "root":
+                        res.append(f"{n}.p2p[{port}]")
+                    if f"{n}.p2p" in index:
+                        res.append(f"{n}.p2p")
         if roles[0] == "ssd" and src != dst:
             res.append(f"{src}.read")
         if roles[-1] == "ssd" and src != dst:
             res.append(f"{dst}.write")
-        _, caps, index = self._resources
         idx = np.fromiter((index[r] for r in res), dtype=np.intp, count=len(res))
         rate = float(caps[idx].min()) if idx.size else math.inf
         path = PciePath(
@@ -362,7 +397,8 @@ class PcieTree:
     def summary(self) -> pd.DataFrame:
         """One row per link: endpoints, width, generation, effective rate per direction."""
         rows = []
-        for u, v, d in self.graph.edges(data=True):
+        for u, v in self.edges():
+            d = self.graph.edges[u, v]
             if "inter_socket" in d:
                 rows.append(
                     {
@@ -401,7 +437,8 @@ class PcieTree:
                 entry["serves"] = list(d["serves"])
             devices[n] = entry
         links = []
-        for u, v, d in sorted(g.edges(data=True), key=lambda e: (str(e[0]), str(e[1]))):
+        for u, v in self.edges():
+            d = g.edges[u, v]
             if "inter_socket" in d:
                 links.append({"a": u, "b": v, "inter_socket": d["inter_socket"].to_dict()})
             else:

@@ -29,20 +29,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fabric.packet import ACK as K_ACK
-from fabric.packet import CNP as K_CNP
 from fabric.packet import DATA as K_DATA
-from fabric.packet import NACK as K_NACK
-from fabric.packet import PROBE as K_PROBE
 from fabric.packet import ROCE_OVERHEAD, Packet
 from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
-from nic.transport.reliability import (
-    ACK,
-    NACK,
-    ReceiverReliability,
-    ReorderBuffer,
-    SenderReliability,
-)
+from nic.transport.reliability import ReceiverReliability, ReorderBuffer, SenderReliability
 from nic.transport.segmentation import OP_WRITE, RETH_BYTES, packet_count
 from nic.transport.selectors import PathSelector
 
@@ -196,7 +186,6 @@ class QueuePair:
         "_cc_tx",
         "_deliver_cb",
         "_fetched",
-        "_heap_key",
         "_last_tx",
         "_last_wire",
         "_rto_cb",
@@ -231,6 +220,7 @@ class QueuePair:
         "tx_bytes",
         "tx_pkts",
         "undelivered",
+        "unsent",
         "want_int",
     )
 
@@ -268,10 +258,10 @@ class QueuePair:
         self.snd.loss_cb = selector.on_nack
         self.msgs: deque[Message] = deque()  # posted, not yet complete (PSN order)
         self.undelivered: deque[Message] = deque()  # not yet fully held by the receiver
-        self.seg: Message | None = None  # message holding snd_nxt (new PSNs)
+        self.unsent: deque[Message] = deque()  # PSNs not all sent once yet
+        self.seg: Message | None = None  # unsent[0]: the message holding the next new PSN
         self.queued = False  # in one of the NIC's ready queues or its pacing heap
         self.next_time = 0.0  # pacing: earliest time of the next packet
-        self._heap_key = 0.0
         self._last_tx = 0.0
         self._last_wire = 0
         self.next_ev = -1
@@ -301,6 +291,7 @@ class QueuePair:
         msg.end_psn = msg.first_psn + msg.npkts
         self.msgs.append(msg)
         self.undelivered.append(msg)
+        self.unsent.append(msg)
         if self.seg is None:
             self.seg = msg
         if self.fcc.credit_bytes is not None:
@@ -379,8 +370,10 @@ class QueuePair:
             m.retx_pkts += 1
         elif idx == 0:
             m.start_s = now
-        if psn + 1 >= m.end_psn and m is self.seg and snd.snd_nxt >= m.end_psn:
-            self._advance_seg()
+        if m is self.seg and snd.high_sent >= m.end_psn:
+            unsent = self.unsent
+            unsent.popleft()
+            self.seg = unsent[0] if unsent else None
         self.tx_pkts += 1
         self.tx_bytes += payload
         if self._cc_tx or fcc.credit_bytes is not None:
@@ -406,18 +399,6 @@ class QueuePair:
             self.rto_deadline = now + self.rto
             self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
         return pkt
-
-    def _advance_seg(self) -> None:
-        seg = self.seg
-        found = False
-        nxt = None
-        for m in self.msgs:
-            if found:
-                nxt = m
-                break
-            if m is seg:
-                found = True
-        self.seg = nxt
 
     def repace(self, now: float) -> None:
         """Re-read the CC rate after a timer tick: recompute the next departure time."""
@@ -592,7 +573,3 @@ class QueuePair:
             f"una={self.snd.snd_una} nxt={self.snd.snd_nxt} end={self.snd.end_psn})"
         )
 
-
-# Kinds re-exported for the NIC's dispatch (one import site).
-KINDS = (K_DATA, K_ACK, K_NACK, K_CNP, K_PROBE)
-_ = (ACK, NACK)

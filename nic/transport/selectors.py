@@ -93,6 +93,9 @@ class PathSelector:
     def on_timeout(self, ev: int, now: float) -> None:
         """The QP timed out; ``ev`` was the EV of its oldest unacknowledged packet."""
 
+    def on_path_change(self, ev: int, now: float) -> None:
+        """The congestion control asks to move off ``ev`` (UEC NSCC: ECN below target)."""
+
     def plane_of(self, ev: int) -> int:
         """The NIC plane (port) an EV uses on a multi-plane NIC."""
         return ev % self.planes
@@ -118,9 +121,16 @@ class EcmpSelector(PathSelector):
 
     def on_timeout(self, ev: int, now: float) -> None:
         if self.rehash_on_timeout:
-            old = self.ev
-            while self.ev == old:
-                self.ev = self.rng.randrange(EV_SPACE)
+            self._rehash()
+
+    def on_path_change(self, ev: int, now: float) -> None:
+        if ev == self.ev or ev < 0:
+            self._rehash()
+
+    def _rehash(self) -> None:
+        old = self.ev
+        while self.ev == old:
+            self.ev = self.rng.randrange(EV_SPACE)
 
 
 @PATH_SELECTORS.register("spray", "oblivious per-packet spraying round-robin over n_evs EVs")
@@ -252,6 +262,9 @@ class RepsSelector(PathSelector):
     def on_timeout(self, ev: int, now: float) -> None:
         self._forget(ev)
         self.frozen_until = now + self.freeze_s
+
+    def on_path_change(self, ev: int, now: float) -> None:
+        self._forget(ev)
 
     def _forget(self, ev: int) -> None:
         if ev in self.ring:

@@ -107,6 +107,7 @@ class BomContext:
     catalog: Catalog
     spec: CostSpec
     nic_item: str | None = None
+    nic_note: str = ""
     layout: str | None = None
     server_gpus: dict[int, int] = field(default_factory=dict)
     server_nics: dict[int, int] = field(default_factory=dict)
@@ -145,7 +146,8 @@ class BomContext:
             server_nics={s: server_nics.get(s, 0) for s in servers},
             scaleup_in_chassis=all(len(s) <= 1 for s in pods.values()),
         )
-        ctx.nic_item = _nic_item(catalog, spec, nic_model, layout) if cards else None
+        if cards:
+            ctx.nic_item, ctx.nic_note = _nic_item(catalog, spec, nic_model, layout)
         return ctx
 
     def line(self, category: str, item: str, count: int, detail: str = "", scale: float = 1.0):
@@ -191,31 +193,37 @@ def _gpu_table(g: nx.Graph) -> tuple[dict[int, int], dict[int, int]]:
 
 def _nic_item(
     catalog: Catalog, spec: CostSpec, nic_model: str | None, layout: str | None
-) -> str:
-    """The catalog NIC: ``cost.nic``, else ``nic-<model>``, else by layout (on-card -> the
-    SmartNIC with an on-card switch, else a ConnectX-7 class NIC)."""
+) -> tuple[str, str]:
+    """(catalog NIC, note). ``cost.nic`` if given (it must suit the layout), else
+    ``nic-<model>``; a model whose card does not match the layout (a SmartNIC with an on-card
+    switch under ``external-switch``, or a plain NIC under ``on-card-switch``) is priced as the
+    layout's default card instead, and the note says so: a sweep over ``cluster.layout`` then
+    compares like with like. Defaults: ``nic-panmai-920`` for ``on-card-switch``, else
+    ``nic-cx7-400g``."""
+    default = "nic-panmai-920" if layout == "on-card-switch" else "nic-cx7-400g"
+    wants_switch = layout == "on-card-switch"
+    strict = layout in ("on-card-switch", "external-switch", "root-complex")
     if spec.nic is not None:
-        name = spec.nic
-    elif nic_model is not None and f"nic-{nic_model}" in catalog.items:
-        name = f"nic-{nic_model}"
-    elif nic_model is not None and nic_model in catalog.items:
-        name = nic_model
-    else:
-        name = "nic-panmai-920" if layout == "on-card-switch" else "nic-cx7-400g"
+        item = catalog.get(spec.nic, "nic")
+        if strict and item.pcie_switch_on_card != wants_switch:
+            need = "carries" if wants_switch else "does not carry"
+            raise BomError(
+                f"cost.nic {spec.nic!r} does not suit cluster.layout {layout!r}, which needs a "
+                f"NIC card that {need} the PCIe switch (e.g. {default})"
+            )
+        return spec.nic, ""
+    name = None
+    if nic_model is not None:
+        for cand in (f"nic-{nic_model}", nic_model):
+            if cand in catalog.items and catalog.items[cand].kind == "nic":
+                name = cand
+                break
+    if name is None:
+        return default, f"NIC model {nic_model!r} not in the catalog: priced as {default}"
     item = catalog.get(name, "nic")
-    if layout == "on-card-switch" and not item.pcie_switch_on_card:
-        raise BomError(
-            f"cluster.layout 'on-card-switch' needs a NIC card that carries the PCIe switch, but "
-            f"cost NIC {name!r} has pcie_switch_on_card: false; set cost.nic to such an item "
-            f"(e.g. nic-panmai-920)"
-        )
-    if layout in ("external-switch", "root-complex") and item.pcie_switch_on_card:
-        # The card's switch would go unused but is still paid for: say so rather than guess.
-        raise BomError(
-            f"cluster.layout {layout!r} has no on-card PCIe switch, but cost NIC {name!r} "
-            f"carries one; set cost.nic to a plain NIC item (e.g. nic-cx7-400g)"
-        )
-    return name
+    if strict and item.pcie_switch_on_card != wants_switch:
+        return default, f"{name} under layout {layout}: priced as {default}"
+    return name, ""
 
 
 # --------------------------------------------------------------------------- choosers
@@ -248,7 +256,8 @@ def choose_link(
     """The cheapest way to build a link of ``length_m`` at ``rate_bps`` from the catalog: the
     reach must cover the length; a link faster than a part is a bundle of
     ``ceil(rate / part rate)`` parts (a GPU's 1.28 Tb/s scale-up link as two 800G DACs; an
-    800G twin-port 2xDR4 module is priced against two 400G DR4 modules). Ties: copper first, fewer lanes, then by name."""
+    800G twin-port 2xDR4 module is priced against two 400G DR4 modules).
+    Ties: copper first, fewer lanes, then by name."""
     choices: list[tuple[float, int, int, str, LinkChoice]] = []
     cables = {n: c for n, c in catalog.of_kind("cable").items() if allowed is None or n in allowed}
     optics = {n: o for n, o in catalog.of_kind("optic").items() if allowed is None or n in allowed}
@@ -291,9 +300,10 @@ def choose_switch(
 
     Each port mode at or above the link rate is tried (breakout modes: a 64x800G box is a
     128x400G box); only a link faster than every port of every box (a scale-up bundle) takes
-    ``ceil(rate / speed)`` ports of a box's fastest mode. A logical switch with more ports than one box (a 384-GPU
-    scale-up plane, a huge star) is priced as ``ceil(ports / box ports)`` boxes; the links that
-    would join those boxes are not priced, so that is a lower bound, flagged in the BOM detail.
+    ``ceil(rate / speed)`` ports of a box's fastest mode. A logical switch with more ports than
+    one box (a 384-GPU scale-up plane, a huge star) is priced as ``ceil(ports / box ports)``
+    boxes; the links that would join those boxes are not priced, so that is a lower bound,
+    flagged in the BOM detail.
     Ties: fewer ports per link, slower mode, then by name.
     """
     boxes_of = {
@@ -371,7 +381,10 @@ def _nics(ctx: BomContext) -> list[BomLine]:
             f"links run at {fmt_rate(fastest)}; choose a faster cost.nic"
         )
     planes = {d.get("plane", 0) for _, d in ctx.graph.nodes(data=True) if d.get("role") == "nic"}
-    return [ctx.line("nic", ctx.nic_item, n, f"{n} cards, {len(planes)} port(s) each")]
+    detail = f"{n} cards, {len(planes)} port(s) each"
+    if ctx.nic_note:
+        detail += f" ({ctx.nic_note})"
+    return [ctx.line("nic", ctx.nic_item, n, detail)]
 
 
 def _touches_nic(ctx: BomContext, u: str, v: str) -> bool:
@@ -411,7 +424,12 @@ def _switches(ctx: BomContext) -> list[BomLine]:
                 f"{role}: {used} ports on {boxes} boxes of {ports} x {fmt_rate(speed)} "
                 f"(box-to-box links not priced: a lower bound)"
             )
-        out.append(ctx.line(category, item, count * boxes, detail))
+        if ctx.spec.switch_pricing == "port":
+            share = used / (boxes * ports)
+            detail += f"; priced per used port ({share:.0%} of {boxes} box(es))"
+            out.append(ctx.line(category, item, count * boxes, detail, scale=share))
+        else:
+            out.append(ctx.line(category, item, count * boxes, detail))
     return out
 
 

@@ -42,16 +42,15 @@ HOURS_PER_YEAR = 8766.0  # 365.25 days
 #: Keys :func:`efficiency` looks for in a result summary, first found wins (SI units).
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
     "bw_per_gpu_Bps": (
-        "algbw_per_gpu_Bps",
-        "algbw_Bps",
         "a2a_algbw_per_gpu_Bps",
+        "algbw_per_gpu_Bps",
+        "phases.dispatch.algbw_per_gpu_Bps",
+        "phases.other.algbw_per_gpu_Bps",
         "busbw_per_gpu_Bps",
-        "busbw_Bps",
     ),
-    "layer_time_s": ("layer_time_s", "moe_layer_time_s", "a2a_time_s", "completion_time_s"),
+    "layer_time_s": ("layer_time_s", "moe_layer_time_s", "completion_time_s"),
     "tokens_per_s": ("tokens_per_s", "throughput_tokens_per_s"),
     "tokens": ("tokens", "total_tokens"),
-    "gpus": ("gpus", "num_gpus", "ranks", "num_ranks"),
 }
 
 
@@ -129,8 +128,8 @@ class CostBreakdown:
         interconnect fraction and the rule of thumb."""
         tco = self.tco()
         out: dict[str, float] = {
-            "gpus": float(self.gpus),
-            "servers": float(self.servers),
+            "cluster_gpus": float(self.gpus),
+            "cluster_servers": float(self.servers),
             "capex_usd": self.capex_usd,
             "power_w": self.power_w,
             "energy_usd": tco["energy_usd"],
@@ -202,7 +201,7 @@ def efficiency(cost: CostBreakdown, summary: dict[str, Any]) -> dict[str, float]
     Figures whose inputs are missing are NaN, never guessed.
     """
     nan = float("nan")
-    gpus = cost.gpus or (_pick(summary, "gpus") or 0)
+    gpus = cost.gpus
     bw = _pick(summary, "bw_per_gpu_Bps")
     t = _pick(summary, "layer_time_s")
     tps = _pick(summary, "tokens_per_s")

@@ -1,7 +1,7 @@
 """What one server holds that the cluster graph does not show: PCIe switches and SSDs.
 
 The topology graph has NIC ports, GPUs and switches, but the PCIe tree inside a server is the node
-layout's business (``nic-pcie.NODE_LAYOUTS``, issue 5). The cost model needs only counts:
+layout's business (``nic.pcie.NODE_LAYOUTS``, issue 5). The cost model needs only counts:
 
 - ``pcie_boards``: external PCIe switch boards, each carrying one switch chip
   (layout ``external-switch``);
@@ -9,10 +9,10 @@ layout's business (``nic-pcie.NODE_LAYOUTS``, issue 5). The cost model needs onl
   is in the SmartNIC's price, they appear in the BOM at $0 for the record);
 - ``ssds``: NVMe SSDs.
 
-When the node layout registry is available the counts are read from the layout's device graph
-(nodes with ``kind`` ``"switch"``/``"pcie_switch"`` and ``"ssd"``; a switch whose ``on_nic`` /
-``on_card`` attr is true, or whose name says ``nic``, counts as on-card). Otherwise, or when the
-layout has no device graph, these assumptions stand in:
+The counts are read from the layout's device graph (``nic.pcie.NODE_LAYOUTS`` builder called with
+the server's GPU and NIC-card counts): nodes of role ``switch`` (on the card when their
+:class:`nic.pcie.devices.PcieSwitch` spec says ``on_card``) and ``ssd``. When the registry or the
+layout is not available these assumptions, the same as the layouts' own defaults, stand in:
 
 - ``external-switch``: one switch board per two GPUs (the HGX H100 baseboard pairs two GPUs and
   their NICs under one Gen5 switch [E]);
@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["NodeHardware", "node_hardware"]
@@ -45,48 +46,48 @@ class NodeHardware:
 
 def _layout_registry() -> Any | None:
     try:
-        mod = importlib.import_module("nic-pcie")
+        mod = importlib.import_module("nic.pcie")
     except ModuleNotFoundError as exc:
-        if exc.name in ("nic-pcie", "nic"):
+        if exc.name in ("nic.pcie", "nic"):
             return None
         raise
     return getattr(mod, "NODE_LAYOUTS", None)
 
 
 def _device_graph(layout: str, gpus: int, nics: int) -> Any | None:
-    """The layout's device graph, built for this server size when the layout can be."""
+    """The layout's device graph built for this server (``gpus`` GPUs, ``nics`` NIC cards), or
+    None when the layout registry is absent, does not know ``layout`` or rejects the sizes."""
     reg = _layout_registry()
     if reg is None or layout not in reg:
         return None
-    obj = reg.get(layout)
-    for call in (
-        lambda: obj(gpus=gpus, nics=nics),
-        lambda: obj(gpus_per_node=gpus, nics_per_node=nics),
-        lambda: obj(),
-    ):
-        try:
-            built = call() if callable(obj) else obj
-        except TypeError:
-            continue
-        graph = getattr(built, "graph", built)
-        if hasattr(graph, "nodes"):
-            return graph
+    builder = reg.get(layout)
+    try:
+        tree = builder(gpus=max(gpus, 1), nics=nics or None)
+    except (TypeError, ValueError):
         return None
-    return None
+    graph = getattr(tree, "graph", tree)
+    return graph if hasattr(graph, "nodes") else None
 
 
 def _count_from_graph(graph: Any) -> tuple[int, int, int]:
     boards = on_nic = ssds = 0
-    for name, d in graph.nodes(data=True):
-        kind = str(d.get("kind", d.get("role", ""))).lower()
-        if kind in ("switch", "pcie_switch", "pcie-switch", "pcieswitch"):
-            if d.get("on_nic") or d.get("on_card") or "nic" in str(name).lower():
+    for _, d in graph.nodes(data=True):
+        role = str(d.get("role", d.get("kind", ""))).lower()
+        if role == "switch":
+            spec = d.get("spec")
+            if d.get("on_card") or getattr(spec, "on_card", False):
                 on_nic += 1
             else:
                 boards += 1
-        elif kind in ("ssd", "nvme"):
+        elif role == "ssd":
             ssds += 1
     return boards, on_nic, ssds
+
+
+@lru_cache(maxsize=256)
+def _layout_counts(layout: str, gpus: int, nics: int) -> tuple[int, int, int] | None:
+    graph = _device_graph(layout, gpus, nics)
+    return None if graph is None else _count_from_graph(graph)
 
 
 def node_hardware(
@@ -100,9 +101,9 @@ def node_hardware(
     """PCIe switch and SSD counts of one server with ``gpus`` GPUs and ``nics`` NIC cards."""
     source = "assumption"
     boards, on_nic, n_ssd = 0, 0, 0
-    graph = _device_graph(layout, gpus, nics) if layout else None
-    if graph is not None:
-        boards, on_nic, n_ssd = _count_from_graph(graph)
+    counted = _layout_counts(layout, gpus, nics) if layout else None
+    if counted is not None:
+        boards, on_nic, n_ssd = counted
         source = "layout graph"
     elif layout == "external-switch":
         boards = math.ceil(max(gpus, nics, 1) / 2)

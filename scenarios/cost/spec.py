@@ -7,7 +7,7 @@ $0.10 per kWh and a PUE of 1.3 [E]; override them per study.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -24,7 +24,8 @@ class CostSpec(BaseModel):
     """Options of the cost model (all optional).
 
     - ``catalog``: path of another catalog YAML (default: the built-in one);
-      ``prices``: per-item field overrides or new items, e.g. ``{nic-panmai-920: {price_usd: 2000}}``.
+      ``prices``: per-item field overrides or new items,
+      e.g. ``{nic-panmai-920: {price_usd: 2000}}``.
     - ``nic``: catalog item of the NIC cards (default: ``nic-<cluster.nic.model>``, or by layout).
     - ``gpu`` / ``include_gpus``, ``server`` / ``include_servers``: per-node parts.
     - ``ssd`` / ``ssds_per_server``: SSDs per server (default: what the node layout holds, else 0).
@@ -32,6 +33,9 @@ class CostSpec(BaseModel):
       (default count: from the node layout).
     - ``switches``: candidate switch items (default: every switch of the catalog; the cheapest box
       that fits each switch's radix and rate wins); ``links``: candidate optic/cable items.
+    - ``switch_pricing``: ``box`` (default) pays a whole box per switch node; ``port`` pays the
+      used ports' share of a box, as if lightly used switches (small spines the builders make,
+      since the graph has no parallel links) were consolidated onto shared boxes.
     - ``lengths``: link length per tier label for edges without ``length_m``.
     - ``years``, ``usd_per_kwh``, ``pue``: TCO inputs (assumptions, see module docstring).
     - ``items``: which cost item builders (``COST_ITEMS`` registry) to run (default: all).
@@ -52,6 +56,7 @@ class CostSpec(BaseModel):
     pcie_board: str = "pcie-switch-board"
     pcie_boards_per_server: int | None = Field(None, ge=0)
     switches: list[str] | None = None
+    switch_pricing: Literal["box", "port"] = "box"
     links: list[str] | None = None
     lengths: dict[str, float] = Field(
         default_factory=lambda: {

@@ -13,11 +13,15 @@ a transport that turns each trace message into a transfer:
 - two ranks behind the same NIC port exchange data over PCIe inside the node: delivered at once
   until the PCIe model of ``nic`` is wired in (recorded in the summary).
 
-Endpoint: until the RDMA NIC of ``nic`` provides its transport here, messages are sent by
-:class:`fabric.host.Host`, a line-rate sender with no congestion control and no
-retransmission (``multipath.selector`` other than ``ecmp`` sprays per packet); the summary's
-``transport`` field says which endpoint ran. ``sim.cell`` above the MTU moves cells of that size
-carrying the wire overhead of the MTU packets they stand for (fidelity knob, DESIGN.md).
+Endpoints (``sim.endpoint``): ``nic`` (default) is the SmartNIC of :mod:`nic`
+(:class:`nic.nic.RdmaNetwork`: QPs, congestion control, path selection, reliability, packet-rate
+pipeline), configured from ``cluster.nic``; a message's phase bookkeeping completes when its
+last byte is acknowledged, and its ``end_s`` in the messages table is when the receiver held
+all its bytes. ``host`` is :class:`fabric.host.Host`, a line-rate sender with no congestion
+control and no retransmission (``multipath.selector`` other than ``ecmp`` sprays per packet):
+fast, for fabric-only studies; with it ``sim.cell`` above the MTU moves cells of that size
+carrying the wire overhead of the MTU packets they stand for (fidelity knob, DESIGN.md). The
+summary's ``engine_info.transport`` says which endpoint ran.
 
 Queue depths of every port are sampled every ``sim.sample_interval``; the ``queues`` table keeps
 the ports that ever queued, deepest first (at most 4 x ``outputs.hottest_ports``, >= 16).
@@ -64,19 +68,165 @@ def _host_class() -> type:
     return NotifyingHost
 
 
-class HostTransport:
-    """The :class:`scenarios.timeline.Transport` over fabric.host endpoints."""
+class _Transport:
+    """What both endpoints share: the network, scale-up pipes and the link counters."""
 
-    name = "fabric.host (line rate, no CC, no retransmission)"
+    name = ""
 
     def __init__(self, ctx: RunContext) -> None:
         from fabric.network import Network
-        from fabric.packet import ROCE_OVERHEAD
 
         sc, cl = ctx.scenario, ctx.cluster
         self.env = simpy.Environment()
         self.cluster = cl
         self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed)
+        self.scaleup = ScaleUpPipes(self.env, cl.graph)
+        self.pcie_local = 0
+
+    def _side_path(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
+                   on_done: Callable[[int], None]) -> bool:  # fmt: skip
+        """Scale-up and same-NIC messages; True if handled here."""
+        cl = self.cluster
+        ga, gb = int(cl.rank_gpu[src_rank]), int(cl.rank_gpu[dst_rank])
+        if hop == "scaleup" and self.scaleup.reaches(ga, gb):
+            self.scaleup.send(ga, gb, nbytes, lambda _a: on_done(msg))
+            return True
+        if cl.rank_nic[src_rank] == cl.rank_nic[dst_rank]:
+            self.pcie_local += 1
+            on_done(msg)
+            return True
+        return False
+
+    def link_counters(self) -> pd.DataFrame:
+        pt = self.net.port_table()
+        out = pd.DataFrame(
+            {
+                "link": pt["port"],
+                "tx_bytes": pt["tx_bytes"],
+                "tx_packets": pt["tx_pkts"],
+                "drops": pt["drops"],
+                "ecn_marks": pt["ecn_marks"],
+                "pauses": pt["pauses_rcvd"],
+                "max_queue_bytes": pt["max_qbytes"],
+                "paused_s": pt["paused_s"],
+            }
+        )
+        su = pd.DataFrame(self.scaleup.link_counters())
+        return pd.concat([out, su], ignore_index=True) if len(su) else out
+
+    def end_times(self, end_s: np.ndarray) -> np.ndarray:
+        return end_s
+
+
+def nic_config(ctx: RunContext) -> Any:
+    """The scenario's ``cluster.nic`` as a :class:`nic.nic.NicConfig`."""
+    from nic.nic import NicConfig
+
+    n = ctx.scenario.cluster.nic
+    cap = ctx.cluster.extra.get("pcie", {}).get("nic_dma_cap_bps")
+    return NicConfig(
+        mtu=n.mtu,
+        reliability="sr" if n.reliability == "selective-repeat" else "gbn",
+        ack_every=n.ack_coalesce,
+        selector=n.multipath.selector,
+        selector_params=dict(n.multipath.params),
+        n_evs=n.multipath.paths,
+        cc=n.cc.name,
+        cc_params=dict(n.cc.params),
+        allow_plugins=ctx.allow_plugins,
+        pps=n.packet_rate,
+        qpc_entries=n.qp_cache or None,
+        qpc_miss_penalty_s=n.qp_miss_penalty,
+        rto_min_s=n.rto,
+        pcie_rate_cap_bps=cap if isinstance(cap, float | int) and cap > 0 else None,
+    )
+
+
+class NicTransport(_Transport):
+    """The :class:`scenarios.timeline.Transport` over the SmartNICs of :mod:`nic`."""
+
+    name = "nic.RdmaNetwork (SmartNIC: QPs, CC, multipath, reliability, packet-rate pipeline)"
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        try:
+            from nic.nic import RdmaNetwork
+        except ImportError as exc:
+            raise EngineUnavailable(f"the SmartNIC transport is not installed: {exc}") from None
+        from scenarios.build import at
+
+        with at("cluster.nic", "NIC"):
+            cfg = nic_config(ctx)
+            cards = sorted({int(c) for c in ctx.cluster.rank_nic.tolist()})
+            self.rdma = RdmaNetwork(self.net, cfg, seed=ctx.scenario.seed, cards=cards)
+        self.rdma.on_done.append(self._complete)
+        self._cb: dict[int, Callable[[int], None]] = {}
+
+    def _complete(self, m: Any) -> None:
+        self._cb.pop(m.id)(m.tag)
+
+    def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
+             on_done: Callable[[int], None]) -> None:  # fmt: skip
+        if self._side_path(msg, src_rank, dst_rank, nbytes, hop, on_done):
+            return
+        cl = self.cluster
+        m = self.rdma.post(int(cl.rank_nic[src_rank]), int(cl.rank_nic[dst_rank]), int(nbytes),
+                           tag=msg)  # fmt: skip
+        self._cb[m.id] = on_done
+
+    def end_times(self, end_s: np.ndarray) -> np.ndarray:
+        out = end_s.copy()
+        for m in self.rdma.messages:
+            if math.isfinite(m.t_delivered):
+                out[int(m.tag)] = m.t_delivered
+        return out
+
+    def qp_table(self, trace: pd.DataFrame) -> pd.DataFrame:
+        qt = self.rdma.qp_table()
+        if qt.empty:
+            return pd.DataFrame()
+        mt = self.rdma.message_table()
+        per = mt.groupby("qp").agg(
+            messages=("msg", "size"), bytes=("bytes", "sum"), t0=("post_s", "min"),
+            t1=("done_s", "max"),
+        )  # fmt: skip
+        card_rank: dict[int, int] = {}
+        for r, c in enumerate(self.cluster.rank_nic.tolist()):
+            card_rank.setdefault(int(c), r)
+        out = pd.DataFrame(
+            {
+                "qp": qt["qp"],
+                "src_rank": qt["src"].map(card_rank),
+                "dst_rank": qt["dst"].map(card_rank),
+                "src_port": "nic" + qt["src"].astype(str),
+                "dst_port": "nic" + qt["dst"].astype(str),
+                "packets": qt["tx_pkts"],
+                "retx_packets": qt["retx_pkts"],
+                "timeouts": qt["timeouts"],
+                "nacks": qt["nacks_rcvd"],
+                "cnps": qt["cnps_rcvd"],
+                "ecn_acks": qt["ecn_acks"],
+                "selector": qt["selector"],
+                "mode": qt["mode"],
+                "srtt_s": qt["srtt_s"],
+            }
+        )
+        out = out.merge(per, left_on="qp", right_index=True, how="left")
+        active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
+        out["mean_rate_bps"] = 8.0 * out["bytes"] / active
+        return out.drop(columns=["t0", "t1"])
+
+
+class HostTransport(_Transport):
+    """The :class:`scenarios.timeline.Transport` over fabric.host endpoints."""
+
+    name = "fabric.host (line rate, no CC, no retransmission)"
+
+    def __init__(self, ctx: RunContext) -> None:
+        from fabric.packet import ROCE_OVERHEAD
+
+        super().__init__(ctx)
+        sc, cl = ctx.scenario, ctx.cluster
         mtu = sc.cluster.nic.mtu
         cell = sc.sim.cell if sc.sim.cell and sc.sim.cell > mtu else mtu
         frames = math.ceil(cell / mtu)
@@ -90,10 +240,8 @@ class HostTransport:
                         self.net, p, mtu=cell, overhead=ROCE_OVERHEAD * frames, spray=spray,
                         on_complete=self._complete,
                     )  # fmt: skip
-        self.scaleup = ScaleUpPipes(self.env, cl.graph)
         self._pending: dict[Any, tuple[int, Callable[[int], None]]] = {}
         self.records: list[tuple[int, str, str, Any]] = []
-        self.pcie_local = 0
 
     def _complete(self, m: Any) -> None:
         msg, cb = self._pending.pop(m)
@@ -101,18 +249,12 @@ class HostTransport:
 
     def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
              on_done: Callable[[int], None]) -> None:  # fmt: skip
-        cl = self.cluster
-        ga, gb = int(cl.rank_gpu[src_rank]), int(cl.rank_gpu[dst_rank])
-        if hop == "scaleup" and self.scaleup.reaches(ga, gb):
-            self.scaleup.send(ga, gb, nbytes, lambda _a: on_done(msg))
+        if self._side_path(msg, src_rank, dst_rank, nbytes, hop, on_done):
             return
+        cl = self.cluster
         sp, dp = cl.rank_ports[src_rank], cl.rank_ports[dst_rank]
         plane = msg % min(len(sp), len(dp))
         a, b = sp[plane], dp[plane]
-        if a == b:
-            self.pcie_local += 1
-            on_done(msg)
-            return
         m = self.hosts[a].add_message(b, int(nbytes), self.env.now)
         self._pending[m] = (msg, on_done)
         self.records.append((msg, a, b, m))
@@ -146,23 +288,6 @@ class HostTransport:
         out["paths_used"] = 1
         out.insert(0, "qp", np.arange(len(out), dtype=np.int64))
         return out.drop(columns=["t0", "t1"])
-
-    def link_counters(self) -> pd.DataFrame:
-        pt = self.net.port_table()
-        out = pd.DataFrame(
-            {
-                "link": pt["port"],
-                "tx_bytes": pt["tx_bytes"],
-                "tx_packets": pt["tx_pkts"],
-                "drops": pt["drops"],
-                "ecn_marks": pt["ecn_marks"],
-                "pauses": pt["pauses_rcvd"],
-                "max_queue_bytes": pt["max_qbytes"],
-                "paused_s": pt["paused_s"],
-            }
-        )
-        su = pd.DataFrame(self.scaleup.link_counters())
-        return pd.concat([out, su], ignore_index=True) if len(su) else out
 
 
 class QueueSampler:
@@ -206,7 +331,7 @@ class QueueSampler:
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
     sc = ctx.scenario
-    transport = HostTransport(ctx)
+    transport = HostTransport(ctx) if sc.sim.endpoint == "host" else NicTransport(ctx)
     sampler = None
     if sc.outputs.queue_series:
         sampler = QueueSampler(transport.env, transport.net.ports, sc.sim.sample_interval)
@@ -222,7 +347,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     return EngineOutput(
-        messages=message_table(ctx.trace, tl.post_s, tl.end_s),
+        messages=message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s)),
         phases=tl.phases,
         links=links,
         qps=transport.qp_table(ctx.trace),

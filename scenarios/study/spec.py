@@ -4,7 +4,8 @@ A study YAML::
 
     name: cc-vs-paths
     description: congestion control x multipath paths on the quickstart cluster
-    base: quickstart              # built-in scenario name, or a path relative to this file
+    base: quickstart              # built-in scenario name, a path relative to this file,
+                                  # or the scenario itself as an inline mapping
     set:                          # fixed overrides applied to every point
       workload.moe.layers: 1
     grid:                         # cross product of every value list
@@ -118,7 +119,7 @@ class Study(BaseModel):
 
     name: str
     description: str = ""
-    base: str
+    base: str | dict[str, Any]
     set: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     list_: list[dict[str, Any]] = Field(default_factory=list, alias="list")
@@ -158,10 +159,8 @@ class Study(BaseModel):
         sources: list[list[dict[str, Any]]] = []
         if self.grid:
             keys = list(self.grid)
-            sources.append(
-                [dict(zip(keys, combo, strict=True)) for combo in itertools.product(
-                    *(self.grid[k] for k in keys))]  # fmt: skip
-            )
+            combos = itertools.product(*(self.grid[k] for k in keys))
+            sources.append([dict(zip(keys, combo, strict=True)) for combo in combos])
         if self.list_:
             sources.append([dict(p) for p in self.list_])
         if self.random is not None:
@@ -178,9 +177,11 @@ class Study(BaseModel):
         """The swept parameters of ``point`` (what tells points apart)."""
         return {k: point[k] for k in self.params if k in point}
 
-    def base_ref(self) -> str:
-        """The base scenario: a path (relative to the study file) if that file exists, else
-        the name as given (a built-in scenario)."""
+    def base_ref(self) -> str | dict[str, Any]:
+        """The base scenario: an inline mapping as it is; a path (relative to the study file)
+        if that file exists; else the name as given (a built-in scenario)."""
+        if isinstance(self.base, dict):
+            return self.base
         if self.base_dir is not None:
             p = Path(self.base_dir) / self.base
             if p.is_file():

@@ -24,11 +24,12 @@ from scenarios.study.store import point_key
 
 __all__ = ["resolve_dict", "resolve_points", "resolve_scenario", "run_study"]
 
-Resolver = Callable[[str, dict[str, Any]], dict[str, Any]]
+Resolver = Callable[[Any, dict[str, Any]], dict[str, Any]]
 
 
-def resolve_scenario(base: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Base scenario (name or path) + ``{key.path: value}`` -> the resolved scenario dict."""
+def resolve_scenario(base: str | dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Base scenario (name, path or mapping) + ``{key.path: value}`` -> the resolved scenario
+    as a dict."""
     from scenarios.loader import load_scenario
 
     sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]

@@ -130,8 +130,8 @@ def test_byte_counter_drives_increases_and_both_counters_gate_hyper_increase():
     cc = DCQCN(byte_counter_bytes=1_000_000)
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)
-    cc.handle_cnp(CCEvent(TD), f)  # RT = L/2, RC = L/4
-    rt, rc = LINE / 2, LINE / 4
+    cc.handle_cnp(CCEvent(TD), f)  # alpha = 1 - g at 50 us, as above
+    rt, rc = LINE / 2, LINE / 2 * (1 - (1 - G) / 2)
     rai = 5e6 * LINE / 25e9
     # 7 MB sent before any timer expiry: 7 byte-counter expiries, T = 0 -> max < F for 5,
     # then BC >= F but min(T, BC) = 0 <= F: additive.

@@ -11,8 +11,6 @@ No packet engine is involved; this checks the control laws close the loop as the
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -46,8 +44,8 @@ def run_fluid(
     flows = [cc.new_flow(i, line_bps, rtt_s, MTU, hops=1, now=starts[i]) for i in range(n)]
     cnp = CnpGenerator()
     rng = np.random.default_rng(seed)
-    steps = int(round(t_end / dt))
-    lag = max(1, int(round(rtt_s / dt)))
+    steps = round(t_end / dt)
+    lag = max(1, round(rtt_s / dt))
     cap = line_bps * dt / 8.0
     q = 0.0
     tx_total = 0.0
@@ -109,7 +107,7 @@ def _jain(x: np.ndarray) -> float:
 
 def test_none_queue_grows_at_the_excess_rate():
     n, line, rtt = 4, 100e9, 10e-6
-    times, rates, q = run_fluid("none", n, line, rtt, t_end=200e-6, dt=1e-6, starts=[0.0] * n)
+    _, rates, q = run_fluid("none", n, line, rtt, t_end=200e-6, dt=1e-6, starts=[0.0] * n)
     assert np.all(rates == line)
     # Closed form: the queue integrates (N - 1) x C.
     assert q[-1] == pytest.approx((n - 1) * line * 200e-6 / 8, rel=1e-9)

@@ -92,9 +92,10 @@ def test_reach_classes_follow_length() -> None:
     assert choose_link(1500.0, r, cat).optic == "optic-800g-2xfr4"
     assert choose_link(300.0, 800e9, cat).optic == "optic-800g-2xdr4"
     sr = cat.get("optic-400g-sr4")
-    assert choose_link(40.0, r, cat).price_usd == 2 * sr.price_usd + cat.get(
-        "cable-mmf-patch"
-    ).price_usd
+    assert (
+        choose_link(40.0, r, cat).price_usd
+        == 2 * sr.price_usd + cat.get("cable-mmf-patch").price_usd
+    )
     with pytest.raises(BomError, match="no catalog cable or optic reaches"):
         choose_link(5000.0, r, cat)
 
@@ -106,7 +107,7 @@ def test_switch_choice_by_radix_and_speed() -> None:
     assert choose_switch(65, 400e9, "scaleout", cat)[:3] == ("switch-th5-51t2", 400e9, 128)
     assert choose_switch(32, 800e9, "scaleout", cat)[:3] == ("switch-th5-51t2", 800e9, 64)
     # more ports than any box: several boxes, cheapest total
-    item, speed, ports, boxes = choose_switch(300, 400e9, "scaleout", cat)
+    item, _speed, _ports, boxes = choose_switch(300, 400e9, "scaleout", cat)
     assert boxes * cat.get(item).price_usd == min(
         math.ceil(300 / 128) * 60000, math.ceil(300 / 64) * 36000
     )
@@ -128,16 +129,22 @@ def test_scaleup_counted_only_when_pod_spans_servers() -> None:
     assert _count(lines, "scaleup", "switch-scaleup-51t2") == 1
 
 
-def test_on_card_layout_needs_a_switch_carrying_nic() -> None:
+def test_nic_card_follows_the_layout() -> None:
     g = build_topology("rail", servers=2)
     lines = build_bom(g, layout="on-card-switch")
     assert _count(lines, "nic", "nic-panmai-920") == 16
     assert _count(lines, "pcie", "pcie-switch-board") == 0
     on_card = [ln for ln in lines if ln.category == "pcie"]
     assert on_card and all(ln.capex_usd == 0 for ln in on_card)
-    with pytest.raises(BomError, match="on-card"):
+    # the scenario's SmartNIC model under an external switch is priced as a plain card, noted
+    ext = build_bom(g, nic_model="panmai-920", layout="external-switch")
+    nic = next(ln for ln in ext if ln.category == "nic")
+    assert nic.item == "nic-cx7-400g" and "priced as nic-cx7-400g" in nic.detail
+    assert _count(ext, "pcie", "pcie-switch-board") == 8
+    # an explicit cost.nic that contradicts the layout is an error
+    with pytest.raises(BomError, match=r"does not suit cluster\.layout"):
         build_bom(g, {"nic": "nic-cx7-400g"}, layout="on-card-switch")
-    with pytest.raises(BomError, match="no on-card PCIe switch"):
+    with pytest.raises(BomError, match=r"does not suit cluster\.layout"):
         build_bom(g, {"nic": "nic-panmai-920"}, layout="external-switch")
 
 
@@ -158,3 +165,10 @@ def test_missing_length_uses_tier_default() -> None:
     lines = build_bom(g, CostSpec(lengths={"leaf-spine": "5m"}))
     assert _count(lines, "cable", "cable-aec") == 16  # leaf-spine now 5 m: AEC
     assert _count(lines, "optics", "optic-400g-dr4") == 32  # spine-core keeps 500 m
+
+
+def test_port_pricing_pays_used_ports_only() -> None:
+    g = build_topology("fat-tree", k=4)  # every switch uses 4 of a 64-port box
+    box = cost_cluster(g, {"include_gpus": False}).capex_by_category()["switch"]
+    port = cost_cluster(g, {"include_gpus": False, "switch_pricing": "port"})
+    assert port.capex_by_category()["switch"] == pytest.approx(box * 4 / 64)

@@ -68,7 +68,8 @@ def test_capex_power_and_tco_from_first_principles() -> None:
     ic = math.fsum(by_cat[c] for c in INTERCONNECT_CATEGORIES)
     assert cost.interconnect_fraction == pytest.approx(ic / cost.capex_usd)
     s = cost.summary()
-    assert s["interconnect_rule_of_thumb"] == 0.19 and s["gpus"] == 16 and s["servers"] == 2
+    assert s["interconnect_rule_of_thumb"] == 0.19
+    assert s["cluster_gpus"] == 16 and s["cluster_servers"] == 2
 
 
 def test_gpus_optional() -> None:

@@ -169,8 +169,6 @@ def test_study_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="did you mean 'grid'"):
         load_study(bad)
     with pytest.raises(ValueError, match="exactly one of choice"):
-        Study.model_validate(
-            {"name": "s", "base": "b", "random": {"n": 1, "params": {"x": {}}}}
-        )
+        Study.model_validate({"name": "s", "base": "b", "random": {"n": 1, "params": {"x": {}}}})
     with pytest.raises(ValueError, match="neither a file nor a built-in study"):
         load_study("no-such-study")

@@ -1,0 +1,932 @@
+"""The SmartNIC endpoint: RDMA transport + congestion control + packet pipeline on the fabric.
+
+:class:`SmartNic` is one NIC *card*: one fabric endpoint per plane (graph nodes with role
+``nic`` and the same ``nic`` attribute). It attaches to those endpoints of a
+:class:`fabric.network.Network` and
+
+* transmits through the ports' pull interface (``Port.source``): whenever a port is about to
+  go idle it asks the NIC for a packet; the NIC takes the next queue pair round-robin from that
+  plane's ready queue. QPs waiting for their pacing time sit in one heap per NIC, and only an
+  idle port with paced work costs a wake-up event (DESIGN.md "Making SimPy fast": no process,
+  no Store, no per-packet dict);
+* limits transmit and receive to ``pps`` packets/s and charges QP-context cache misses
+  (:mod:`nic.transport.pipeline`); payload DMA is capped by :attr:`SmartNic.pcie_rate_cap_bps`
+  when the PCIe model sets it;
+* on receive, runs the responder (ACK/SACK/NACK, reorder buffer), the DCQCN notification point
+  (CNPs) and the RCCC credit allocator when the algorithm asks for them, and feeds ACKs, NACKs,
+  CNPs, credits and probe replies to the requester QPs and their CC handlers.
+
+:class:`RdmaNetwork` builds one SmartNic per NIC card of a network and is the API the scenario
+runner uses: post messages (one by one or from a workload trace), run, and collect per-message,
+per-QP and per-NIC tables as pandas DataFrames.
+
+Defaults (:class:`NicConfig`) cite physics.md: 4096 B MTU, 400 Mpps (the brief's SmartNIC),
+RoCEv2 overhead 82 B (+16 B RETH, +4 B AETH on ACKs, +16 B on CNPs), DCQCN CNP interval 50 us;
+the QP-context cache, reorder buffer and RTO figures are estimates [E].
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any
+
+from fabric.kernel import Callback, call_at
+from fabric.network import Network
+from fabric.packet import ACK as K_ACK
+from fabric.packet import CNP as K_CNP
+from fabric.packet import DATA as K_DATA
+from fabric.packet import NACK as K_NACK
+from fabric.packet import PROBE as K_PROBE
+from fabric.packet import ROCE_OVERHEAD
+from fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
+from nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
+from nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
+from nic.transport.qp import (
+    ACK_WIRE_EXTRA,
+    CNP_WIRE_EXTRA,
+    F_CREDIT_GRANT,
+    F_CREDIT_REQ,
+    F_DUP,
+    F_LAST,
+    F_PROBE_REPLY,
+    Message,
+    QueuePair,
+    RdmaPacket,
+    RecvQp,
+)
+from nic.transport.reliability import ACK, ReorderBuffer, check_mode
+from nic.transport.segmentation import check_mtu, check_opcode
+from nic.transport.selectors import PATH_SELECTORS, make_selector
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["NicConfig", "RdmaNetwork", "SmartNic"]
+
+_INF = math.inf
+_ACK_WIRE = ROCE_OVERHEAD + ACK_WIRE_EXTRA
+_CNP_WIRE = ROCE_OVERHEAD + CNP_WIRE_EXTRA
+
+
+@dataclass(frozen=True)
+class NicConfig:
+    """SmartNIC and transport parameters (SI units). Build from human strings with
+    :meth:`from_mapping`.
+
+    ``mtu``               path MTU, bytes (1024/2048/4096; physics.md goodput table).
+    ``reliability``       ``"sr"`` selective repeat or ``"gbn"`` go-back-N.
+    ``ack_every``         coalesce ACKs: one per N data packets (plus the immediate cases).
+    ``selector``          path selector name (``PATH_SELECTORS``) and ``selector_params``.
+    ``n_evs``             entropy values a QP sprays over (UEC simulations use 256) [E].
+    ``cc``, ``cc_params`` congestion control (``CC_ALGORITHMS`` name or ``module:Class`` with
+                          ``allow_plugins``).
+    ``pps``               packet-rate ceiling per direction, 400 Mpps (physics.md [S]).
+    ``qpc_entries``       QP contexts cached on the NIC (None: unbounded) [E];
+    ``qpc_miss_penalty_s``/``qpc_parallel_fetches`` cost of a miss [E].
+    ``reorder_buffer_bytes`` out-of-order payload the NIC can hold (shared by its QPs) [E].
+    ``reo_factor``/``reo_min_s`` selective-repeat reordering window (x srtt; floor).
+    ``rto_min_s``/``rto_max_s`` retransmission timeout bounds [E] (IB's local ACK timeout is
+                          4.096 us x 2^n; RDMA stacks use ms, UEC-style transports ~100 us).
+    ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (physics.md [S]).
+    ``qps_per_pair``      QPs per (src, dst) NIC pair; messages are spread round-robin.
+    ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`nic.pcie`).
+    """
+
+    mtu: int = 4096
+    reliability: str = "sr"
+    ack_every: int = 1
+    selector: str = "spray"
+    selector_params: Mapping[str, Any] = field(default_factory=dict)
+    n_evs: int = 256
+    cc: str = "dcqcn"
+    cc_params: Mapping[str, Any] = field(default_factory=dict)
+    allow_plugins: bool = False
+    pps: float = DEFAULT_PPS
+    qpc_entries: int | None = 4096
+    qpc_miss_penalty_s: float = 1e-6
+    qpc_parallel_fetches: int = 16
+    reorder_buffer_bytes: int = 16 << 20
+    reo_factor: float = 0.5
+    reo_min_s: float = 2e-6
+    rto_min_s: float = 100e-6
+    rto_max_s: float = 10e-3
+    cnp_interval_s: float = 50e-6
+    qps_per_pair: int = 1
+    pcie_rate_cap_bps: float | None = None
+
+    def __post_init__(self) -> None:
+        check_mtu(self.mtu)
+        check_mode(self.reliability)
+        PATH_SELECTORS.get(self.selector)
+
+        def bad(key: str, want: str) -> ValueError:
+            return ValueError(f"NIC config {key}={getattr(self, key)!r}: expected {want}")
+
+        if isinstance(self.ack_every, bool) or not int(self.ack_every) == self.ack_every >= 1:
+            raise bad("ack_every", "an int >= 1")
+        if not 1 <= self.n_evs <= 65536:
+            raise bad("n_evs", "an int in 1..65536")
+        if not self.pps > 0:
+            raise bad("pps", "packets/s > 0")
+        if self.qpc_entries is not None and not self.qpc_entries >= 1:
+            raise bad("qpc_entries", "an int >= 1 or None")
+        if not self.qpc_miss_penalty_s >= 0:
+            raise bad("qpc_miss_penalty_s", "seconds >= 0")
+        if not self.qpc_parallel_fetches >= 1:
+            raise bad("qpc_parallel_fetches", "an int >= 1")
+        if not self.reorder_buffer_bytes >= 0:
+            raise bad("reorder_buffer_bytes", "bytes >= 0")
+        if not self.reo_factor > 0:
+            raise bad("reo_factor", "a factor > 0")
+        if not self.reo_min_s >= 0:
+            raise bad("reo_min_s", "seconds >= 0")
+        if not 0 < self.rto_min_s <= self.rto_max_s:
+            raise bad("rto_min_s", f"seconds in (0, rto_max_s={self.rto_max_s}]")
+        if not self.cnp_interval_s > 0:
+            raise bad("cnp_interval_s", "seconds > 0")
+        if not self.qps_per_pair >= 1:
+            raise bad("qps_per_pair", "an int >= 1")
+        if self.pcie_rate_cap_bps is not None and not self.pcie_rate_cap_bps > 0:
+            raise bad("pcie_rate_cap_bps", "bit/s > 0 or None")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> NicConfig:
+        """Build from a mapping whose sizes/times/rates may be human strings."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown NIC config key(s) {unknown}; expected some of {sorted(known)}"
+            )
+        out: dict[str, Any] = {}
+        for key, val in values.items():
+            if val is None or isinstance(val, Mapping) or isinstance(val, bool):
+                out[key] = val
+            elif key == "pps":
+                out[key] = parse_packet_rate(val)
+            elif key.endswith("_bps"):
+                out[key] = parse_rate(val)
+            elif key.endswith("_s"):
+                out[key] = parse_time(val)
+            elif key.endswith("_bytes") or key == "mtu":
+                out[key] = int(parse_size(val))
+            else:
+                out[key] = val
+        return cls(**out)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["selector_params"] = dict(self.selector_params)
+        d["cc_params"] = dict(self.cc_params)
+        return d
+
+
+class SmartNic:
+    """One NIC card on the fabric (see the module docstring). Built by :class:`RdmaNetwork`."""
+
+    def __init__(
+        self,
+        rdma: RdmaNetwork,
+        card: int,
+        endpoints: Sequence[str],
+        config: NicConfig,
+        cc: CongestionControl,
+    ) -> None:
+        net = rdma.network
+        self.rdma = rdma
+        self.env = net.env
+        self.card = card
+        self.config = config
+        self.cc = cc
+        self.endpoints = list(endpoints)
+        self.eids = [net.endpoint_id(e) for e in self.endpoints]
+        self.planes = len(self.endpoints)
+        self.ports = [net.attach(e, self) for e in self.endpoints]
+        for plane, port in enumerate(self.ports):
+            port.source = self._puller(plane)
+        self.line_rate_bps = sum(p.rate_bps for p in self.ports)
+        self.mode = check_mode(config.reliability)
+        self.cache = QpContextCache(config.qpc_entries)
+        self.tx_pipe = PacketPipeline(
+            config.pps, self.cache, config.qpc_miss_penalty_s, config.qpc_parallel_fetches
+        )
+        self.rx_pipe = PacketPipeline(
+            config.pps, self.cache, config.qpc_miss_penalty_s, config.qpc_parallel_fetches
+        )
+        self.rob = ReorderBuffer(config.reorder_buffer_bytes)
+        self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
+        self.credit = (
+            ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
+        )
+        self._credit_cb: Callback | None = None
+        self._ready: list[deque[QueuePair]] = [deque() for _ in self.ports]
+        self._heap: list[tuple[float, int, QueuePair]] = []
+        self._seq = itertools.count()
+        self._wake_t = _INF
+        self._in_pull = False
+        self._rx_later = self._rx_deferred
+        self.qps: dict[tuple[int, int], QueuePair] = {}
+        self.pcie_rate_cap_bps: float | None = None
+        self.set_pcie_rate_cap(config.pcie_rate_cap_bps)
+        # counters
+        self.tx_data_pkts = 0
+        self.rx_data_pkts = 0
+        self.acks_sent = 0
+        self.nacks_sent = 0
+        self.cnps_sent = 0
+        self.rx_deferred = 0  # packets that waited for the RX pipeline
+
+    # ------------------------------------------------------------------ hooks
+    def set_pcie_rate_cap(self, bps: float | None) -> None:
+        """Cap the NIC's payload DMA (both directions) at ``bps`` bit/s: the NIC's share of its
+        PCIe tree (set by the PCIe model, :mod:`nic.pcie`). None removes the cap."""
+        self.tx_pipe.set_dma_cap(bps)
+        self.rx_pipe.set_dma_cap(bps)
+        self.pcie_rate_cap_bps = bps
+
+    def call_at(self, when: float, fn: Callable[[Any], object], arg: Any = None) -> Callback:
+        return call_at(self.env, when, fn, arg)
+
+    # ------------------------------------------------------------------ QPs
+    def qp_to(self, dst: SmartNic, index: int = 0) -> QueuePair:
+        """The QP number ``index`` from this NIC to ``dst`` (created on first use)."""
+        key = (dst.card, index)
+        qp = self.qps.get(key)
+        if qp is None:
+            qp = self.rdma._new_qp(self, dst, index)
+            self.qps[key] = qp
+        return qp
+
+    # ------------------------------------------------------------------ transmit
+    def activate(self, qp: QueuePair) -> None:
+        """``qp`` may have something to send: queue it (ready now, or paced to later)."""
+        if qp.queued:
+            return
+        snd = qp.snd
+        if not snd.has_data():
+            return
+        fcc = qp.fcc
+        w = fcc.window_bytes
+        if w is not None and snd.inflight_bytes > 0 and snd.inflight_bytes >= w:
+            return
+        c = fcc.credit_bytes
+        if c is not None and not qp.sendable():
+            return
+        now = self.env._now
+        if self.planes > 1 and qp.next_ev < 0:
+            ev = qp.sel.next_ev(now)
+            qp.next_ev = ev
+            qp.next_plane = qp.sel.plane_of(ev)
+        t = qp.next_time
+        qp.queued = True
+        port = self.ports[qp.next_plane]
+        if t <= now:
+            self._ready[qp.next_plane].append(qp)
+            if not port._tx_pending:
+                port.kick()
+        else:
+            due = fcc.timer_due_s
+            heappush(self._heap, (t if t < due else due, next(self._seq), qp))
+            if not port._tx_pending:
+                self._wake(t if t < due else due)
+
+    def _wake(self, t: float) -> None:
+        if t < self._wake_t:
+            self._wake_t = t
+            call_at(self.env, t, self._on_wake)
+
+    def _on_wake(self, _arg: object = None) -> None:
+        now = self.env._now
+        if self._wake_t <= now:
+            self._wake_t = _INF
+        if self._heap and self._heap[0][0] <= now:
+            self._release(now)
+        for port in self.ports:
+            if not port._tx_pending:
+                port.kick()
+        if self._heap and self._wake_t == _INF:
+            # work remains paced for later: make sure someone wakes for it
+            if any(not p._tx_pending for p in self.ports):
+                self._wake(self._heap[0][0])
+
+    def _release(self, now: float) -> None:
+        """Move QPs whose pacing time has come from the heap to their ready queues."""
+        heap = self._heap
+        ready = self._ready
+        while heap and heap[0][0] <= now:
+            qp = heappop(heap)[2]
+            fcc = qp.fcc
+            if fcc.timer_due_s <= now:
+                self.cc.handle_tick(now, fcc)
+                qp.repace(now)
+            t = qp.next_time
+            if t > now:
+                due = fcc.timer_due_s
+                heappush(heap, (t if t < due else due, next(self._seq), qp))
+                continue
+            ready[qp.next_plane].append(qp)
+
+    def _puller(self, plane: int) -> Callable[[], RdmaPacket | None]:
+        def pull() -> RdmaPacket | None:
+            return self._pull(plane)
+
+        return pull
+
+    def _pull(self, plane: int) -> RdmaPacket | None:
+        now = self.env._now
+        pipe = self.tx_pipe
+        nf = pipe.next_free
+        if nf > now:
+            self._wake(nf)
+            return None
+        heap = self._heap
+        if heap and heap[0][0] <= now:
+            self._release(now)
+        ready = self._ready[plane]
+        cache = self.cache
+        self._in_pull = True
+        try:
+            while ready:
+                qp = ready.popleft()
+                qp.queued = False
+                if qp._fetched:
+                    qp._fetched = False
+                elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
+                    # QP context miss: fetch it over PCIe; the QP waits, others go on
+                    qp._fetched = True
+                    pipe.next_free = now + pipe.miss_busy_s
+                    qp.queued = True
+                    t = now + pipe.miss_penalty_s
+                    heappush(heap, (t, next(self._seq), qp))
+                    self._wake(t)
+                    if pipe.next_free > now:
+                        self._wake(pipe.next_free)
+                        return None
+                    continue
+                pkt = qp.build(now)
+                if pkt is None:
+                    continue
+                pipe.packets += 1
+                busy = now + pipe.interval
+                if pipe.dma_bps is not None:
+                    d = pipe.dma_free
+                    d = (d if d > now else now) + pkt.size * 8.0 / pipe.dma_bps
+                    pipe.dma_free = d
+                    if d > busy:
+                        busy = d
+                pipe.next_free = busy
+                self.tx_data_pkts += 1
+                self._requeue(qp, now, now + pkt.wire * 8.0 / self.ports[plane].rate_bps)
+                return pkt
+        finally:
+            self._in_pull = False
+        if heap:
+            self._wake(heap[0][0])
+        return None
+
+    def _requeue(self, qp: QueuePair, now: float, port_free: float) -> None:
+        """After ``qp`` sent a packet: queue it again if it can send more."""
+        snd = qp.snd
+        if not snd.has_data():
+            return
+        fcc = qp.fcc
+        w = fcc.window_bytes
+        if w is not None and snd.inflight_bytes >= w:
+            return
+        c = fcc.credit_bytes
+        if c is not None and c <= 0:
+            return
+        if self.planes > 1:
+            ev = qp.sel.next_ev(now)
+            qp.next_ev = ev
+            qp.next_plane = qp.sel.plane_of(ev)
+        qp.queued = True
+        t = qp.next_time
+        if t <= port_free:
+            self._ready[qp.next_plane].append(qp)
+            if qp.next_plane != 0 or self.planes > 1:
+                port = self.ports[qp.next_plane]
+                if not port._tx_pending and port._busy_until <= now:
+                    self._wake(now)  # another plane's idle port: kick it from an event
+        else:
+            due = fcc.timer_due_s
+            heappush(self._heap, (t if t < due else due, next(self._seq), qp))
+
+    # ------------------------------------------------------------------ control packets
+    def _send_ctrl(self, pkt: RdmaPacket, plane: int) -> None:
+        pipe = self.tx_pipe
+        now = self.env._now
+        nf = pipe.next_free
+        pipe.next_free = (nf if nf > now else now) + pipe.interval
+        if self._in_pull:
+            call_at(self.env, now, self._send_deferred, (pkt, plane))
+        else:
+            self.ports[plane].send(pkt)
+
+    def _send_deferred(self, arg: tuple[RdmaPacket, int]) -> None:
+        self.ports[arg[1]].send(arg[0])
+
+    def request_credit(self, qp: QueuePair, nbytes: int) -> None:
+        """Ask ``qp``'s receiver for ``nbytes`` of credit (RCCC) with a control packet."""
+        now = self.env._now
+        pkt = RdmaPacket(
+            K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.dst_nic.eids[0], qp.id, 0, 0, now, qp,
+            F_CREDIT_REQ,
+        )  # fmt: skip
+        pkt.aux = nbytes
+        self._send_ctrl(pkt, 0)
+
+    def send_probe(self, qp: QueuePair, now: float) -> None:
+        """An RTT probe for ``qp`` (the CC asked for one); the receiver echoes it."""
+        pkt = RdmaPacket(
+            K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.dst_nic.eids[0], qp.id, 0, qp.sel.next_ev(now),
+            now, qp,
+        )  # fmt: skip
+        self._send_ctrl(pkt, 0)
+
+    # ------------------------------------------------------------------ receive
+    def receive(self, pkt: RdmaPacket) -> None:
+        """Fabric delivery of any packet addressed to one of this NIC's endpoints."""
+        now = self.env._now
+        pipe = self.rx_pipe
+        out = pipe.admit(now, pkt.flow, pkt.size)
+        if out > now:
+            self.rx_deferred += 1
+            call_at(self.env, out, self._rx_later, pkt)
+            return
+        self._rx(pkt, now)
+
+    def _rx_deferred(self, pkt: RdmaPacket) -> None:
+        self._rx(pkt, self.env._now)
+
+    def _rx(self, pkt: RdmaPacket, now: float) -> None:
+        kind = pkt.kind
+        qp: QueuePair = pkt.meta
+        if kind == K_DATA:
+            self._rx_data(pkt, qp, now)
+        elif kind == K_ACK:
+            qp.on_ack(pkt, now)
+            if not qp.queued:
+                self.activate(qp)
+        elif kind == K_NACK:
+            qp.on_nack(pkt, now)
+            if not qp.queued:
+                self.activate(qp)
+        elif kind == K_CNP:
+            qp.on_cnp(pkt, now)
+        elif kind == K_PROBE:
+            self._rx_probe(pkt, qp, now)
+
+    def _rx_data(self, pkt: RdmaPacket, qp: QueuePair, now: float) -> None:
+        self.rx_data_pkts += 1
+        rq = qp.rx
+        rel = rq.rel
+        rq.rx_pkts += 1
+        rq.rx_bytes += pkt.size
+        nxt0 = rel.rcv_nxt
+        v = rel.on_data(pkt.psn, pkt.size, pkt.flags & F_LAST, pkt.ecn)
+        if rel.rcv_nxt != nxt0:
+            und = qp.undelivered
+            if und and und[0].end_psn <= rel.rcv_nxt:
+                qp.delivered(rel.rcv_nxt, now)
+        cnp = self.cnp
+        if cnp is not None and pkt.ecn and cnp.on_data(qp, True, now):
+            c = RdmaPacket(
+                K_CNP, 0, _CNP_WIRE, pkt.dst, pkt.src, pkt.flow, pkt.psn, pkt.ev, now, qp
+            )
+            c.dpsn = pkt.psn
+            rq.cnps += 1
+            self.cnps_sent += 1
+            self._send_ctrl(c, self._plane_of_link(pkt))
+        if v:
+            if v == ACK:
+                flags = 0
+                if rel.dup_pending:
+                    rel.dup_pending = False
+                    flags = F_DUP
+                a = RdmaPacket(
+                    K_ACK, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, rel.rcv_nxt, pkt.ev, now, qp,
+                    flags,
+                )  # fmt: skip
+                a.aux = rel.ooo_bits
+                rq.ack_pkts += 1
+                self.acks_sent += 1
+            else:
+                a = RdmaPacket(
+                    K_NACK, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, rel.nack_psn, pkt.ev, now, qp
+                )
+                rq.nacks += 1
+                self.nacks_sent += 1
+            a.dpsn = pkt.psn
+            a.ts_echo = pkt.ts
+            a.ecn = pkt.ecn
+            a.int_rec = pkt.int_rec
+            self._send_ctrl(a, self._plane_of_link(pkt))
+
+    def _plane_of_link(self, pkt: RdmaPacket) -> int:
+        if self.planes == 1:
+            return 0
+        return self.eids.index(pkt.dst)
+
+    def _rx_probe(self, pkt: RdmaPacket, qp: QueuePair, now: float) -> None:
+        flags = pkt.flags
+        if flags & F_CREDIT_REQ:  # at the receiver
+            credit = self.credit
+            if credit is None:
+                return
+            credit.request(qp, pkt.aux, now)
+            if self._credit_cb is None:
+                self._credit_cb = call_at(self.env, now + credit.interval_s, self._grant)
+        elif flags & F_CREDIT_GRANT:  # at the sender
+            qp.on_credit(pkt.aux, now)
+            self.activate(qp)
+        elif flags & F_PROBE_REPLY:  # at the sender
+            qp.on_probe_reply(pkt, now)
+            self.activate(qp)
+        else:  # a probe at the receiver: echo it
+            r = RdmaPacket(
+                K_PROBE, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, 0, pkt.ev, now, qp,
+                F_PROBE_REPLY,
+            )  # fmt: skip
+            r.ts_echo = pkt.ts
+            self._send_ctrl(r, self._plane_of_link(pkt))
+
+    def _grant(self, _arg: object = None) -> None:
+        self._credit_cb = None
+        credit = self.credit
+        now = self.env._now
+        for qp, nbytes in credit.grant(now):
+            g = RdmaPacket(
+                K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.nic.eids[0], qp.id, 0, 0, now, qp,
+                F_CREDIT_GRANT,
+            )  # fmt: skip
+            g.aux = nbytes
+            self._send_ctrl(g, 0)
+        if credit.active:
+            self._credit_cb = call_at(self.env, now + credit.interval_s, self._grant)
+
+    # ------------------------------------------------------------------ completion
+    def message_done(self, msg: Message) -> None:
+        self.rdma._message_done(msg)
+
+    def __repr__(self) -> str:
+        return f"SmartNic(nic{self.card} planes={self.planes} qps={len(self.qps)})"
+
+
+class RdmaNetwork:
+    """SmartNICs on every NIC card of ``network``, and the runner-facing API.
+
+    ``config`` applies to every NIC (``nic_configs`` may override it per card). One congestion
+    control instance (parameters only) serves all NICs; per-flow state lives in each QP.
+    ``seed`` drives every random choice of the transport (path selectors), so the same seed
+    gives bit-identical results.
+
+    Typical use::
+
+        env = simpy.Environment()
+        net = Network(env, build_topology("leaf-spine", hosts_per_leaf=4, leaves=2), seed=1)
+        rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", selector="spray"), seed=1)
+        rdma.post(0, 5, 1 << 20)               # NIC card 0 -> card 5, 1 MiB RDMA WRITE
+        rdma.post_trace(trace_df, rank_map.nic)  # rows with hop == "rdma"
+        rdma.run()                              # until every posted message completed
+        df = rdma.message_table()              # one row per message
+    """
+
+    def __init__(
+        self,
+        network: Network,
+        config: NicConfig | None = None,
+        *,
+        seed: int = 0,
+        nic_configs: Mapping[int, NicConfig] | None = None,
+        cards: Iterable[int] | None = None,
+    ) -> None:
+        self.network = network
+        self.env = network.env
+        self.config = config or NicConfig()
+        self.seed = int(seed)
+        self.cc = make_cc(
+            self.config.cc, self.config.cc_params, allow_plugins=self.config.allow_plugins
+        )
+        g = network.graph
+        by_card: dict[int, list[tuple[int, str]]] = {}
+        for name in network.endpoints:
+            d = g.nodes[name]
+            if d.get("role") != "nic":
+                continue
+            by_card.setdefault(int(d["nic"]), []).append((int(d.get("plane", 0)), name))
+        wanted = sorted(by_card) if cards is None else sorted(set(cards))
+        overrides = dict(nic_configs or {})
+        self.nics: dict[int, SmartNic] = {}
+        self._ccs: dict[int, CongestionControl] = {}
+        for card in wanted:
+            if card not in by_card:
+                raise ValueError(f"NIC card {card!r} is not in the network; cards: "
+                                 f"{sorted(by_card)[:8]}...")  # fmt: skip
+            cfg = overrides.get(card, self.config)
+            cc = self.cc if cfg is self.config else make_cc(
+                cfg.cc, cfg.cc_params, allow_plugins=cfg.allow_plugins
+            )  # fmt: skip
+            eps = [n for _, n in sorted(by_card[card])]
+            self.nics[card] = SmartNic(self, card, eps, cfg, cc)
+        self.messages: list[Message] = []
+        self._qp_ids = itertools.count()
+        self._qp_list: list[QueuePair] = []
+        self._pending = 0
+        self._idle_event: Any = None
+        self._rtt_cache: dict[tuple[int, int, bool], tuple[float, int]] = {}
+        self._rr: dict[tuple[int, int], int] = {}
+        self.on_done: list[Callable[[Message], object]] = []
+
+    # ------------------------------------------------------------------ lookup
+    def nic(self, card: int) -> SmartNic:
+        try:
+            return self.nics[card]
+        except KeyError:
+            raise ValueError(
+                f"no SmartNic for NIC card {card!r}; cards are {sorted(self.nics)[:8]}..."
+            ) from None
+
+    def qp(self, src: int, dst: int, index: int = 0) -> QueuePair:
+        """QP ``index`` from NIC card ``src`` to card ``dst`` (created on first use)."""
+        return self.nic(src).qp_to(self.nic(dst), index)
+
+    def _new_qp(self, src: SmartNic, dst: SmartNic, index: int) -> QueuePair:
+        if src is dst:
+            raise ValueError(f"a QP needs two different NICs; got nic{src.card} to itself")
+        if src.planes != dst.planes:
+            raise ValueError(
+                f"nic{src.card} has {src.planes} planes, nic{dst.card} {dst.planes}: a QP "
+                "spreads over planes both ends share"
+            )
+        cfg = src.config
+        qid = next(self._qp_ids)
+        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
+        sel = make_selector(cfg.selector, cfg.n_evs, rng, src.planes, dict(cfg.selector_params))
+        line = src.ports[0].rate_bps if (sel.single_path or src.planes == 1) else (
+            src.line_rate_bps
+        )  # fmt: skip
+        base_rtt, hops = self._base_rtt(src, dst, cfg.mtu)
+        fcc = src.cc.new_flow(qid, line, base_rtt, cfg.mtu, hops, self.env.now)
+        rq = RecvQp(dst.mode, dst.rob, dst.config.ack_every)
+        qp = QueuePair(
+            qid, src, dst, index, mtu=cfg.mtu, mode=src.mode, selector=sel, cc=src.cc, fcc=fcc,
+            rx=rq, reo_factor=cfg.reo_factor, reo_min_s=cfg.reo_min_s, rto_min_s=cfg.rto_min_s,
+            rto_max_s=cfg.rto_max_s,
+        )  # fmt: skip
+        self._qp_list.append(qp)
+        return qp
+
+    def _base_rtt(self, src: SmartNic, dst: SmartNic, mtu: int) -> tuple[float, int]:
+        key = (src.card, dst.card, False)
+        hit = self._rtt_cache.get(key)
+        if hit is None:
+            net = self.network
+            a, b = src.endpoints[0], dst.endpoints[0]
+            paths = net.paths(a, b)
+            if not paths:
+                raise ValueError(f"no path from {a!r} to {b!r} in the network")
+            rtt = net.base_rtt(a, b, mtu + ROCE_OVERHEAD, _ACK_WIRE)
+            hit = (rtt, len(paths[0]) - 2)
+            self._rtt_cache[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------ posting
+    def post(
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        *,
+        op: str | int = "write",
+        at: float | None = None,
+        qp: int | None = None,
+        tag: Any = None,
+    ) -> Message:
+        """Post an RDMA ``op`` of ``size`` bytes from NIC card ``src`` to ``dst``.
+
+        ``at`` absolute simulated time to post (default now); ``qp`` the QP index (default:
+        round-robin over ``qps_per_pair``); ``tag`` any user value kept in the results.
+        """
+        if isinstance(size, bool) or not isinstance(size, int | float) or int(size) != size:
+            raise ValueError(f"message size {size!r}; expected an int number of bytes >= 0")
+        size = int(size)
+        if size < 0:
+            raise ValueError(f"message size {size!r}; expected bytes >= 0")
+        opcode = check_opcode(op)
+        s, d = self.nic(src), self.nic(dst)
+        now = self.env.now
+        when = now if at is None else float(at)
+        if when < now:
+            raise ValueError(f"post at={at!r} is before now={now!r}")
+        if qp is None:
+            n = s.config.qps_per_pair
+            index = 0
+            if n > 1:
+                k = self._rr.get((src, dst), 0)
+                self._rr[(src, dst)] = k + 1
+                index = k % n
+        else:
+            index = int(qp)
+        q = s.qp_to(d, index)
+        msg = Message(len(self.messages), q, size, opcode, when, tag)
+        self.messages.append(msg)
+        self._pending += 1
+        if when > now:
+            call_at(self.env, when, self._post_now, msg)
+        else:
+            self._post_now(msg)
+        return msg
+
+    def _post_now(self, msg: Message) -> None:
+        msg.post_s = self.env._now
+        qp = msg.qp
+        qp.post(msg)
+        qp.nic.activate(qp)
+
+    def post_trace(
+        self,
+        trace: pd.DataFrame,
+        rank_nic: Sequence[int] | Mapping[int, int] | Any,
+        *,
+        t0: float | None = None,
+        hops: Sequence[str] = ("rdma",),
+        op: str = "write",
+    ) -> list[Message]:
+        """Post every row of a workload trace (team contract: ``src_rank``, ``dst_rank``,
+        ``bytes``, ``start_s``, ``hop`` ...) whose ``hop`` is in ``hops``.
+
+        ``rank_nic`` maps a rank to its NIC card: a sequence/array indexed by rank, a mapping,
+        or a :class:`fabric.rankmap.RankMap` (its ``nic`` array). Rows are posted at
+        ``t0 + start_s`` (``t0`` default now); ranks on the same NIC are skipped (no network
+        transfer). Each message's ``tag`` is the trace row's index label.
+        """
+        need = {"src_rank", "dst_rank", "bytes", "start_s", "hop"}
+        missing = sorted(need - set(trace.columns))
+        if missing:
+            raise ValueError(f"trace lacks column(s) {missing}; expected the trace contract")
+        nic_of = getattr(rank_nic, "nic", rank_nic)
+        base = self.env.now if t0 is None else float(t0)
+        rows = trace[trace["hop"].isin(list(hops))]
+        out: list[Message] = []
+        for idx, s, d, nb, st in zip(
+            rows.index,
+            rows["src_rank"].to_numpy(),
+            rows["dst_rank"].to_numpy(),
+            rows["bytes"].to_numpy(),
+            rows["start_s"].to_numpy(),
+            strict=True,
+        ):
+            try:
+                a, b = int(nic_of[int(s)]), int(nic_of[int(d)])
+            except (KeyError, IndexError):
+                raise ValueError(
+                    f"trace row {idx!r}: rank {int(s)} or {int(d)} has no NIC in rank_nic"
+                ) from None
+            if a == b:
+                continue
+            out.append(self.post(a, b, int(nb), op=op, at=base + float(st), tag=idx))
+        return out
+
+    # ------------------------------------------------------------------ running
+    @property
+    def pending(self) -> int:
+        """Messages posted (or scheduled) and not yet complete."""
+        return self._pending
+
+    def _message_done(self, msg: Message) -> None:
+        self._pending -= 1
+        for fn in self.on_done:
+            fn(msg)
+        if self._pending == 0 and self._idle_event is not None:
+            ev, self._idle_event = self._idle_event, None
+            ev.succeed()
+
+    def run(self, until: float | None = None) -> float:
+        """Run until every posted message completed (or simulated time ``until``).
+
+        Returns the simulated time reached. Raises RuntimeError if the event queue empties
+        with messages still pending (e.g. a destination became unreachable)."""
+        env = self.env
+        if until is not None:
+            if self._pending:
+                self._idle_event = env.event()
+                stop = env.timeout(max(0.0, until - env.now))
+                env.run(until=env.any_of([self._idle_event, stop]))
+                self._idle_event = None
+            else:
+                env.run(until=until)
+            return env.now
+        if self._pending:
+            self._idle_event = env.event()
+            try:
+                env.run(until=self._idle_event)
+            except RuntimeError as exc:  # SimPy: no scheduled events left
+                raise RuntimeError(
+                    f"simulation ran dry at t={env.now:.9g}s with {self._pending} message(s) "
+                    "pending"
+                ) from exc
+            finally:
+                self._idle_event = None
+        return env.now
+
+    # ------------------------------------------------------------------ results
+    def message_table(self) -> pd.DataFrame:
+        """One row per posted message: ids, endpoints, bytes, times, retransmitted packets."""
+        import pandas as pd
+
+        ms = self.messages
+        return pd.DataFrame(
+            {
+                "msg": [m.id for m in ms],
+                "qp": [m.qp.id for m in ms],
+                "src": [m.qp.nic.card for m in ms],
+                "dst": [m.qp.dst_nic.card for m in ms],
+                "op": ["write" if m.opcode == 0 else "send" for m in ms],
+                "bytes": [m.size for m in ms],
+                "packets": [m.npkts for m in ms],
+                "post_s": [m.post_s for m in ms],
+                "start_s": [m.start_s for m in ms],
+                "delivered_s": [m.t_delivered for m in ms],
+                "done_s": [m.done_s for m in ms],
+                "fct_s": [m.done_s - m.post_s for m in ms],
+                "retx_pkts": [m.retx_pkts for m in ms],
+                "tag": [m.tag for m in ms],
+            }
+        )
+
+    def qp_table(self) -> pd.DataFrame:
+        """One row per QP: sender and receiver counters, reliability and path state."""
+        import pandas as pd
+
+        qs = self._qp_list
+        return pd.DataFrame(
+            {
+                "qp": [q.id for q in qs],
+                "src": [q.nic.card for q in qs],
+                "dst": [q.dst_nic.card for q in qs],
+                "index": [q.index for q in qs],
+                "selector": [type(q.sel).__name__ for q in qs],
+                "mode": ["sr" if q.mode else "gbn" for q in qs],
+                "tx_pkts": [q.tx_pkts for q in qs],
+                "tx_bytes": [q.tx_bytes for q in qs],
+                "acked_bytes": [q.snd.acked_bytes for q in qs],
+                "retx_pkts": [q.snd.retransmits for q in qs],
+                "timeouts": [q.snd.timeouts for q in qs],
+                "nacks_rcvd": [q.nacks_rcvd for q in qs],
+                "ecn_acks": [q.ecn_acks for q in qs],
+                "cnps_rcvd": [q.cnps_rcvd for q in qs],
+                "srtt_s": [q.snd.srtt for q in qs],
+                "rate_bps": [q.fcc.send_rate_bps for q in qs],
+                "window_bytes": [q.fcc.window_bytes for q in qs],
+                "rx_pkts": [q.rx.rx_pkts for q in qs],
+                "rx_delivered_bytes": [q.rx.rel.delivered_bytes for q in qs],
+                "rx_dup_pkts": [q.rx.rel.dup_pkts for q in qs],
+                "rx_ooo_drops": [q.rx.rel.ooo_drops for q in qs],
+                "acks_sent": [q.rx.ack_pkts for q in qs],
+                "nacks_sent": [q.rx.nacks for q in qs],
+                "cnps_sent": [q.rx.cnps for q in qs],
+            }
+        )
+
+    def nic_table(self) -> pd.DataFrame:
+        """One row per NIC card: packet counters, pipeline, cache and reorder buffer."""
+        import pandas as pd
+
+        ns = list(self.nics.values())
+        return pd.DataFrame(
+            {
+                "nic": [n.card for n in ns],
+                "planes": [n.planes for n in ns],
+                "qps": [len(n.qps) for n in ns],
+                "tx_data_pkts": [n.tx_data_pkts for n in ns],
+                "rx_data_pkts": [n.rx_data_pkts for n in ns],
+                "acks_sent": [n.acks_sent for n in ns],
+                "nacks_sent": [n.nacks_sent for n in ns],
+                "cnps_sent": [n.cnps_sent for n in ns],
+                "tx_pipe_pkts": [n.tx_pipe.packets for n in ns],
+                "rx_pipe_pkts": [n.rx_pipe.packets for n in ns],
+                "rx_deferred": [n.rx_deferred for n in ns],
+                "qpc_hits": [n.cache.hits for n in ns],
+                "qpc_misses": [n.cache.misses for n in ns],
+                "rob_max_bytes": [n.rob.max_used for n in ns],
+                "rob_drops": [n.rob.drops for n in ns],
+            }
+        )
+
+    def with_config(self, **changes: Any) -> NicConfig:
+        """A copy of the default config with ``changes`` (for building another run)."""
+        return replace(self.config, **changes)
+
+    def __repr__(self) -> str:
+        return (
+            f"RdmaNetwork({len(self.nics)} NICs, {len(self._qp_list)} QPs, "
+            f"{len(self.messages)} messages, {self._pending} pending)"
+        )
+

@@ -1,0 +1,320 @@
+"""The ``podsim`` command (typer + rich).
+
+``podsim run [FILE|NAME]`` runs a scenario (the built-in ``quickstart`` when none is given) and
+writes its tables, summary, plots (and report) under ``--out`` or the scenario's
+``outputs.dir``; ``validate``, ``show``, ``list``, ``trace``, ``plot`` and ``report`` do one job
+each. Bad input prints one paragraph naming the file, key and value and exits with status 2;
+Ctrl-C exits with 130 after writing what was simulated; an internal error prints a short message
+with the path of a saved traceback and exits with 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from scenarios.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    ScenarioError,
+    save_traceback,
+)
+
+app = typer.Typer(
+    name="podsim",
+    help="Simulate AI-cluster fabrics: SmartNICs, multipath RDMA, CC, MoE all-to-all.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+out_console = Console(soft_wrap=True, highlight=False)
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override a key: key.path=value (YAML value); repeatable."),
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (overrides seed:).")]
+RefArg = Annotated[str, typer.Argument(help="Scenario file or built-in name (podsim list).")]
+
+
+def _fail(message: str, code: int) -> None:
+    err_console.print(message, markup=False)
+    raise typer.Exit(code)
+
+
+def guarded(fn: F) -> F:
+    """Turn every expected failure into a clean message and exit status (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except ScenarioError as exc:
+            _fail(f"error: {exc}", exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted.", EXIT_INTERRUPTED)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            _fail(f"error: {exc}", EXIT_BAD_INPUT)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            path = save_traceback(exc)
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc}. This is a bug in podsim, not in "
+                f"your input; the traceback is saved in {path}.",
+                EXIT_INTERNAL,
+            )
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
+    from scenarios.loader import load_scenario
+
+    sc, _doc = load_scenario(ref, sets or (), seed=seed)
+    return sc
+
+
+class _ProgressBar:
+    """A rich progress display that appears only once a run has taken more than a second."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self.enabled = enabled
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.progress: Any = None
+        self.task: Any = None
+        self._last = (self.t0, 0)
+
+    def __call__(self, sim_t: float, events: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self.progress is None:
+            if now - self.t0 < 1.0:
+                return
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                TextColumn("simulated {task.fields[sim]}"),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=None, sim="0s", rate="")
+        from fabric.units import fmt_time
+
+        rate = ""
+        if events is not None:
+            t_prev, e_prev = self._last
+            if now > t_prev and events >= e_prev:
+                rate = f"{(events - e_prev) / (now - t_prev) / 1e3:,.0f} k events/s"
+            self._last = (now, events)
+        self.progress.update(self.task, sim=fmt_time(sim_t), rate=rate)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+@app.command()
+@guarded
+def run(
+    scenario: Annotated[
+        str, typer.Argument(help="Scenario file or built-in name; default: quickstart.")
+    ] = "quickstart",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output folder.")] = None,
+    sets: SetOpt = None,
+    seed: SeedOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    allow_plugins: Annotated[
+        bool, typer.Option("--allow-plugins", help="Allow module:Class plug-ins to load.")
+    ] = False,
+) -> None:
+    """Run a scenario and write its results, plots and summary."""
+    from scenarios.runner import output_dir
+    from scenarios.runner import run as run_scenario
+
+    sc = _load(scenario, sets, seed)
+    folder = output_dir(sc, out)
+    bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
+    try:
+        res = run_scenario(
+            sc, out=folder, progress=bar, allow_plugins=allow_plugins
+        )
+    finally:
+        bar.stop()
+    if not quiet:
+        for table in res.summary_tables():
+            out_console.print(table)
+        out_console.print(f"results in {folder}/", markup=False)
+    if res.status == "interrupted":
+        err_console.print(f"interrupted: partial results kept in {folder}/", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if res.status != "complete" and not quiet:
+        err_console.print(f"warning: the run ended with status {res.status!r}", markup=False)
+
+
+@app.command()
+@guarded
+def validate(
+    scenario: RefArg,
+    sets: SetOpt = None,
+    build: Annotated[
+        bool, typer.Option("--build/--no-build", help="Also build the cluster (cheap checks).")
+    ] = True,
+) -> None:
+    """Check a scenario without running it."""
+    sc = _load(scenario, sets)
+    if build:
+        from scenarios.build import build_cluster, trace_ranks
+
+        build_cluster(sc, trace_ranks(sc))
+    out_console.print(f"{scenario}: valid ({sc.name}, engine {sc.engine})", markup=False)
+
+
+@app.command()
+@guarded
+def show(scenario: RefArg, sets: SetOpt = None, seed: SeedOpt = None) -> None:
+    """Print the resolved scenario with every default filled in (YAML)."""
+    import yaml
+
+    sc = _load(scenario, sets, seed)
+    typer.echo(yaml.safe_dump(sc.resolved(), sort_keys=False), nl=False)
+
+
+@app.command(name="list")
+@guarded
+def list_(
+    what: Annotated[
+        str | None,
+        typer.Argument(help="Only this section (e.g. scenarios, topologies, cc, selectors)."),
+    ] = None,
+) -> None:
+    """List built-in scenarios and the registries' names with one-line descriptions."""
+    from rich.table import Table
+
+    from scenarios.loader import library_description, library_names
+    from scenarios.registries import get_registry
+
+    sections: list[tuple[str, list[tuple[str, str]]]] = [
+        ("scenarios", [(n, library_description(n)) for n in library_names()])
+    ]
+    for title, kind in (
+        ("topologies and cluster presets", "topology"),
+        ("congestion control", "congestion control"),
+        ("path selectors", "path selector"),
+        ("model presets", "model preset"),
+        ("dispatch modes", "dispatch mode"),
+        ("expert placements", "expert placement"),
+        ("expert popularity (skew)", "expert popularity"),
+        ("synthetic patterns", "synthetic pattern"),
+        ("node layouts", "node layout"),
+        ("rank mappings", "rank mapping"),
+        ("PHY profiles", "PHY profile"),
+        ("engines", "engine"),
+    ):
+        reg = get_registry(kind)
+        sections.append((title, reg.describe() if reg is not None else []))
+    if what:
+        key = what.lower().rstrip("s")
+        aliases = {"cc": "congestion control", "selector": "path selectors", "preset": "model"}
+        key = aliases.get(key, key)
+        chosen = [s for s in sections if key in s[0].lower()]
+        if not chosen:
+            raise ScenarioError(
+                f"no list called {what!r}; choose from: "
+                + ", ".join(t for t, _ in sections)
+                + "."
+            )
+        sections = chosen
+    for title, rows in sections:
+        table = Table(title=title, title_justify="left", show_header=False, box=None)
+        table.add_column("name", style="bold")
+        table.add_column("description")
+        for name, desc in rows:
+            table.add_row(name, desc)
+        if not rows:
+            table.add_row("(none installed yet)", "")
+        out_console.print(table)
+
+
+@app.command()
+@guarded
+def trace(
+    scenario: RefArg,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file to write.")] = None,
+    sets: SetOpt = None,
+    seed: SeedOpt = None,
+) -> None:
+    """Write the scenario's workload trace (Parquet, or CSV by extension) without simulating."""
+    from scenarios.build import build_cluster, build_trace, trace_ranks
+
+    sc = _load(scenario, sets, seed)
+    cluster = build_cluster(sc, trace_ranks(sc))
+    df = build_trace(sc, cluster)
+    path = out or Path(f"{sc.name}-trace.parquet")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    else:
+        df.to_parquet(path, index=False)
+    out_console.print(
+        f"wrote {len(df)} messages ({int(df['bytes'].sum())} bytes, {cluster.num_ranks} ranks) "
+        f"to {path}",
+        markup=False,
+    )
+
+
+@app.command()
+@guarded
+def plot(directory: Annotated[Path, typer.Argument(help="A result folder.")]) -> None:
+    """(Re)draw the plots of a result folder."""
+    from scenarios.plots import plot_all
+    from scenarios.results import Results
+
+    from scenarios.build import read_graph
+
+    res = Results.read(directory)
+    graph = read_graph(directory)
+    fmts = (res.scenario.get("outputs") or {}).get("plot_formats") or ["png", "svg"]
+    files = plot_all(res, directory / "plots", formats=fmts, graph=graph)
+    out_console.print(f"wrote {len(files)} plot files in {directory / 'plots'}", markup=False)
+
+
+@app.command()
+@guarded
+def report(
+    directory: Annotated[Path, typer.Argument(help="A result folder.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
+) -> None:
+    """Write one self-contained HTML report of a result folder."""
+    from scenarios.report import write_report
+
+    path = write_report(directory, out)
+    out_console.print(f"wrote {path}", markup=False)
+
+
+def main() -> None:  # pragma: no cover - console entry for `python -m scenarios.cli`
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

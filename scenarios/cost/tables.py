@@ -1,0 +1,118 @@
+"""The cost breakdown as rich tables (what ``podsim cost`` prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.table import Table
+
+from scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
+from scenarios.cost.model import CostBreakdown
+
+__all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd"]
+
+
+def usd(x: float) -> str:
+    """``1234567.0`` -> ``'$1,234,567'``."""
+    return f"${x:,.0f}"
+
+
+def bom_table(cost: CostBreakdown, title: str = "Bill of materials") -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("category", no_wrap=True)
+    t.add_column("item", no_wrap=True)
+    t.add_column("detail", overflow="fold", ratio=1)
+    t.add_column("count", justify="right", no_wrap=True)
+    t.add_column("unit", justify="right", no_wrap=True)
+    t.add_column("capex", justify="right", no_wrap=True)
+    t.add_column("power", justify="right", no_wrap=True)
+    for ln in cost.lines:
+        t.add_row(
+            ln.category,
+            ln.item + ("*" if ln.estimate else ""),
+            ln.detail,
+            f"{ln.count:,}",
+            usd(ln.unit_price_usd),
+            usd(ln.capex_usd),
+            f"{ln.power_w:,.0f} W",
+        )
+    t.caption = "* estimate: no public price or power (see scenarios/cost/catalog.yaml)"
+    return t
+
+
+def breakdown_table(cost: CostBreakdown, title: str = "Cost breakdown") -> Table:
+    capex, power = cost.capex_by_category(), cost.power_by_category()
+    total, watts = cost.capex_usd, cost.power_w
+    t = Table(title=title, title_justify="left")
+    t.add_column("category")
+    t.add_column("capex", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("power", justify="right")
+    t.add_column("share", justify="right")
+    for c in CATEGORIES:
+        if capex.get(c, 0) == 0 and power.get(c, 0) == 0:
+            continue
+        mark = " (interconnect)" if c in INTERCONNECT_CATEGORIES else ""
+        t.add_row(
+            c + mark,
+            usd(capex[c]),
+            f"{capex[c] / total:.1%}" if total else "-",
+            f"{power[c] / 1000:,.1f} kW",
+            f"{power[c] / watts:.1%}" if watts else "-",
+        )
+    t.add_section()
+    t.add_row("total", usd(total), "100%", f"{watts / 1000:,.1f} kW", "100%")
+    tco = cost.tco()
+    t.add_row(
+        f"TCO {tco['years']:g} y (${tco['usd_per_kwh']:g}/kWh, PUE {tco['pue']:g})",
+        usd(tco["tco_usd"]),
+        "",
+        f"{tco['energy_kwh'] / 1e6:,.2f} GWh",
+        "",
+    )
+    rule = cost.rule_of_thumb
+    t.add_row(
+        "interconnect fraction",
+        usd(cost.interconnect_usd),
+        f"{cost.interconnect_fraction:.1%}",
+        "",
+        f"rule of thumb {rule:.0%}" if rule is not None else "",
+    )
+    if cost.gpus:
+        t.add_row("per GPU", usd(total / cost.gpus), "", f"{watts / cost.gpus:,.0f} W", "")
+    return t
+
+
+def cost_tables(cost: CostBreakdown) -> list[Table]:
+    return [bom_table(cost), breakdown_table(cost)]
+
+
+def savings_table(
+    baseline: CostBreakdown | Mapping[str, float],
+    variant: CostBreakdown | Mapping[str, float],
+    base_name: str,
+    variant_name: str,
+) -> Table:
+    """The variant's saving over the baseline at every scope of
+    :data:`scenarios.cost.compare.SCOPES` (breakdowns or ``capex_by_category`` mappings)."""
+    from scenarios.cost.compare import scope_savings
+
+    def capex(x: CostBreakdown | Mapping[str, float]) -> Mapping[str, float]:
+        return x.capex_by_category() if isinstance(x, CostBreakdown) else x
+
+    df = scope_savings(capex(baseline), capex(variant))
+    t = Table(title=f"{variant_name} vs {base_name}: capex saving by scope", title_justify="left")
+    t.add_column("scope")
+    t.add_column(base_name, justify="right")
+    t.add_column(variant_name, justify="right")
+    t.add_column("saving", justify="right")
+    t.add_column("saving %", justify="right")
+    for r in df.itertuples():
+        t.add_row(
+            r.scope,
+            usd(r.baseline_usd),
+            usd(r.variant_usd),
+            usd(r.saving_usd),
+            f"{r.saving_fraction:.1%}",
+        )
+    return t

@@ -1,0 +1,234 @@
+"""Study plots: cost vs performance with the Pareto front, stacked cost breakdown per variant,
+and a sensitivity (tornado) plot of one metric against each swept parameter.
+
+All take the study table (``results.parquet``: one row per point, ``param:<key>`` columns, the
+performance metrics and ``capex.<category>`` columns) and return matplotlib figures;
+:func:`save_study_figures` writes them as PNG and SVG, and :func:`study_figures` is what the HTML
+report (scenarios/report.py) embeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scenarios.cost.bom import CATEGORIES
+from scenarios.study.store import PARAM_PREFIX
+
+__all__ = [
+    "fig_cost_breakdown",
+    "fig_pareto",
+    "fig_tornado",
+    "pareto_front",
+    "save_study_figures",
+    "study_figures",
+    "variant_labels",
+]
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(PARAM_PREFIX)]
+
+
+def variant_labels(df: pd.DataFrame) -> list[str]:
+    """One short label per row: ``leaf=value, ...`` of the swept parameters (last key part)."""
+    cols = param_columns(df)
+    if not cols:
+        return [f"point {i}" for i in df.get("point", range(len(df)))]
+    out = []
+    for _, row in df.iterrows():
+        parts = [f"{c[len(PARAM_PREFIX) :].rsplit('.', 1)[-1]}={row[c]}" for c in cols]
+        out.append(", ".join(parts))
+    return out
+
+
+def pareto_front(
+    cost: Sequence[float], perf: Sequence[float], maximize: bool = False
+) -> np.ndarray:
+    """Boolean mask of Pareto-optimal points: no other point is at most as costly and at least
+    as good with one of the two strictly better. Lower cost is better; lower ``perf`` is better
+    unless ``maximize``. NaNs are never on the front."""
+    c = np.asarray(cost, float)
+    p = np.asarray(perf, float)
+    p = -p if maximize else p
+    ok = np.isfinite(c) & np.isfinite(p)
+    mask = np.zeros(len(c), bool)
+    for i in np.flatnonzero(ok):
+        dominated = ok & (c <= c[i]) & (p <= p[i]) & ((c < c[i]) | (p < p[i]))
+        mask[i] = not dominated.any()
+    return mask
+
+
+def _label(metric: str) -> str:
+    units = {"_usd": " (USD)", "_s": " (s)", "_Bps": " (B/s)", "_w": " (W)", "_bps": " (bit/s)"}
+    for suffix, unit in units.items():
+        if metric.endswith(suffix):
+            return metric + unit
+    return metric
+
+
+def fig_pareto(
+    df: pd.DataFrame,
+    metric: str,
+    cost_metric: str = "capex_usd",
+    maximize: bool = False,
+    title: str = "",
+) -> Any:
+    """Scatter of ``cost_metric`` (x) against ``metric`` (y), Pareto front marked and joined."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    x = pd.to_numeric(df[cost_metric], errors="coerce").to_numpy(float)
+    y = pd.to_numeric(df[metric], errors="coerce").to_numpy(float)
+    front = pareto_front(x, y, maximize)
+    ax.scatter(x[~front], y[~front], s=28, c="0.6", label="dominated")
+    order = np.argsort(x[front])
+    ax.plot(x[front][order], y[front][order], "-o", c="tab:red", ms=6, label="Pareto front")
+    labels = variant_labels(df)
+    if len(df) <= 24:
+        for xi, yi, lab, f in zip(x, y, labels, front, strict=True):
+            if np.isfinite(xi) and np.isfinite(yi):
+                ax.annotate(lab, (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points",
+                            color="tab:red" if f else "0.35")  # fmt: skip
+    ax.set_xlabel(_label(cost_metric))
+    ax.set_ylabel(_label(metric) + (" - higher is better" if maximize else " - lower is better"))
+    ax.set_title(title or f"{metric} vs {cost_metric}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fig_cost_breakdown(df: pd.DataFrame, title: str = "Capex by category per variant") -> Any:
+    """Stacked bars of ``capex.<category>`` per row (variant), in millions of USD."""
+    plt = _plt()
+    cats = [c for c in CATEGORIES if f"capex.{c}" in df.columns]
+    extra = sorted(
+        c[len("capex.") :]
+        for c in df.columns
+        if c.startswith("capex.") and c[len("capex.") :] not in cats
+    )
+    cats += extra
+    labels = variant_labels(df)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(df) + 3), 5))
+    bottom = np.zeros(len(df))
+    cmap = plt.get_cmap("tab10")
+    for i, c in enumerate(cats):
+        v = pd.to_numeric(df[f"capex.{c}"], errors="coerce").fillna(0).to_numpy(float) / 1e6
+        if not v.any():
+            continue
+        ax.bar(range(len(df)), v, bottom=bottom, label=c, color=cmap(i % 10))
+        bottom += v
+    ax.set_xticks(range(len(df)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("capex (million USD)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def tornado_data(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per swept parameter: the lowest and highest mean of ``metric`` over its values
+    (marginal means over the other parameters), the values that give them, and the span."""
+    y = pd.to_numeric(df[metric], errors="coerce")
+    rows = []
+    for col in param_columns(df):
+        means = y.groupby(df[col].astype(str)).mean().dropna()
+        if len(means) < 2:
+            continue
+        rows.append(
+            {
+                "param": col[len(PARAM_PREFIX) :],
+                "low": float(means.min()),
+                "low_at": str(means.idxmin()),
+                "high": float(means.max()),
+                "high_at": str(means.idxmax()),
+                "span": float(means.max() - means.min()),
+            }
+        )
+    out = pd.DataFrame(rows, columns=["param", "low", "low_at", "high", "high_at", "span"])
+    return out.sort_values("span", ascending=True, kind="mergesort").reset_index(drop=True)
+
+
+def fig_tornado(df: pd.DataFrame, metric: str, title: str = "") -> Any:
+    """Tornado plot: one bar per swept parameter from the lowest to the highest marginal mean
+    of ``metric``, widest on top, around the mean of all points."""
+    plt = _plt()
+    data = tornado_data(df, metric)
+    fig, ax = plt.subplots(figsize=(7.5, max(2.5, 0.6 * len(data) + 1.5)))
+    base = float(pd.to_numeric(df[metric], errors="coerce").mean())
+    for i, r in data.iterrows():
+        ax.barh(i, r["high"] - r["low"], left=r["low"], color="tab:blue", alpha=0.75)
+        ax.annotate(r["low_at"], (r["low"], i), fontsize=7, ha="right", va="center",
+                    xytext=(-3, 0), textcoords="offset points")  # fmt: skip
+        ax.annotate(r["high_at"], (r["high"], i), fontsize=7, ha="left", va="center",
+                    xytext=(3, 0), textcoords="offset points")  # fmt: skip
+    if np.isfinite(base):
+        ax.axvline(base, color="0.3", lw=1, ls="--", label="mean of all points")
+        ax.legend(fontsize=8)
+    ax.set_yticks(range(len(data)))
+    ax.set_yticklabels(list(data["param"]), fontsize=8)
+    ax.set_xlabel(_label(metric))
+    ax.set_title(title or f"Sensitivity of {metric} to each swept parameter")
+    if data.empty:
+        ax.text(0.5, 0.5, "fewer than two values per parameter", ha="center",
+                transform=ax.transAxes)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def study_figures(
+    df: pd.DataFrame,
+    metric: str,
+    cost_metric: str = "capex_usd",
+    maximize: bool = False,
+    name: str = "study",
+) -> dict[str, Any]:
+    """The study's figures by file stem: ``pareto``, ``cost_breakdown``, ``tornado``.
+    Figures whose columns are missing from ``df`` are left out."""
+    figs: dict[str, Any] = {}
+    if metric in df.columns and cost_metric in df.columns:
+        figs["pareto"] = fig_pareto(
+            df, metric, cost_metric, maximize, f"{name}: {metric} vs {cost_metric}"
+        )
+    if any(c.startswith("capex.") for c in df.columns):
+        figs["cost_breakdown"] = fig_cost_breakdown(df, f"{name}: capex by category")
+    if metric in df.columns and param_columns(df):
+        figs["tornado"] = fig_tornado(df, metric, f"{name}: sensitivity of {metric}")
+    return figs
+
+
+def save_study_figures(
+    df: pd.DataFrame,
+    out_dir: str | Path,
+    metric: str,
+    cost_metric: str = "capex_usd",
+    maximize: bool = False,
+    name: str = "study",
+    formats: Sequence[str] = ("png", "svg"),
+) -> list[Path]:
+    """Write :func:`study_figures` under ``out_dir`` (``<stem>.png`` / ``.svg``); the paths."""
+    plt = _plt()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, fig in study_figures(df, metric, cost_metric, maximize, name).items():
+        for fmt in formats:
+            p = out / f"{stem}.{fmt}"
+            fig.savefig(p, dpi=130)
+            written.append(p)
+        plt.close(fig)
+    return written

@@ -1,0 +1,162 @@
+"""Routing: shortest-path next-hop sets, ECMP hashing (balance, stickiness, spraying), paths,
+link failure and recovery."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+from fabric_testutil import build
+
+from fabric.routing import RoutingError
+from fabric.topology import fat_tree, leaf_spine
+
+
+def _balance_bound(n: int, bins: int, z: float = 5.0) -> float:
+    """Per-bin deviation allowed for n items hashed uniformly into ``bins`` bins: each count is
+    Binomial(n, 1/bins); a deviation beyond z standard deviations has normal-tail probability
+    about exp(-z^2/2)/(z sqrt(2 pi)) (3e-7 for z = 5), so with a union bound over the bins a
+    fair hash fails this with probability below ~1e-6 x bins."""
+    p = 1.0 / bins
+    return z * math.sqrt(n * p * (1 - p))
+
+
+def test_next_hops_leaf_spine():
+    g = leaf_spine(hosts_per_leaf=2, leaves=3, spines=4)
+    env, net, _ = build(g)
+    r = net.routing
+    far = net.endpoint_id("nic5.p0")  # on leaf2
+    assert r.next_hops("leaf0", far) == ["spine0", "spine1", "spine2", "spine3"]
+    assert r.next_hops("spine2", far) == ["leaf2"]
+    assert r.next_hops("leaf2", far) == ["nic5.p0"]
+    near = net.endpoint_id("nic1.p0")  # on leaf0
+    assert r.next_hops("leaf0", near) == ["nic1.p0"]
+    paths = net.paths("nic0.p0", "nic5.p0")
+    assert paths == [["nic0.p0", "leaf0", f"spine{j}", "leaf2", "nic5.p0"] for j in range(4)]
+    assert net.paths("nic0.p0", "nic1.p0") == [["nic0.p0", "leaf0", "nic1.p0"]]
+    assert net.paths("nic0.p0", "nic0.p0") == []
+
+
+@pytest.mark.parametrize("k", [4, 6])
+def test_paths_match_networkx_on_fat_tree(k):
+    g = fat_tree(k=k)
+    env, net, _ = build(g)
+    eps = net.endpoints
+    for a, b in [(eps[0], eps[1]), (eps[0], eps[k // 2]), (eps[0], eps[-1])]:
+        ours = net.paths(a, b)
+        ref = sorted(nx.all_shortest_paths(g, a, b))
+        assert ours == ref
+    h = k // 2
+    assert len(net.paths(eps[0], eps[-1])) == h * h  # inter-pod: one path per core
+    assert len(net.paths(eps[0], eps[h])) == h  # same pod, other edge: one per aggregation
+
+
+def _spread(net, hosts, srcs, dsts, flows_per_src, spray=False):
+    for i, s in enumerate(srcs):
+        for f in range(flows_per_src):
+            hosts[s].add_message(dsts[(i + f) % len(dsts)], 64)
+    net.env.run()
+
+
+def test_ecmp_spreads_flows_within_binomial_bound():
+    g = leaf_spine(hosts_per_leaf=4, leaves=2, spines=4)
+    env, net, hosts = build(g)
+    eps = net.endpoints
+    flows_per_src = 500
+    _spread(net, hosts, eps[:4], eps[4:], flows_per_src)
+    n = 4 * flows_per_src
+    counts = [net.port("leaf0", f"spine{j}").tx_pkts for j in range(4)]
+    assert sum(counts) == n
+    dev = _balance_bound(n, 4)
+    assert max(abs(c - n / 4) for c in counts) <= dev, counts
+    assert dev / (n / 4) < 0.2  # the bound is meaningful: within 20 % of the mean
+
+
+def test_fixed_ev_sticks_and_route_predicts_it():
+    g = leaf_spine(hosts_per_leaf=2, leaves=2, spines=4)
+    env, net, hosts = build(g)
+    m = hosts["nic0.p0"].add_message("nic3.p0", 200 * 4096)
+    env.run()
+    counts = {j: net.port("leaf0", f"spine{j}").tx_pkts for j in range(4)}
+    used = [j for j, c in counts.items() if c]
+    assert len(used) == 1 and counts[used[0]] == 200
+    assert net.route("nic0.p0", "nic3.p0", m.flow, 0)[2] == f"spine{used[0]}"
+
+
+def test_spraying_spreads_one_flow():
+    g = leaf_spine(hosts_per_leaf=2, leaves=2, spines=4)
+    env, net, hosts = build(g, spray=True)
+    n = 2000
+    hosts["nic0.p0"].add_message("nic3.p0", n * 4096)
+    env.run()
+    counts = [net.port("leaf0", f"spine{j}").tx_pkts for j in range(4)]
+    assert sum(counts) == n
+    assert max(abs(c - n / 4) for c in counts) <= _balance_bound(n, 4)
+
+
+def test_no_hash_polarisation_across_tiers():
+    """Edge and aggregation switches hash with different salts, so inter-pod flows reach all
+    (k/2)^2 cores evenly; with one shared hash only k/2 cores would carry traffic."""
+    g = fat_tree(k=4)
+    env, net, hosts = build(g)
+    eps = net.endpoints
+    flows_per_src = 300
+    _spread(net, hosts, eps[:4], eps[12:], flows_per_src)  # pod 0 -> pod 3
+    n = 4 * flows_per_src
+    cores = sorted(s for s in net.switches if s.startswith("core"))
+    per_core = [sum(p.tx_pkts for p in net.switches[c].ports) for c in cores]
+    assert sum(per_core) == n
+    assert max(abs(c - n / 4) for c in per_core) <= _balance_bound(n, 4), per_core
+
+
+def test_link_failure_recomputes_affected_destinations():
+    g = leaf_spine(hosts_per_leaf=2, leaves=3, spines=2)
+    env, net, _ = build(g)
+    r = net.routing
+    before = {(s, d): r.next_hops(s, d) for s in net.switches for d in range(6)}
+    affected = net.set_link_state("leaf0", "spine0", up=False)
+    after = {(s, d): r.next_hops(s, d) for s in net.switches for d in range(6)}
+    changed = sorted({d for (s, d) in before if before[s, d] != after[s, d]})
+    assert changed and set(changed) <= set(affected)
+    assert all("spine0" not in p for p in [x[2] for x in net.paths("nic0.p0", "nic4.p0")])
+    assert r.next_hops("spine0", net.endpoint_id("nic0.p0")) == ["leaf2", "leaf1"] or set(
+        r.next_hops("spine0", net.endpoint_id("nic0.p0"))
+    ) <= {"leaf1", "leaf2"}
+    assert not r.link_is_up("leaf0", "spine0")
+    net.set_link_state("leaf0", "spine0", up=True)
+    assert {(s, d): r.next_hops(s, d) for s in net.switches for d in range(6)} == before
+    assert net.set_link_state("leaf0", "spine0", up=True) == []
+    with pytest.raises(RoutingError):
+        r.set_link("leaf0", "leaf1", up=False)
+
+
+def test_failure_in_flight_loses_packets_then_reroutes():
+    g = leaf_spine(hosts_per_leaf=1, leaves=2, spines=2)
+    env, net, hosts = build(g, spray=True)
+    m = hosts["nic0.p0"].add_message("nic1.p0", 400 * 4096)
+    env.run(until=20e-6)
+    net.set_link_state("leaf0", "spine0", up=False, reroute=False)  # blackhole first
+    env.run(until=25e-6)
+    net.routing.set_link("leaf0", "spine0", up=False)  # reconverged 5 us later
+    env.run()
+    lost = net.dropped_bytes()
+    assert lost > 0 and net.port("leaf0", "spine0").drops > 0
+    assert m.rx_bytes + lost == m.size
+
+
+def test_partition_counts_no_route_drops():
+    g = leaf_spine(hosts_per_leaf=1, leaves=2, spines=1)
+    env, net, hosts = build(g)
+    net.set_link_state("leaf0", "spine0", up=False)
+    hosts["nic0.p0"].add_message("nic1.p0", 3 * 4096)
+    env.run()
+    assert net.switches["leaf0"].noroute_drops == 3
+    assert net.dropped_bytes() == 3 * 4096
+    assert net.paths("nic0.p0", "nic1.p0") == [] and net.route("nic0.p0", "nic1.p0", 0, 0) == []
+
+
+def test_unknown_endpoint():
+    env, net, _ = build(leaf_spine(hosts_per_leaf=1, leaves=2))
+    with pytest.raises(RoutingError, match="not an endpoint"):
+        net.paths("leaf0", "nic1.p0")

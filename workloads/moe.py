@@ -1,0 +1,304 @@
+"""One entry point for MoE traffic: routing -> placement -> layout -> messages -> trace.
+
+:func:`moe_layer_trace` draws the routing of every (step, layer) of an EP group, lays it out as
+DeepEP does and turns it into dispatch and combine messages for the chosen mode, with the
+per-rank expert-compute time of each layer in ``attrs["compute"]`` (workloads.trace).
+
+Randomness: the popularity model's per-expert draws (which experts are hot) come from
+``default_rng([seed, layer])`` and are the same in every step; the tokens of each (step, layer)
+come from ``default_rng([seed, layer, step])``. Same arguments, same trace, bit for bit.
+
+Skew targets are calibrated against the base placement without redundant replicas (the
+production figures in physics.md are "without redundant experts"); a ``redundant`` placement is
+then built per layer from that layer's step-0 expert loads (an oracle EPLB) and lowers the skew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
+from workloads.dispatch import get_mode
+from workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
+from workloads.layout import EPLayout, ep_layout
+from workloads.models import MoEModel, get_model
+from workloads.placement import Placement, make_placement
+from workloads.precision import bytes_per_token
+from workloads.trace import make_trace
+from workloads.traffic import phase_messages
+
+__all__ = ["LayerTraffic", "moe_layer", "moe_layer_trace"]
+
+ROUTING_LIMITS = ("model", "none", "node")
+
+
+@dataclass(frozen=True, eq=False)
+class LayerTraffic:
+    """One routed layer: the routing, the placement used and the EP-group layout."""
+
+    routing: Routing
+    placement: Placement
+    layout: EPLayout
+    physical_topk: np.ndarray
+
+
+def _routing(
+    model: MoEModel,
+    num_tokens: int,
+    rank_of_expert: np.ndarray,
+    gpus_per_node: int,
+    *,
+    skew: str,
+    target_max_mean: float | None,
+    skew_shape: float | None,
+    routing_limit: str,
+    max_nodes: int | None,
+    rng: np.random.Generator,
+    expert_rng: np.random.Generator,
+) -> Routing:
+    logits = popularity_logits(
+        num_tokens,
+        model.routed_experts,
+        model.top_k,
+        skew,
+        target_max_mean=target_max_mean,
+        shape=skew_shape,
+        rank_of_expert=rank_of_expert,
+        rng=rng,
+        expert_rng=expert_rng,
+    )
+    groups = max_groups = None
+    if routing_limit == "model" and model.topk_groups < model.n_groups:
+        groups, max_groups = expert_groups(model.routed_experts, model.n_groups), model.topk_groups
+    elif routing_limit == "node":
+        groups = rank_of_expert // gpus_per_node
+        max_groups = max_nodes if max_nodes is not None else model.topk_groups
+    elif routing_limit not in ROUTING_LIMITS:
+        raise ValueError(
+            f"routing_limit {routing_limit!r}: expected one of {', '.join(ROUTING_LIMITS)}"
+        )
+    return gate(
+        logits,
+        model.top_k,
+        scoring=model.scoring,
+        groups=groups,
+        max_groups=max_groups,
+        norm_topk_prob=model.norm_topk_prob,
+        scaling=model.routed_scaling,
+    )
+
+
+def moe_layer(
+    model: str | MoEModel,
+    ep_size: int,
+    tokens_per_rank: int,
+    gpus_per_node: int,
+    *,
+    skew: str = "uniform",
+    target_max_mean: float | None = None,
+    skew_shape: float | None = None,
+    routing: np.ndarray | None = None,
+    routing_limit: str = "model",
+    max_nodes: int | None = None,
+    placement: str = "contiguous",
+    num_redundant: int = 0,
+    seed: int = 0,
+    step: int = 0,
+    layer: int = 0,
+    redundant_load: np.ndarray | None = None,
+) -> LayerTraffic:
+    """Route one (step, layer) of an EP group and lay it out (see :func:`moe_layer_trace`).
+
+    ``routing`` replays recorded expert ids [ep_size * tokens_per_rank, k] instead of drawing.
+    ``redundant_load`` is the per-expert load a ``redundant`` placement balances (default:
+    this layer's own counts).
+    """
+    m = get_model(model)
+    if ep_size <= 0 or tokens_per_rank < 0 or gpus_per_node <= 0:
+        raise ValueError(
+            f"ep_size ({ep_size}) and gpus_per_node ({gpus_per_node}) must be > 0 and "
+            f"tokens_per_rank ({tokens_per_rank}) >= 0"
+        )
+    n = ep_size * tokens_per_rank
+    base = make_placement(
+        "round-robin" if placement == "round-robin" else "contiguous", m.routed_experts, ep_size
+    )
+    if routing is not None:
+        r = replay_routing(np.asarray(routing), m.routed_experts)
+        if r.num_tokens != n:
+            raise ValueError(
+                f"replayed routing has {r.num_tokens} tokens; "
+                f"expected ep_size x tokens_per_rank = {n}"
+            )
+    else:
+        r = _routing(
+            m,
+            n,
+            base.rank_of_expert(),
+            gpus_per_node,
+            skew=skew,
+            target_max_mean=target_max_mean,
+            skew_shape=skew_shape,
+            routing_limit=routing_limit,
+            max_nodes=max_nodes,
+            rng=np.random.default_rng([seed, layer, step]),
+            expert_rng=np.random.default_rng([seed, layer]),
+        )
+    if placement == "redundant":
+        load = r.expert_counts() if redundant_load is None else redundant_load
+        pl = make_placement("redundant", m.routed_experts, ep_size, num_redundant, load)
+    else:
+        pl = make_placement(placement, m.routed_experts, ep_size, num_redundant)
+    phys = pl.to_physical(r.topk_idx)
+    lay = ep_layout(phys, pl.num_physical, ep_size, tokens_per_rank, gpus_per_node)
+    return LayerTraffic(r, pl, lay, phys)
+
+
+def moe_layer_trace(
+    model: str | MoEModel,
+    ep_size: int,
+    tokens_per_rank: int,
+    gpus_per_node: int,
+    mode: str = "deepep-normal",
+    *,
+    skew: str = "uniform",
+    target_max_mean: float | None = None,
+    skew_shape: float | None = None,
+    routing: str | Path | np.ndarray | None = None,
+    routing_limit: str = "model",
+    max_nodes: int | None = None,
+    placement: str = "contiguous",
+    num_redundant: int = 0,
+    seed: int = 0,
+    layers: int = 1,
+    steps: int = 1,
+    dispatch_dtype: str = "fp8",
+    combine_dtype: str = "bf16",
+    achieved_flops: float = DEFAULT_ACHIEVED_FLOPS,
+    compute_overhead_s: float = 0.0,
+) -> pd.DataFrame:
+    """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
+
+    ``model``: a MODELS name or MoEModel. Ranks 0..ep_size-1, ``gpus_per_node`` per scale-up
+    domain. ``mode``: a dispatch MODES name. ``skew``: a POPULARITY name with either
+    ``target_max_mean`` (per-rank load max/mean) or ``skew_shape``. ``routing``: replay recorded
+    expert ids (.npy path or array [tokens, k], or [layers, tokens, k]). ``routing_limit``:
+    'model' (the model's group limit), 'none', or 'node' (at most ``max_nodes`` nodes per
+    token, default the model's topk_groups). ``placement``: a PLACEMENTS name. Dtypes: wire
+    formats of dispatch and combine (workloads.precision). Compute: workloads.compute.
+
+    Returns a validated trace (workloads.trace) whose attrs also hold the routing statistics
+    ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
+    layers and steps) and the per-rank compute times.
+    """
+    m = get_model(model)
+    mode_ = get_mode(mode)
+    if layers <= 0 or steps <= 0:
+        raise ValueError(f"layers ({layers}) and steps ({steps}) must be >= 1")
+    recorded = None
+    if routing is not None:
+        recorded = np.load(routing) if isinstance(routing, (str, Path)) else np.asarray(routing)
+        if recorded.ndim == 2:
+            recorded = np.broadcast_to(recorded, (layers, *recorded.shape))
+        if recorded.ndim != 3 or recorded.shape[0] != layers:
+            raise ValueError(
+                f"routing must be [tokens, k] or [layers={layers}, tokens, k]; got {recorded.shape}"
+            )
+    bpt_d = bytes_per_token(dispatch_dtype, m.hidden)
+    bpt_c = bytes_per_token(combine_dtype, m.hidden)
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("step", "layer", "phase", "src", "dst", "tok", "bytes", "hop", "stage")
+    }
+    shape = (steps, layers, ep_size)
+    comp = {
+        "seconds": np.zeros(shape),
+        "flops": np.zeros(shape),
+        "token_copies": np.zeros(shape, np.int64),
+    }
+    stats: dict[str, list[float]] = {}
+    loads: dict[int, np.ndarray] = {}
+    for st in range(steps):  # one pass per (step, layer): each is a whole vectorised layer
+        for ly in range(layers):
+            lt = moe_layer(
+                m,
+                ep_size,
+                tokens_per_rank,
+                gpus_per_node,
+                skew=skew,
+                target_max_mean=target_max_mean,
+                skew_shape=skew_shape,
+                routing=None if recorded is None else recorded[ly],
+                routing_limit=routing_limit,
+                max_nodes=max_nodes,
+                placement=placement,
+                num_redundant=num_redundant,
+                seed=seed,
+                step=st,
+                layer=ly,
+                redundant_load=loads.get(ly),
+            )
+            loads.setdefault(ly, lt.routing.expert_counts())
+            for k, v in lt.layout.stats().items():
+                stats.setdefault(k, []).append(v)
+            for phase, bpt in (("dispatch", bpt_d), ("combine", bpt_c)):
+                msg = phase_messages(lt.layout, mode_, phase, bpt)
+                for k, v in (
+                    ("src", msg.src),
+                    ("dst", msg.dst),
+                    ("tok", msg.tokens),
+                    ("bytes", msg.bytes),
+                    ("hop", msg.hop),
+                    ("stage", msg.stage),
+                ):
+                    cols[k].append(v)
+                cols["step"].append(np.full(len(msg), st))
+                cols["layer"].append(np.full(len(msg), ly))
+                cols["phase"].append(np.full(len(msg), phase, dtype=object))
+            copies, flops, secs = rank_compute(
+                lt.layout.layout.num_tokens_per_expert,
+                lt.placement.slots_per_rank,
+                m.hidden,
+                m.moe_ffn,
+                achieved_flops,
+                compute_overhead_s,
+            )
+            comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly] = (
+                copies,
+                flops,
+                secs,
+            )
+    comp["steps"], comp["layers"] = np.arange(steps), np.arange(layers)
+    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    return make_trace(
+        step=cat["step"],
+        layer=cat["layer"],
+        phase=cat["phase"],
+        src_rank=cat["src"],
+        dst_rank=cat["dst"],
+        bytes=cat["bytes"],
+        tokens=cat["tok"],
+        hop=cat["hop"],
+        stage=cat["stage"],
+        num_ranks=ep_size,
+        gpus_per_node=gpus_per_node,
+        workload="moe",
+        model=m.name,
+        mode=mode_.name,
+        skew=skew if recorded is None else "replay",
+        target_max_mean=target_max_mean,
+        placement=placement,
+        num_redundant=num_redundant,
+        tokens_per_rank=tokens_per_rank,
+        seed=seed,
+        dispatch_dtype=dispatch_dtype,
+        combine_dtype=combine_dtype,
+        dispatch_bytes_per_token=bpt_d,
+        combine_bytes_per_token=bpt_c,
+        achieved_flops=achieved_flops,
+        **{k: float(np.mean(v)) for k, v in stats.items()},
+        compute=comp,
+    )

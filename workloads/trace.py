@@ -1,0 +1,339 @@
+"""The traffic trace: the one table every engine replays.
+
+Schema (a pandas DataFrame, one row per (src_rank, dst_rank) message of a phase):
+
+===========  =======  ============================================================
+column       dtype    meaning
+===========  =======  ============================================================
+step         int64    training/inference step (ring all-reduce: the ring step)
+layer        int64    MoE layer index
+phase        str      "dispatch" | "combine" | "other"
+src_rank     int64    sending rank, 0 .. num_ranks-1
+dst_rank     int64    receiving rank, 0 .. num_ranks-1
+bytes        int64    payload bytes (>= 0; wire overhead is the fabric's business)
+tokens       int64    token rows carried (>= 0; 0 for non-token traffic)
+start_s      float64  earliest start in seconds, relative to the phase start (>= 0)
+hop          str      "rdma" | "scaleup" | "local" (same node = scale-up domain)
+stage        int64    OPTIONAL route stage: 0 first hop; 1 rows forward what stage-0
+                      rows delivered to their src_rank (deepep-normal); default 0
+===========  =======  ============================================================
+
+``df.attrs`` carries ``num_ranks`` (required) and free metadata (model, mode, gpus_per_node,
+pattern, routing statistics, ...). Per-rank expert-compute durations for the
+dispatch -> compute -> combine timeline ride in ``df.attrs["compute"]``: a dict of NumPy arrays
+indexed [step, layer, rank] (``seconds``, ``flops``, ``token_copies``) plus ``steps``/``layers``
+(the step and layer values of the first two axes); :func:`compute_table` returns them as a
+long DataFrame. Arrays keep pandas' attrs copies cheap.
+
+Files: Parquet (attrs as JSON in the schema metadata key ``podsim.attrs``) or CSV (attrs as
+JSON on a first line ``# podsim-trace-attrs: {...}``); :func:`read_trace` validates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "COLUMNS",
+    "HOPS",
+    "PHASES",
+    "TraceError",
+    "compute_table",
+    "concat_traces",
+    "make_trace",
+    "read_trace",
+    "validate_trace",
+    "write_trace",
+]
+
+PHASES = ("dispatch", "combine", "other")
+HOPS = ("rdma", "scaleup", "local")
+INT_COLUMNS = ("step", "layer", "src_rank", "dst_rank", "bytes", "tokens")
+COLUMNS = ("step", "layer", "phase", "src_rank", "dst_rank", "bytes", "tokens", "start_s", "hop")
+OPTIONAL = ("stage",)
+_ATTRS_KEY = b"podsim.attrs"
+_CSV_PREFIX = "# podsim-trace-attrs: "
+
+
+class TraceError(ValueError):
+    """A trace that breaks the schema; the message names the column, row and value."""
+
+
+def make_trace(
+    *,
+    src_rank: Any,
+    dst_rank: Any,
+    bytes: Any,
+    num_ranks: int,
+    tokens: Any = 0,
+    step: Any = 0,
+    layer: Any = 0,
+    phase: Any = "other",
+    start_s: Any = 0.0,
+    hop: Any = None,
+    stage: Any = None,
+    gpus_per_node: int | None = None,
+    **attrs: Any,
+) -> pd.DataFrame:
+    """A validated trace from columns (arrays or scalars, broadcast to one length).
+
+    ``hop`` defaults to the locality of (src, dst) for ``gpus_per_node`` (None: each rank is
+    its own node). Extra keyword arguments go to ``df.attrs``.
+    """
+    from workloads.traffic import classify_hops  # traffic imports dispatch; keep this leaf light
+
+    src = np.asarray(src_rank, dtype=np.int64).ravel()
+    n = src.shape[0]
+
+    def col(v: Any, dtype: Any) -> np.ndarray:
+        a = np.asarray(v, dtype=dtype)
+        return np.broadcast_to(a, (n,)).copy() if a.ndim == 0 else a.ravel()
+
+    dst = col(dst_rank, np.int64)
+    if hop is None:
+        hop = classify_hops(src, dst, gpus_per_node)
+    data = {
+        "step": col(step, np.int64),
+        "layer": col(layer, np.int64),
+        "phase": col(phase, object),
+        "src_rank": src,
+        "dst_rank": dst,
+        "bytes": col(bytes, np.int64),
+        "tokens": col(tokens, np.int64),
+        "start_s": col(start_s, np.float64),
+        "hop": col(hop, object),
+    }
+    if stage is not None:
+        data["stage"] = col(stage, np.int64)
+    lengths = {k: len(v) for k, v in data.items()}
+    if len(set(lengths.values())) != 1:
+        raise TraceError(f"trace columns have different lengths: {lengths}")
+    df = pd.DataFrame(data)
+    df.attrs.update({"num_ranks": int(num_ranks), **attrs})
+    if gpus_per_node is not None:
+        df.attrs["gpus_per_node"] = int(gpus_per_node)
+    return validate_trace(df)
+
+
+def concat_traces(traces: Iterable[pd.DataFrame], **attrs: Any) -> pd.DataFrame:
+    """Rows of several traces of the same rank count; attrs from the first, updated by ``attrs``."""
+    traces = list(traces)
+    if not traces:
+        raise TraceError("concat_traces needs at least one trace")
+    ranks = {t.attrs.get("num_ranks") for t in traces}
+    if len(ranks) != 1:
+        raise TraceError(
+            f"cannot concatenate traces with different num_ranks {sorted(map(str, ranks))}"
+        )
+    merged = dict(traces[0].attrs)
+    merged.update(attrs)
+    df = pd.concat(traces, ignore_index=True)
+    if "stage" in df.columns:
+        df["stage"] = df["stage"].fillna(0).astype(np.int64)
+    df.attrs = merged
+    return validate_trace(df)
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFrame:
+    """Check ``df`` against the schema and return it (integer columns as int64).
+
+    ``num_ranks`` defaults to ``df.attrs['num_ranks']``. Raises :class:`TraceError` naming the
+    first offending column, row and value.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TraceError(f"a trace is a pandas DataFrame; got {type(df).__name__}")
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(
+            f"trace is missing column(s) {', '.join(map(repr, missing))}; "
+            f"required: {', '.join(COLUMNS)}"
+        )
+    if num_ranks is None:
+        num_ranks = df.attrs.get("num_ranks")
+    if num_ranks is None:
+        raise TraceError("trace has no num_ranks (df.attrs['num_ranks']); pass num_ranks=")
+    num_ranks = int(num_ranks)
+    if num_ranks <= 0:
+        raise TraceError(f"num_ranks must be > 0; got {num_ranks}")
+    for c in (*INT_COLUMNS, *(o for o in OPTIONAL if o in df.columns)):
+        s = df[c]
+        if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_integer_dtype(s):
+            bad = _first_non_integer(s)
+            raise TraceError(
+                f"column {c!r} has dtype {s.dtype}; expected integers"
+                + (f" (row {bad[0]}: {bad[1]!r})" if bad else "")
+            )
+        v = s.to_numpy(dtype=np.int64)
+        if (v < 0).any():
+            i = _first_bad(v < 0)
+            raise TraceError(f"column {c!r} has negative value {v[i]} at row {i}; expected >= 0")
+        if c in ("src_rank", "dst_rank") and (v >= num_ranks).any():
+            i = _first_bad(v >= num_ranks)
+            raise TraceError(
+                f"column {c!r} has rank {v[i]} at row {i}, outside 0..{num_ranks - 1} "
+                f"(num_ranks={num_ranks})"
+            )
+    s = df["start_s"]
+    if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
+        raise TraceError(f"column 'start_s' has dtype {s.dtype}; expected float seconds")
+    t = s.to_numpy(dtype=np.float64)
+    if not np.isfinite(t).all():
+        i = _first_bad(~np.isfinite(t))
+        raise TraceError(f"column 'start_s' has {t[i]} at row {i}; expected a finite number")
+    if (t < 0).any():
+        i = _first_bad(t < 0)
+        raise TraceError(f"column 'start_s' has negative value {t[i]} at row {i}; expected >= 0")
+    for c, allowed in (("phase", PHASES), ("hop", HOPS)):
+        v = df[c].to_numpy(dtype=object)
+        bad = ~np.isin(v, np.array(allowed, dtype=object))
+        if bad.any():
+            i = _first_bad(bad)
+            raise TraceError(
+                f"column {c!r} has {v[i]!r} at row {i}; expected one of {', '.join(allowed)}"
+            )
+    casts = {
+        c: np.int64
+        for c in (*INT_COLUMNS, *OPTIONAL)
+        if c in df.columns and df[c].dtype != np.int64
+    }
+    if df["start_s"].dtype != np.float64:
+        casts["start_s"] = np.float64
+    if casts:
+        attrs = dict(df.attrs)
+        df = df.astype(casts)
+        df.attrs = attrs
+    df.attrs["num_ranks"] = num_ranks
+    return df
+
+
+def _first_non_integer(s: pd.Series) -> tuple[int, Any] | None:
+    """(row, value) of the first value that is not an integer (NaN, text, fraction, bool)."""
+    for i, v in enumerate(s.tolist()):  # error path only: runs once, after the check failed
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            if isinstance(v, float) and v.is_integer():
+                continue
+            return i, v
+    return None
+
+
+# ------------------------------------------------------------------------ attrs <-> JSON
+
+
+def _to_json(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, dict):
+        return {str(k): _to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_json(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _from_json(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__", "dtype"}:
+            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+        return {k: _from_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_json(v) for v in obj]
+    return obj
+
+
+def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a validated trace as ``.parquet`` or ``.csv`` (by suffix), attrs included."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = validate_trace(df)
+    path = Path(path)
+    meta = json.dumps(_to_json(df.attrs))
+    if path.suffix == ".parquet":
+        bare = df.copy(deep=False)
+        bare.attrs = {}  # pyarrow would try (and fail) to JSON the NumPy arrays itself
+        table = pa.Table.from_pandas(bare, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _ATTRS_KEY: meta})
+        pq.write_table(table, path)
+    elif path.suffix == ".csv":
+        with path.open("w", newline="") as f:
+            f.write(_CSV_PREFIX + meta + "\n")
+            df.to_csv(f, index=False)
+    else:
+        raise TraceError(f"trace file {str(path)!r}: expected a .parquet or .csv suffix")
+    return path
+
+
+def read_trace(path: str | Path, num_ranks: int | None = None) -> pd.DataFrame:
+    """Read and validate a trace written by :func:`write_trace` (or by hand, with num_ranks=)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"trace file {str(path)!r} does not exist")
+    attrs: dict[str, Any] = {}
+    if path.suffix == ".parquet":
+        table = pq.read_table(path)
+        raw = (table.schema.metadata or {}).get(_ATTRS_KEY)
+        if raw:
+            attrs = _from_json(json.loads(raw))
+        df = table.to_pandas()
+    elif path.suffix == ".csv":
+        with path.open() as f:
+            first = f.readline()
+        skip = 0
+        if first.startswith(_CSV_PREFIX):
+            attrs = _from_json(json.loads(first[len(_CSV_PREFIX) :]))
+            skip = 1
+        df = pd.read_csv(path, skiprows=skip)
+        if df.empty:
+            df = df.astype({c: np.int64 for c in (*INT_COLUMNS, *OPTIONAL) if c in df.columns})
+            df = df.astype({"start_s": np.float64}) if "start_s" in df.columns else df
+    else:
+        raise TraceError(f"trace file {str(path)!r}: expected a .parquet or .csv suffix")
+    df.attrs = attrs
+    try:
+        return validate_trace(df, num_ranks)
+    except TraceError as e:
+        raise TraceError(f"{path}: {e}") from None
+
+
+def compute_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, layer, rank) expert compute: token_copies, flops, seconds (empty if none)."""
+    comp = df.attrs.get("compute")
+    cols = ["step", "layer", "rank", "token_copies", "flops", "seconds"]
+    if not comp:
+        return pd.DataFrame(
+            {
+                c: pd.Series(dtype=np.float64 if c in ("flops", "seconds") else np.int64)
+                for c in cols
+            }
+        )
+    sec = np.asarray(comp["seconds"], dtype=np.float64)
+    ranks = sec.shape[2]
+    st, ly, rk = np.meshgrid(
+        np.asarray(comp["steps"], np.int64),
+        np.asarray(comp["layers"], np.int64),
+        np.arange(ranks),
+        indexing="ij",
+    )
+    return pd.DataFrame(
+        {
+            "step": st.ravel(),
+            "layer": ly.ravel(),
+            "rank": rk.ravel(),
+            "token_copies": np.asarray(comp["token_copies"], np.int64).ravel(),
+            "flops": np.asarray(comp["flops"], np.float64).ravel(),
+            "seconds": sec.ravel(),
+        }
+    )

@@ -1,0 +1,125 @@
+"""Messages of one MoE phase, derived from a dispatch layout for each dispatch mode.
+
+One message per (source rank, destination rank) and route stage, with its token count. Hops are
+classified by locality with ``gpus_per_node`` = the scale-up domain size: same rank ``local``,
+same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is its own node).
+
+- ``megatron-alltoall`` / ``deepep-low-latency``: direct messages carrying pair_copies[s, t]
+  (token, expert) rows each way; the low-latency dispatch adds its 16 B header per row.
+- ``deepep-normal`` (physics.md: RDMA to the same local index on each target node, then NVLink
+  to the experts there). Dispatch stage 0: RDMA s -> (node b, local index of s) carrying
+  node_tokens[s, b] for every other node b, and direct scale-up s -> t inside s's node carrying
+  pair_tokens[s, t]; stage 1: the forwarder f on node b sends t on node b the tokens of all
+  sources with f's local index (f -> f is a ``local`` copy out of the RDMA buffer). Every
+  deduplicated (token, rank) pair thus arrives over exactly one scale-up or local message, and
+  every (token, remote node) pair crosses RDMA once. Combine is the mirror image: stage 0 sends
+  partial sums to the forwarder (or straight to the source inside its node), stage 1 sends the
+  node's reduced token back over RDMA.
+
+``stage`` 1 rows depend on the stage 0 rows that deliver to their source rank; an engine that
+ignores the column treats them as simultaneous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.dispatch import DispatchMode, get_mode
+from workloads.layout import EPLayout
+
+__all__ = ["Messages", "classify_hops", "phase_messages"]
+
+HOPS = ("rdma", "scaleup", "local")
+
+
+@dataclass(frozen=True, eq=False)
+class Messages:
+    """Parallel arrays, one entry per message."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    tokens: np.ndarray
+    bytes: np.ndarray
+    hop: np.ndarray
+    stage: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.src.shape[0])
+
+
+def classify_hops(src: np.ndarray, dst: np.ndarray, gpus_per_node: int | None) -> np.ndarray:
+    """'local' / 'scaleup' / 'rdma' for each (src, dst) rank pair."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    if gpus_per_node is None:
+        same_node = src == dst
+    else:
+        if gpus_per_node <= 0:
+            raise ValueError(f"gpus_per_node must be > 0; got {gpus_per_node}")
+        same_node = src // gpus_per_node == dst // gpus_per_node
+    return np.where(src == dst, "local", np.where(same_node, "scaleup", "rdma"))
+
+
+def _matrix_rows(mat: np.ndarray, stage: int) -> tuple[np.ndarray, ...]:
+    src, dst = np.nonzero(mat)
+    return src, dst, mat[src, dst], np.full(src.shape, stage)
+
+
+def _assemble(
+    parts: list[tuple[np.ndarray, ...]], bytes_per_token: int, gpn: int | None
+) -> Messages:
+    src, dst, tok, stage = (
+        np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(4)
+    )
+    return Messages(src, dst, tok, tok * bytes_per_token, classify_hops(src, dst, gpn), stage)
+
+
+def _forward_matrix(pair_tokens: np.ndarray, gpn: int) -> np.ndarray:
+    """[R, R] stage-1 forward tokens f -> t (f and t on the same node, b)."""
+    r = pair_tokens.shape[0]
+    nodes = r // gpn
+    p = pair_tokens.reshape(nodes, gpn, nodes, gpn)  # [src node, src local, dst node, dst local]
+    same = p[np.arange(nodes), :, np.arange(nodes), :]  # [b, l, t] from sources on node b itself
+    fwd = p.sum(axis=0).transpose(1, 0, 2) - same  # [b, l, t] from sources on other nodes
+    out = np.zeros((nodes, gpn, nodes, gpn), dtype=np.int64)
+    out[np.arange(nodes), :, np.arange(nodes), :] = fwd
+    return out.reshape(r, r)
+
+
+def phase_messages(
+    lay: EPLayout, mode: str | DispatchMode, phase: str, bytes_per_token: int
+) -> Messages:
+    """Messages of ``phase`` ('dispatch' or 'combine') for ``mode`` (module docstring).
+
+    ``bytes_per_token`` is the payload per token row (workloads.precision.bytes_per_token);
+    the mode's per-message header is added here.
+    """
+    m = get_mode(mode)
+    if phase not in ("dispatch", "combine"):
+        raise ValueError(f"phase must be 'dispatch' or 'combine'; got {phase!r}")
+    gpn = lay.gpus_per_node
+    header = m.header_bytes if phase == "dispatch" else 0
+    if not m.dedup:
+        mat = lay.pair_copies if phase == "dispatch" else lay.pair_copies.T
+        return _assemble([_matrix_rows(mat, 0)], bytes_per_token + header, gpn)
+    r = lay.num_ranks
+    if gpn is None or gpn >= r:  # one node: every pair is direct
+        mat = lay.pair_tokens if phase == "dispatch" else lay.pair_tokens.T
+        return _assemble([_matrix_rows(mat, 0)], bytes_per_token + header, gpn)
+    if r % gpn:
+        raise ValueError(f"deepep-normal over {r} ranks needs whole nodes of gpus_per_node={gpn}")
+    node = np.arange(r) // gpn
+    same_node = node[:, None] == node[None, :]
+    direct = np.where(same_node, lay.pair_tokens, 0)
+    remote = lay.node_tokens.copy()
+    remote[np.arange(r), node] = 0
+    rdma = np.zeros((r, r), dtype=np.int64)  # s -> (node b, local index of s)
+    fwd_rank = np.arange(remote.shape[1])[None, :] * gpn + (np.arange(r) % gpn)[:, None]
+    rdma[np.repeat(np.arange(r), remote.shape[1]), fwd_rank.ravel()] = remote.ravel()
+    forward = _forward_matrix(lay.pair_tokens, gpn)
+    if phase == "dispatch":
+        parts = [_matrix_rows(direct, 0), _matrix_rows(rdma, 0), _matrix_rows(forward, 1)]
+    else:
+        parts = [_matrix_rows(direct.T, 0), _matrix_rows(forward.T, 0), _matrix_rows(rdma.T, 1)]
+    return _assemble(parts, bytes_per_token + header, gpn)
