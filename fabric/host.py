@@ -83,7 +83,8 @@ class Host:
 
     ``mtu`` payload bytes per packet (RoCE MTU 4096 by default; a larger ``cell`` trades
     fidelity for speed, then pass ``overhead`` = 82 x frames per cell); ``spray`` per-packet
-    mode (see module docstring). Counters: ``sent_bytes``, ``delivered_bytes`` (payload received here), ``rx_pkts``,
+    mode (see module docstring). Counters: ``sent_bytes``, ``delivered_bytes`` (payload
+    received here), ``rx_pkts``,
     ``ecn_pkts`` (received with CE), ``lat_min``/``lat_max``/``lat_sum`` one-way packet
     latency (from the sender's pull to delivery). ``telemetry=True`` asks every packet sent for
     INT records; ``trace=True`` keeps one ``(t_rx, flow, psn, ecn, int_rec)`` tuple per packet
@@ -246,11 +247,33 @@ def message_table(hosts: Iterable[Host]):  # -> pandas.DataFrame
     import pandas as pd
 
     rows = [
-        (m.id, m.flow, m.src, m.dst, m.size, m.start_s, m.t_first_tx, m.t_first_rx,
-         m.t_last_rx, m.t_done, m.rx_bytes)  # fmt: skip
+        (
+            m.id,
+            m.flow,
+            m.src,
+            m.dst,
+            m.size,
+            m.start_s,
+            m.t_first_tx,
+            m.t_first_rx,
+            m.t_last_rx,
+            m.t_done,
+            m.rx_bytes,
+        )
         for h in hosts
         for m in h.messages
     ]
-    cols = ["msg", "flow", "src", "dst", "bytes", "start_s", "t_first_tx", "t_first_rx",
-            "t_last_rx", "t_done", "rx_bytes"]  # fmt: skip
+    cols = [
+        "msg",
+        "flow",
+        "src",
+        "dst",
+        "bytes",
+        "start_s",
+        "t_first_tx",
+        "t_first_rx",
+        "t_last_rx",
+        "t_done",
+        "rx_bytes",
+    ]
     return pd.DataFrame(rows, columns=cols)

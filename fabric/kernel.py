@@ -17,7 +17,6 @@ SimPy 4 internals; :func:`check_kernel` verifies at import that they exist.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
@@ -114,21 +113,33 @@ def run(env: simpy.Environment, until: float | Event | None = None) -> Any:
         raise ValueError(f"until ({limit}) must be greater than the current simulation time")
     queue = env._queue
     pop = heappop
-    while queue:
-        if queue[0][0] >= limit:
-            break
+    if limit == math.inf:
+        while queue:
+            env._now, _, _, ev = pop(queue)
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+            if not ev._ok and not hasattr(ev, "_defused"):
+                _crash(ev)
+        return None
+    while queue and queue[0][0] < limit:
         env._now, _, _, ev = pop(queue)
         cbs = ev.callbacks
         ev.callbacks = None
         for cb in cbs:
             cb(ev)
         if not ev._ok and not hasattr(ev, "_defused"):
-            exc = type(ev._value)(*ev._value.args)
-            exc.__cause__ = ev._value
-            raise exc
-    if limit != math.inf:
-        env._now = limit
+            _crash(ev)
+    env._now = limit
     return None
+
+
+def _crash(ev: Event) -> None:
+    """Re-raise a failed, undefused event's exception, as SimPy's ``step`` does."""
+    exc = type(ev._value)(*ev._value.args)
+    exc.__cause__ = ev._value
+    raise exc
 
 
 def check_kernel() -> None:

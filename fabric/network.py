@@ -10,6 +10,9 @@ Per link (graph edge attributes, team brief "Topology graph"): rate = ``rate_bps
 rate), propagation = ``length_m`` x 5 ns/m (physics.md), FEC + PCS latency from the edge's
 ``phy`` profile (:func:`fabric.phy.get_phy`), plus the edge's ``latency_s`` if it has one
 (scale-up links); the receiving switch's port-to-port latency is added on links into a switch.
+Cut-through needs an egress no faster than the ingress, so a cut-through switch with ports of
+several rates stores-and-forwards the packets that arrive on its slower links (e.g. 200G NIC
+ports on a leaf with 400G uplinks).
 
 A NIC (or the minimal :class:`fabric.host.Host`) uses an endpoint like this::
 
@@ -21,6 +24,7 @@ A NIC (or the minimal :class:`fabric.host.Host`) uses an endpoint like this::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -33,7 +37,7 @@ from fabric.port import Port
 from fabric.routing import Routing
 from fabric.switch import Switch, SwitchConfig, SwitchPort
 
-__all__ = ["NetworkError", "Network", "Receiver"]
+__all__ = ["Network", "NetworkError", "Receiver"]
 
 SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
 
@@ -67,7 +71,10 @@ class Network:
     ``switch_config`` default :class:`SwitchConfig` for every switch; ``seed`` for every random
     choice in the fabric (ECN, ECMP salts); ``switch_configs`` optional per-switch-name or
     per-role (``"leaf"``, ``"spine"``, ...) overrides; ``include_scaleup`` also build the
-    scale-up fabric (GPU nodes become endpoints); ``propagation_s_per_m`` (default 5 ns/m).
+    scale-up fabric (GPU nodes become endpoints, after the NIC ports; each GPU must then have a
+    single scale-up link); ``propagation_s_per_m`` (default 5 ns/m, physics.md).
+
+    Every endpoint must have exactly one link (the contract's one node per NIC port).
 
     Attributes: ``env``, ``graph``, ``endpoints`` (names by id), ``switches`` (name ->
     Switch), ``ports`` (list of every Port, deterministic order), ``routing``.
@@ -111,8 +118,18 @@ class Network:
         self._ports: dict[tuple[str, str], Port] = {}
         self._uplink: dict[str, Port] = {}
         edges = sorted(
-            (tuple(sorted((u, v))), d) for u, v, d in graph.edges(data=True) if u in keep and v in keep
+            (tuple(sorted((u, v))), d)
+            for u, v, d in graph.edges(data=True)
+            if u in keep and v in keep
         )
+        # cut-through needs the egress no faster than the ingress; a switch whose ports run at
+        # several rates stores-and-forwards what arrives on its slower links
+        self._max_rate: dict[str, float] = {}
+        for (u, v), d in edges:
+            for n in (u, v):
+                r = d.get("rate_bps")
+                if isinstance(r, int | float) and r > self._max_rate.get(n, 0.0):
+                    self._max_rate[n] = float(r)
         for (u, v), d in edges:
             rate, length = d.get("rate_bps"), d.get("length_m", 0.0)
             phy_name = d.get("phy", "")
@@ -124,8 +141,9 @@ class Network:
             fec += float(d.get("latency_s", 0.0))
             prop = float(length) * propagation_s_per_m
             for a, b in ((u, v), (v, u)):
-                self._ports[(a, b)] = self._make_port(a, b, float(rate), prop, fec, float(length),
-                                                      str(d.get("tier", "")))  # fmt: skip
+                self._ports[(a, b)] = self._make_port(
+                    a, b, float(rate), prop, fec, float(length), str(d.get("tier", ""))
+                )
             self._ports[(u, v)].reverse = self._ports[(v, u)]
             self._ports[(v, u)].reverse = self._ports[(u, v)]
 
@@ -134,7 +152,8 @@ class Network:
             if len(ups) != 1:
                 raise NetworkError(
                     f"endpoint {ep!r} has {len(ups)} links; the packet engine needs exactly one "
-                    "(one node per NIC port)"
+                    "(one node per NIC port; with include_scaleup, GPUs on several scale-up "
+                    "planes are not supported: model the scale-up fabric with the flow engine)"
                 )
             self._uplink[ep] = ups[0]
         self.ports: list[Port] = list(self._ports.values())
@@ -150,6 +169,7 @@ class Network:
     ) -> Port:
         rx_sw = self.switches.get(b)
         cls = SwitchPort if a in self.switches else Port
+        saf = rx_sw is None or rx_sw.config.store_and_forward or rate < self._max_rate[b]
         return cls(
             self.env,
             a,
@@ -158,7 +178,7 @@ class Network:
             prop_s=prop,
             fec_s=fec,
             rx_latency_s=rx_sw.config.latency_s if rx_sw else 0.0,
-            rx_store_forward=rx_sw.config.store_and_forward if rx_sw else True,
+            rx_store_forward=saf,
             length_m=length,
             tier=tier,
         )
@@ -217,7 +237,7 @@ class Network:
 
     def path_ports(self, path: Iterable[str]) -> list[Port]:
         nodes = list(path)
-        return [self.port(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]
+        return [self.port(a, b) for a, b in itertools.pairwise(nodes)]
 
     def unloaded_latency(self, path: Iterable[str], wire_bytes: int) -> float:
         """One-way delay of one packet of ``wire_bytes`` along ``path`` on an idle network,

@@ -28,8 +28,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from scipy.stats import binom
-
 from fabric.registry import Registry
 
 #: Propagation delay in optical fibre or copper, seconds per metre (physics.md: 5 ns/m [S]).
@@ -92,6 +90,8 @@ class PhyProfile:
         if pre_fec_ber == 0.0:
             return 0.0
         p_sym = -math.expm1(RS_SYMBOL_BITS * math.log1p(-pre_fec_ber))
+        from scipy.stats import binom  # deferred: scipy.stats costs ~0.3 s to import
+
         if burst_len <= 1:
             return float(binom.sf(RS_T, RS_N_SYMBOLS, p_sym))
         p_burst = min(1.0, p_sym / burst_len)
@@ -145,9 +145,9 @@ PHYS: Registry[PhyProfile] = Registry("PHY profile")
 
 for _p in (
     _eth("200GbE", 200e9, 4, 53.125e9, "200GBASE-R: 4 x 53.125 Gb/s PAM4, RS(544,514)"),
-    _eth("400GbE", 400e9, 4, 106.25e9, "400GBASE-R: 4 x 106.25 Gb/s PAM4 (112G SerDes), RS(544,514)"),
+    _eth("400GbE", 400e9, 4, 106.25e9, "400GBASE-R: 4 x 106.25G PAM4 (112G SerDes), RS(544,514)"),
     _eth("800GbE", 800e9, 8, 106.25e9, "800GBASE-R: 8 x 106.25 Gb/s PAM4, RS(544,514)"),
-    _eth("1.6TbE", 1.6e12, 8, 212.5e9, "1.6TBASE-R: 8 x 212.5 Gb/s PAM4 (224G SerDes), RS(544,514)"),
+    _eth("1.6TbE", 1.6e12, 8, 212.5e9, "1.6TBASE-R: 8 x 212.5G PAM4 (224G SerDes), RS(544,514)"),
     PhyProfile(
         name="scaleup",
         mac_rate_bps=0.0,

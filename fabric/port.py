@@ -30,7 +30,9 @@ NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model
 Pull model for NICs: set ``port.source = fn``; whenever the port is about to go idle (and is not
 paused) it calls ``fn()``, which returns the next packet to transmit or ``None``. After
 returning ``None`` the NIC calls :meth:`Port.kick` when it has something again (or simply
-:meth:`Port.send`). So a NIC never needs a Store or a process to keep its port busy.
+:meth:`Port.send`). So a NIC never needs a Store or a process to keep its port busy. Calling
+``kick()`` or ``send()`` from inside the source is safe (the kick is ignored, the sent packet
+queues behind the one being pulled).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Port:
         "_mac_after",
         "_macq",
         "_paused_at",
+        "_pulling",
         "_q",
         "_rx_ser",
         "_saved",
@@ -111,10 +114,10 @@ class Port:
         "mac_frames",
         "max_qbytes",
         "name",
-        "pauses_rcvd",
-        "pauses_sent",
         "paused",
         "paused_s",
+        "pauses_rcvd",
+        "pauses_sent",
         "prop_s",
         "qbytes",
         "rate_bps",
@@ -171,6 +174,7 @@ class Port:
         self._macq: deque[Packet] = deque()
         self._busy_until = 0.0
         self._tx_pending = False
+        self._pulling = False
         self._txev = _TxDone()
         self._txcb = (self._tx_done,)
         self._deliver: tuple[Callable[[Packet], object], ...] = (_unattached(self),)
@@ -257,7 +261,7 @@ class Port:
         which applies buffer admission first.
         """
         kind = pkt.kind
-        if not self._tx_pending and (kind or not self.paused):
+        if not self._tx_pending and (kind or not self.paused) and not self._pulling:
             now = self._env._now
             if now >= self._busy_until:
                 # idle: nothing is queued (a queue implies a pending tx event or a pause)
@@ -293,7 +297,7 @@ class Port:
 
     def kick(self) -> None:
         """Tell the port its :attr:`source` may have a packet again (cheap if busy)."""
-        if self._tx_pending:
+        if self._tx_pending or self._pulling:
             return
         if self._env._now >= self._busy_until:
             self._tx_done(None)
@@ -321,8 +325,8 @@ class Port:
             heappush(self._heap, (end, 1, next(self._eid), ev))
 
     def _tx_done(self, _ev: object) -> None:
-        self._tx_pending = False
         if self._macq:
+            self._tx_pending = False
             self._start_mac(self._macq.popleft())
             return
         if self._hq:
@@ -332,11 +336,21 @@ class Port:
         else:
             src = self.source
             if src is None or self.paused:
+                self._tx_pending = False
                 return
+            # while the NIC's source runs, a kick() from inside it is a no-op and a send()
+            # queues, so no second frame can start at the same instant
+            self._tx_pending = False
+            self._pulling = True
             pkt = src()
-            if pkt is not None:
-                self._start(pkt, self._env._now)
+            self._pulling = False
+            if pkt is None:
+                if self._hq or (self._q and not self.paused):
+                    self._tx_done(None)  # the source pushed instead of returning
+                return
+            self._start(pkt, self._env._now)
             return
+        self._tx_pending = False
         self.qbytes -= pkt.wire
         self._start(pkt, self._env._now)
 

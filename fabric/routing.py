@@ -1,12 +1,12 @@
 """Shortest-path ECMP routing tables, precomputed once, O(1) on the hot path.
 
-For every destination endpoint the routing runs one breadth-first search (hop count, as ECMP
-on a Clos does) from the destination over the links that are up, never passing *through*
-another endpoint. A switch's next hops toward that destination are its neighbours one hop
-closer; the switch keeps them as a tuple of egress ports in a list indexed by destination id,
-so forwarding is ``table[dst]`` plus, with several next hops, one hash (see
-:mod:`fabric.switch`). Identical tuples are shared, so a 1k-endpoint fat-tree costs little
-memory.
+For every destination endpoint the routing runs a breadth-first search (hop count, as ECMP on a
+Clos does) over the links that are up, never passing *through* another endpoint; endpoints on
+the same switch share one search from that switch. A switch's next hops toward a destination
+are its neighbours one hop closer; the switch keeps them as a tuple of egress ports in a list
+indexed by destination id, so forwarding is ``table[dst]`` plus, with several next hops, one
+hash (see :mod:`fabric.switch`). Identical tuples are shared, so a 1k-endpoint fat-tree costs
+little memory.
 
 Link failures (:meth:`Routing.set_link`) recompute only the destinations whose shortest-path
 DAG used the failed link (a link coming back up recomputes all, since it can shorten any path).
@@ -61,6 +61,12 @@ class Routing:
         self._is_ep = [False] * n
         for e in self.endpoints:
             self._is_ep[self._idx[e]] = True
+        self._ep_node = [self._idx[e] for e in self.endpoints]
+        for e, i in zip(self.endpoints, self._ep_node, strict=True):
+            if len(adj[i]) != 1:
+                raise RoutingError(f"endpoint {e!r} has {len(adj[i])} links; expected exactly one")
+        #: the node each endpoint hangs off (its leaf switch, normally)
+        self._attach = [adj[i][0] for i in self._ep_node]
         self._down: set[frozenset[int]] = set()
         self._tuples: dict[tuple[int, ...], tuple[Port, ...]] = {}
         self._port_ids = {id(p): k for k, p in enumerate(ports.values())}
@@ -71,50 +77,74 @@ class Routing:
         self.recompute()
 
     # ---- computation ----------------------------------------------------------------------
-    def _bfs(self, dst: int) -> list[int]:
-        """Hop distance of every node to endpoint node ``dst`` (-1: unreachable)."""
-        d_node = self._idx[self.endpoints[dst]]
+    def _bfs(self, root: int) -> list[int]:
+        """Hop distance of every switch to switch node ``root`` over links that are up,
+        through switches only (-1: unreachable; endpoints are never expanded)."""
         dist = [-1] * len(self._names)
-        dist[d_node] = 0
-        frontier = deque([d_node])
+        dist[root] = 0
+        frontier = deque([root])
         adj, is_ep, down = self._adj, self._is_ep, self._down
         while frontier:
             u = frontier.popleft()
             du = dist[u] + 1
             for v in adj[u]:
-                if dist[v] < 0 and (not down or frozenset((u, v)) not in down):
+                if dist[v] < 0 and not is_ep[v] and (not down or frozenset((u, v)) not in down):
                     dist[v] = du
-                    if not is_ep[v]:
-                        frontier.append(v)
+                    frontier.append(v)
         return dist
 
-    def _install(self, dst: int) -> None:
-        dist = self._bfs(dst)
+    def _shared(self, chosen: list[Port]) -> tuple[Port, ...]:
+        key = tuple(self._port_ids[id(p)] for p in chosen)
+        hops = self._tuples.get(key)
+        if hops is None:
+            hops = tuple(chosen)
+            self._tuples[key] = hops
+        return hops
+
+    def _install_group(self, root: int, dsts: list[int]) -> None:
+        """Tables toward the endpoints ``dsts``, all attached to node ``root``.
+
+        An endpoint has one link and never forwards, so every shortest path to it ends with its
+        attachment switch: one BFS from that switch serves all its endpoints (E/leaf-size BFS
+        runs instead of E)."""
         names, adj, ports, down = self._names, self._adj, self.ports, self._down
-        d_node = self._idx[self.endpoints[dst]]
+        live = [d for d in dsts if not down or frozenset((root, self._ep_node[d])) not in down]
+        for d in dsts:
+            if d not in live or self._is_ep[root]:
+                for sw in self.switches.values():
+                    sw._nh[d] = ()
+        if not live or self._is_ep[root]:
+            return  # unreachable, or two endpoints wired directly: no switch routes to them
+        dist = self._bfs(root)
         for name, sw in self.switches.items():
             u = self._idx[name]
             du = dist[u]
+            if u == root:
+                for d in live:
+                    sw._nh[d] = self._shared([ports[(name, self.endpoints[d])]])
+                continue
             hops: tuple[Port, ...] = ()
             if du > 0:
-                chosen = [
-                    ports[(name, names[v])]
-                    for v in adj[u]
-                    if dist[v] == du - 1
-                    and (v == d_node or not self._is_ep[v])
-                    and (not down or frozenset((u, v)) not in down)
-                ]
-                key = tuple(self._port_ids[id(p)] for p in chosen)
-                hops = self._tuples.get(key)  # type: ignore[assignment]
-                if hops is None:
-                    hops = tuple(chosen)
-                    self._tuples[key] = hops
-            sw._nh[dst] = hops
+                hops = self._shared(
+                    [
+                        ports[(name, names[v])]
+                        for v in adj[u]
+                        if dist[v] == du - 1
+                        and not self._is_ep[v]
+                        and (not down or frozenset((u, v)) not in down)
+                    ]
+                )
+            for d in live:
+                sw._nh[d] = hops
 
     def recompute(self, dsts: Iterable[int] | None = None) -> None:
         """Rebuild the tables for ``dsts`` (endpoint ids; all when None)."""
-        for d in range(len(self.endpoints)) if dsts is None else dsts:
-            self._install(d)
+        want = range(len(self.endpoints)) if dsts is None else dsts
+        groups: dict[int, list[int]] = {}
+        for d in want:
+            groups.setdefault(self._attach[d], []).append(d)
+        for root in sorted(groups):
+            self._install_group(root, groups[root])
         self._paths_cache.clear()
 
     def set_link(self, u: str, v: str, up: bool) -> list[int]:
@@ -138,11 +168,11 @@ class Routing:
             affected = []
             for d in range(len(self.endpoints)):
                 su, sv = self.switches.get(u), self.switches.get(v)
-                if (su is not None and p_uv in su._nh[d]) or (
-                    sv is not None and p_vu in sv._nh[d]
+                if (
+                    (su is not None and p_uv in su._nh[d])
+                    or (sv is not None and p_vu in sv._nh[d])
+                    or self.endpoints[d] in (u, v)
                 ):
-                    affected.append(d)
-                elif self.endpoints[d] in (u, v):
                     affected.append(d)
         self.recompute(affected)
         return affected
@@ -175,8 +205,7 @@ class Routing:
                 sw = self.switches.get(last)
                 if sw is None:
                     continue  # another endpoint: not a transit node
-                for p in sw._nh[d]:
-                    stack.append([*path, p.dst_node])
+                stack.extend([*path, p.dst_node] for p in sw._nh[d])
         out.sort()
         self._paths_cache[key] = out
         return [list(p) for p in out]

@@ -61,7 +61,7 @@ from fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
 from fabric.port import Port
 from fabric.units import parse_size, parse_time
 
-__all__ = ["SwitchConfig", "Switch", "SwitchPort"]
+__all__ = ["Switch", "SwitchConfig", "SwitchPort"]
 
 _INF = float("inf")
 _M64 = (1 << 64) - 1
@@ -161,10 +161,13 @@ class SwitchPort(Port):
             sw._send_resume(inp)
         now = self._env._now
         if not pkt.kind:
-            if q > self._kmin and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope):
-                if not pkt.ecn:
-                    pkt.ecn = True
-                    self.ecn_marks += 1
+            if (
+                q > self._kmin
+                and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope)
+                and not pkt.ecn
+            ):
+                pkt.ecn = True
+                self.ecn_marks += 1
             if pkt.int_rec is not None:
                 pkt.int_rec.append((q, self.tx_bytes, now, self.rate_bps))
         # inlined Port._start
@@ -177,6 +180,7 @@ class SwitchPort(Port):
         heap = self._heap
         heappush(heap, ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt))
         if q or self._macq:  # anything still queued (a switch port has no source)
+            self._tx_pending = True  # already True unless called from kick()
             ev = self._txev
             ev.callbacks = self._txcb
             heappush(heap, (end, 1, next(self._eid), ev))

@@ -38,9 +38,7 @@ _NUM = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _DEC = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 
-_RATE_RE = re.compile(
-    _NUM + r"\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>bps|b/s|bit/s|Bps|B/s|byte/s|)$"
-)
+_RATE_RE = re.compile(_NUM + r"\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>bps|b/s|bit/s|Bps|B/s|byte/s|)$")
 _SIZE_RE = re.compile(_NUM + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTP]?)\s*(?P<unit>B|bytes?|)$")
 _TIME_RE = re.compile(_NUM + r"\s*(?P<unit>ps|ns|us|µs|μs|ms|s|sec|min|h|)$")
 _LEN_RE = re.compile(_NUM + r"\s*(?P<unit>mm|cm|m|km|)$")

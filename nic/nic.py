@@ -37,6 +37,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from fabric.kernel import Callback, call_at
+from fabric.kernel import run as kernel_run
 from fabric.network import Network
 from fabric.packet import ACK as K_ACK
 from fabric.packet import CNP as K_CNP
@@ -112,7 +113,7 @@ class NicConfig:
     qpc_miss_penalty_s: float = 1e-6
     qpc_parallel_fetches: int = 16
     reorder_buffer_bytes: int = 16 << 20
-    reo_factor: float = 0.5
+    reo_factor: float = 1.0
     reo_min_s: float = 2e-6
     rto_min_s: float = 100e-6
     rto_max_s: float = 10e-3
@@ -454,9 +455,15 @@ class SmartNic:
     def receive(self, pkt: RdmaPacket) -> None:
         """Fabric delivery of any packet addressed to one of this NIC's endpoints."""
         now = self.env._now
-        pipe = self.rx_pipe
-        out = pipe.admit(now, pkt.flow, pkt.size)
+        out = self.rx_pipe.admit(now, pkt.flow, pkt.size)
+        # One QP's packets leave the pipeline in arrival order: a context miss on one packet
+        # holds the QP's later packets too (they need the same context).
+        qp = pkt.meta
+        side = qp if qp.nic is self else qp.rx
+        if side.rx_hold > out:
+            out = side.rx_hold
         if out > now:
+            side.rx_hold = out
             self.rx_deferred += 1
             call_at(self.env, out, self._rx_later, pkt)
             return
@@ -639,7 +646,6 @@ class RdmaNetwork:
         self._qp_ids = itertools.count()
         self._qp_list: list[QueuePair] = []
         self._pending = 0
-        self._idle_event: Any = None
         self._rtt_cache: dict[tuple[int, int, bool], tuple[float, int]] = {}
         self._rr: dict[tuple[int, int], int] = {}
         self.on_done: list[Callable[[Message], object]] = []
@@ -804,37 +810,37 @@ class RdmaNetwork:
         self._pending -= 1
         for fn in self.on_done:
             fn(msg)
-        if self._pending == 0 and self._idle_event is not None:
-            ev, self._idle_event = self._idle_event, None
-            ev.succeed()
 
     def run(self, until: float | None = None) -> float:
-        """Run until every posted message completed (or simulated time ``until``).
+        """Run the simulation and return the simulated time reached.
 
-        Returns the simulated time reached. Raises RuntimeError if the event queue empties
-        with messages still pending (e.g. a destination became unreachable)."""
+        ``until=None``: until every posted message has completed (the time of the last
+        completion); raises RuntimeError if no event is left while messages are pending (e.g.
+        a destination became unreachable and nothing retries). ``until=T``: to time T exactly,
+        like ``env.run(until=T)``, whether or not messages remain."""
         env = self.env
         if until is not None:
-            if self._pending:
-                self._idle_event = env.event()
-                stop = env.timeout(max(0.0, until - env.now))
-                env.run(until=env.any_of([self._idle_event, stop]))
-                self._idle_event = None
-            else:
-                env.run(until=until)
-            return env.now
+            if until > env._now:
+                kernel_run(env, until)
+            return env._now
+        # fabric.kernel.run's loop, plus a stop when the last message completes.
+        queue = env._queue
+        while self._pending and queue:
+            env._now, _, _, ev = heappop(queue)
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+            if not ev._ok and not hasattr(ev, "_defused"):
+                exc = type(ev._value)(*ev._value.args)
+                exc.__cause__ = ev._value
+                raise exc
         if self._pending:
-            self._idle_event = env.event()
-            try:
-                env.run(until=self._idle_event)
-            except RuntimeError as exc:  # SimPy: no scheduled events left
-                raise RuntimeError(
-                    f"simulation ran dry at t={env.now:.9g}s with {self._pending} message(s) "
-                    "pending"
-                ) from exc
-            finally:
-                self._idle_event = None
-        return env.now
+            raise RuntimeError(
+                f"simulation ran dry at t={env._now:.9g}s with {self._pending} message(s) "
+                "pending"
+            )
+        return env._now
 
     # ------------------------------------------------------------------ results
     def message_table(self) -> pd.DataFrame:

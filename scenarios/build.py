@@ -17,7 +17,7 @@ scenario key it came from (``cluster.topology.params``, ``workload.moe``, ...).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,7 +275,7 @@ def _read_raw(path: Path, fmt: str) -> pd.DataFrame:
         if kind == "parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path, comment="#")
-    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+    except Exception as exc:
         raise ScenarioError(
             f"cannot read trace {str(path)!r} as {kind}: {type(exc).__name__}: {exc}.",
             path="workload.trace.path",
@@ -332,15 +332,6 @@ def read_graph(directory: str | Path) -> nx.Graph | None:
     return reader(str(p))
 
 
-def _call_with(fn: Callable[..., Any], candidates: Mapping[str, Any]) -> Any:
-    """Call ``fn`` with those of ``candidates`` its signature accepts (adapter for workloads
-    functions whose keyword names we match by meaning, e.g. ``ep_size`` / ``num_ranks``)."""
-    sig = inspect.signature(fn)
-    accepts_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    kwargs = {k: v for k, v in candidates.items() if accepts_kw or k in sig.parameters}
-    return fn(**kwargs)
-
-
 def _workloads_fn(*names: str) -> Callable[..., Any] | None:
     import importlib
 
@@ -359,68 +350,93 @@ def _workloads_fn(*names: str) -> Callable[..., Any] | None:
 
 
 def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
+    """``workloads.moe_layer_trace`` with the scenario's MoE settings; ``gpus_per_node`` is
+    the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain)."""
     m = sc.workload.moe
     assert m is not None
-    fn = _workloads_fn("workloads.moe_layer_trace", "workloads.trace.moe_layer_trace")
+    fn = _workloads_fn("workloads.moe_layer_trace", "workloads.moe.moe_layer_trace")
     if fn is None:
         raise ScenarioError(
-            "MoE workloads need workloads.moe_layer_trace, which is not installed in this "
-            "tree yet; use a trace file or a synthetic pattern.",
+            "MoE workloads need workloads.moe_layer_trace, which is not installed.",
             path="workload.moe",
         )
-    skew = m.skew
-    candidates = {
+    kwargs: dict[str, Any] = {
         "model": m.model,
         "ep_size": m.ep_size,
-        "num_ranks": m.ep_size,
         "tokens_per_rank": m.tokens_per_rank,
+        "gpus_per_node": min(cluster.gpus_per_pod, m.ep_size),
         "mode": m.mode,
+        "skew": m.skew.kind,
+        "target_max_mean": m.skew.max_mean,
+        "skew_shape": m.skew.exponent,
         "placement": m.placement,
+        "num_redundant": m.redundant_experts,
+        "routing_limit": m.routing_limit,
+        "max_nodes": m.max_nodes,
+        "seed": sc.seed,
         "layers": m.layers,
         "steps": m.steps,
-        "gpus_per_node": cluster.gpus_per_pod,
-        "skew": skew.kind,
-        "popularity": skew.kind,
-        "max_mean": skew.max_mean,
-        "exponent": skew.exponent,
-        "skew_params": dict(skew.params),
-        "achieved_flops": m.tflops * 1e12 if m.tflops else None,
-        "seed": sc.seed,
-        "rng": np.random.default_rng(sc.seed),
+        "dispatch_dtype": m.dispatch_dtype,
+        "combine_dtype": m.combine_dtype,
+        "compute_overhead_s": m.compute_overhead,
+        **m.skew.params,
     }
-    candidates = {k: v for k, v in candidates.items() if v is not None}
+    if m.tflops is not None:
+        kwargs["achieved_flops"] = m.tflops * 1e12
+    if m.routing is not None:
+        kwargs["routing"] = str(m.routing)
     with at("workload.moe", "MoE trace"):
-        return _call_with(fn, candidates)
+        return _call_exact(fn, kwargs, "workload.moe.skew.params")
+
+
+def _call_exact(fn: Callable[..., Any], kwargs: dict[str, Any], path: str) -> Any:
+    """``fn(**kwargs)``, naming the scenario key when a user parameter is not accepted."""
+    sig = inspect.signature(fn)
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        unknown = sorted(set(kwargs) - set(sig.parameters))
+        if unknown:
+            raise ScenarioError(
+                f"unknown parameter(s) {', '.join(map(repr, unknown))}; "
+                f"{getattr(fn, '__name__', 'it')} takes {', '.join(sig.parameters)}.",
+                path=path,
+            )
+    return fn(**kwargs)
+
+
+#: first positional parameter after num_ranks of each synthetic pattern is its size
+_SIZE_PARAMS = ("bytes_per_pair", "message_bytes", "total_bytes", "nbytes", "size")
 
 
 def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     s = sc.workload.synthetic
     assert s is not None
-    fn = None
     from scenarios.registries import get_registry
 
     reg = get_registry("synthetic pattern")
-    if reg is not None and s.pattern in reg:
-        fn = reg.get(s.pattern)
-    if fn is None:
+    if reg is None or s.pattern not in reg:
         raise ScenarioError(
             f"synthetic pattern {s.pattern!r} needs the workloads synthetic patterns, which are "
-            "not installed in this tree yet; use a trace file.",
+            "not installed.",
             path="workload.synthetic.pattern",
         )
-    candidates = {
-        "num_ranks": cluster.num_ranks,
-        "ranks": cluster.num_ranks,
-        "size": s.size,
-        "nbytes": s.size,
-        "bytes_per_pair": s.size,
-        "steps": s.steps,
-        "seed": sc.seed,
-        "rng": np.random.default_rng(sc.seed),
-        **s.params,
-    }
+    fn = reg.get(s.pattern)
+    params = inspect.signature(fn).parameters
+    kwargs: dict[str, Any] = {"num_ranks": cluster.num_ranks}
+    size_key = next((k for k in _SIZE_PARAMS if k in params), None)
+    if size_key is not None:
+        kwargs[size_key] = s.size
+    if "seed" in params:
+        kwargs["seed"] = sc.seed
+    kwargs.update(s.params)
     with at("workload.synthetic", f"pattern {s.pattern!r}"):
-        return _call_with(fn, candidates)
+        df = _call_exact(fn, kwargs, "workload.synthetic.params")
+    if s.steps > 1:
+        span = int(df["step"].max()) + 1 if len(df) else 1
+        parts = [df.assign(step=df["step"] + k * span) for k in range(s.steps)]
+        attrs = dict(df.attrs)
+        df = pd.concat(parts, ignore_index=True)
+        df.attrs = attrs
+    return df
 
 
 def assign_hops(trace: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:

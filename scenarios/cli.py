@@ -69,7 +69,7 @@ def guarded(fn: F) -> F:
             _fail("interrupted.", EXIT_INTERRUPTED)
         except (FileNotFoundError, NotADirectoryError) as exc:
             _fail(f"error: {exc}", EXIT_BAD_INPUT)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence
+        except Exception as exc:
             path = save_traceback(exc)
             _fail(
                 f"internal error: {type(exc).__name__}: {exc}. This is a bug in podsim, not in "
@@ -82,10 +82,29 @@ def guarded(fn: F) -> F:
 
 
 def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
+    sc, _doc = _load_doc(ref, sets, seed)
+    return sc
+
+
+def _load_doc(ref: str, sets: list[str] | None, seed: int | None = None) -> tuple[Any, Any]:
     from scenarios.loader import load_scenario
 
-    sc, _doc = load_scenario(ref, sets or (), seed=seed)
-    return sc
+    return load_scenario(ref, sets or (), seed=seed)
+
+
+class _located:
+    """Context manager: errors of later steps point at the file and line of their key."""
+
+    def __init__(self, doc: Any) -> None:
+        self.doc = doc
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if isinstance(exc, ScenarioError):
+            raise self.doc.locate(exc) from None
+        return False
 
 
 class _ProgressBar:
@@ -152,13 +171,12 @@ def run(
     from scenarios.runner import output_dir
     from scenarios.runner import run as run_scenario
 
-    sc = _load(scenario, sets, seed)
+    sc, doc = _load_doc(scenario, sets, seed)
     folder = output_dir(sc, out)
     bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
     try:
-        res = run_scenario(
-            sc, out=folder, progress=bar, allow_plugins=allow_plugins
-        )
+        with _located(doc):
+            res = run_scenario(sc, out=folder, progress=bar, allow_plugins=allow_plugins)
     finally:
         bar.stop()
     if not quiet:
@@ -182,11 +200,12 @@ def validate(
     ] = True,
 ) -> None:
     """Check a scenario without running it."""
-    sc = _load(scenario, sets)
+    sc, doc = _load_doc(scenario, sets)
     if build:
         from scenarios.build import build_cluster, trace_ranks
 
-        build_cluster(sc, trace_ranks(sc))
+        with _located(doc):
+            build_cluster(sc, trace_ranks(sc))
     out_console.print(f"{scenario}: valid ({sc.name}, engine {sc.engine})", markup=False)
 
 
@@ -240,9 +259,7 @@ def list_(
         chosen = [s for s in sections if key in s[0].lower()]
         if not chosen:
             raise ScenarioError(
-                f"no list called {what!r}; choose from: "
-                + ", ".join(t for t, _ in sections)
-                + "."
+                f"no list called {what!r}; choose from: " + ", ".join(t for t, _ in sections) + "."
             )
         sections = chosen
     for title, rows in sections:
@@ -267,15 +284,21 @@ def trace(
     """Write the scenario's workload trace (Parquet, or CSV by extension) without simulating."""
     from scenarios.build import build_cluster, build_trace, trace_ranks
 
-    sc = _load(scenario, sets, seed)
-    cluster = build_cluster(sc, trace_ranks(sc))
-    df = build_trace(sc, cluster)
+    sc, doc = _load_doc(scenario, sets, seed)
+    with _located(doc):
+        cluster = build_cluster(sc, trace_ranks(sc))
+        df = build_trace(sc, cluster)
     path = out or Path(f"{sc.name}-trace.parquet")
+    if path.suffix not in (".parquet", ".csv"):
+        raise ScenarioError(f"--out {str(path)!r}: a trace file ends in .parquet or .csv.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        df.to_csv(path, index=False)
+    try:
+        from workloads.trace import write_trace
+    except ImportError:  # pragma: no cover - workloads is part of the tree
+        df.attrs = {}
+        df.to_parquet(path, index=False) if path.suffix == ".parquet" else df.to_csv(path)
     else:
-        df.to_parquet(path, index=False)
+        write_trace(df, path)  # keeps num_ranks and the compute table in the file
     out_console.print(
         f"wrote {len(df)} messages ({int(df['bytes'].sum())} bytes, {cluster.num_ranks} ranks) "
         f"to {path}",
@@ -287,10 +310,9 @@ def trace(
 @guarded
 def plot(directory: Annotated[Path, typer.Argument(help="A result folder.")]) -> None:
     """(Re)draw the plots of a result folder."""
+    from scenarios.build import read_graph
     from scenarios.plots import plot_all
     from scenarios.results import Results
-
-    from scenarios.build import read_graph
 
     res = Results.read(directory)
     graph = read_graph(directory)
@@ -310,6 +332,11 @@ def report(
 
     path = write_report(directory, out)
     out_console.print(f"wrote {path}", markup=False)
+
+
+from scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402
+
+_register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8)
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m scenarios.cli`

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -221,6 +222,8 @@ def _describe(err: Mapping[str, Any], root: type[BaseModel]) -> tuple[list[Any],
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
+    # pydantic speaks of Python types; the file has YAML mappings
+    msg = re.sub(r" or instance of \w+", "", msg).replace("valid dictionary", "mapping")
     if isinstance(value, Mapping) and kind == "value_error":
         return clean, msg.rstrip(".") + "."
     return clean, f"{msg.rstrip('.')} (got {_short(value)})."

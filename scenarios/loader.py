@@ -11,7 +11,8 @@ Resolution order (later wins):
    select one with ``variant: NAME`` (overridable with ``--set variant=NAME``); the variant's
    values land on top of 1-2, and the ``--set`` overrides are applied once more on top of it.
 
-Merging is deep for mappings; lists and scalars replace. ``null`` replaces too, which is how a
+Merging is deep for mappings; lists and scalars replace. A relative file path (trace, routing)
+is relative to the file that wrote it (a ``--set`` path: to the scenario file's folder). ``null`` replaces too, which is how a
 child unsets an inherited key (``preset: null`` before giving ``topology:``). Include cycles and
 duplicate keys in one mapping are errors. Every value remembers the file and line it came from so
 that a validation error can point at it (:mod:`scenarios.errors`).
@@ -42,6 +43,7 @@ __all__ = [
     "parse_override",
     "resolve_ref",
     "validate_document",
+    "variant_names",
 ]
 
 LIBRARY = Path(__file__).resolve().parent / "library"
@@ -203,6 +205,21 @@ class Document:
     @property
     def base_dir(self) -> Path:
         return self.file.parent if self.file is not None else Path.cwd()
+
+    def locate(self, exc: ScenarioError) -> ScenarioError:
+        """``exc`` with the file and line where its key was written (for errors raised after
+        validation, e.g. by the build step, that know only the key path)."""
+        if exc.file is not None or not exc.path:
+            return exc
+        try:
+            key, _ = parse_override(f"{exc.path}=")
+        except ScenarioError:
+            return exc
+        for n in range(len(key), 0, -1):
+            hit = self.origins.get(tuple(key[:n]))
+            if hit is not None:
+                return ScenarioError(exc.message, file=hit[0], path=exc.path, line=hit[1])
+        return ScenarioError(exc.message, file=self.file, path=exc.path)
 
 
 def _load_file(path: Path, stack: list[Path], files: list[Path]) -> Document:
@@ -371,6 +388,24 @@ def _apply_variant(doc: Document, overrides: Sequence[tuple[Key, Any, str]]) -> 
     _apply_overrides(doc, overrides)  # the command line beats the variant
 
 
+#: keys holding file paths: a relative path is relative to the file that wrote it
+PATH_KEYS: tuple[Key, ...] = (("workload", "trace", "path"), ("workload", "moe", "routing"))
+
+
+def _anchor_paths(doc: Document) -> None:
+    for key in PATH_KEYS:
+        node: Any = doc.data
+        for part in key[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(key[-1]), str):
+            continue
+        value = Path(node[key[-1]])
+        src = doc.origins.get(key, (None, None))[0]
+        if value.is_absolute() or src is None or src.startswith("command line"):
+            continue
+        node[key[-1]] = str(Path(src).parent / value)
+
+
 def load_document(
     ref: str | Path | Mapping[str, Any],
     overrides: Iterable[str] = (),
@@ -401,7 +436,15 @@ def load_document(
         doc = _load_file(path, [], [])
     _apply_overrides(doc, parsed)
     _apply_variant(doc, parsed)
+    _anchor_paths(doc)
     return doc
+
+
+def variant_names(ref: str | Path) -> list[str]:
+    """The variants a scenario file (with its includes) defines, in file order."""
+    doc = _load_file(resolve_ref(ref), [], [])
+    found = doc.data.get("variants")
+    return [str(v) for v in found] if isinstance(found, dict) else []
 
 
 def validate_document(doc: Document) -> Scenario:

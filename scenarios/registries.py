@@ -41,12 +41,9 @@ KINDS: dict[str, list[tuple[str, str]]] = {
     "dispatch mode": [("workloads.dispatch", "MODES"), ("workloads", "DISPATCH_MODES")],
     "expert placement": [("workloads.placement", "PLACEMENTS"), ("workloads", "PLACEMENTS")],
     "expert popularity": [("workloads.gating", "POPULARITY"), ("workloads", "POPULARITY")],
-    "synthetic pattern": [
-        ("workloads", "PATTERNS"),
-        ("workloads.synthetic", "PATTERNS"),
-        ("workloads", "WORKLOADS"),
-        ("workloads.synthetic", "WORKLOADS"),
-    ],
+    "workload": [("workloads.catalog", "WORKLOADS"), ("workloads", "WORKLOADS")],
+    # the synthetic fabric patterns of WORKLOADS (see _synthetic_patterns)
+    "synthetic pattern": [("workloads.synthetic", "PATTERNS"), ("workloads", "PATTERNS")],
     "engine": [("scenarios.engines", "ENGINES")],
 }
 
@@ -80,10 +77,37 @@ def _preload(package: str) -> None:
             _import(f"{package}.{info.name}")
 
 
+_PATTERNS: Registry | None = None
+
+
+def _synthetic_patterns() -> Registry | None:
+    """The WORKLOADS entries defined in ``workloads.synthetic`` (uniform, permutation, incast,
+    ring all-reduce): the names ``workload.synthetic.pattern`` accepts."""
+    global _PATTERNS
+    if _PATTERNS is None:
+        workloads = get_registry("workload")
+        if workloads is None:
+            return None
+        reg: Registry = Registry("synthetic pattern")
+        for name, desc in workloads.describe():
+            fn = workloads.get(name)
+            if getattr(fn, "__module__", "") == "workloads.synthetic":
+                reg.add(name, fn, desc)
+        _PATTERNS = reg
+    return _PATTERNS
+
+
 def get_registry(kind: str) -> Registry | None:
     """The registry of ``kind`` (a key of :data:`KINDS`), or ``None`` if not available yet."""
     for package in PRELOAD.get(kind, ()):
         _preload(package)
+    if kind == "synthetic pattern":
+        found = _first(kind)
+        return found if found is not None else _synthetic_patterns()
+    return _first(kind)
+
+
+def _first(kind: str) -> Registry | None:
     for module, attr in KINDS[kind]:
         mod = _import(module)
         if mod is None:

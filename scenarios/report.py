@@ -104,34 +104,54 @@ def _summary_html(s: dict[str, Any]) -> str:
             _num(m.get("deepep_nvl_bw_per_gpu_Bps"), "GBps"),
         ])  # fmt: skip
     phases = _table(
-        ["phase", "all-to-all completion time", "algbw / GPU (NCCL)", "busbw / GPU (NCCL)",
-         "RDMA bw / GPU (DeepEP)", "NVL bw / GPU (DeepEP)"],  # fmt: skip
+        [
+            "phase",
+            "all-to-all completion time",
+            "algbw / GPU (NCCL)",
+            "busbw / GPU (NCCL)",
+            "RDMA bw / GPU (DeepEP)",
+            "NVL bw / GPU (DeepEP)",
+        ],  # fmt: skip
         rows,
     )
     util = _table(
         ["tier", "links", "mean utilisation", "max utilisation", "bytes"],
         [
-            [t, str(m["links"]), _num(m["mean_utilisation"], "pct"),
-             _num(m["max_utilisation"], "pct"), _num(m["tx_bytes"], "size")]  # fmt: skip
+            [
+                t,
+                str(m["links"]),
+                _num(m["mean_utilisation"], "pct"),
+                _num(m["max_utilisation"], "pct"),
+                _num(m["tx_bytes"], "size"),
+            ]  # fmt: skip
             for t, m in (s.get("link_utilisation") or {}).items()
         ],
     )
     c = s.get("counters") or {}
     counters = _table(
         ["drops", "ECN marks", "PFC pauses", "retransmitted packets", "timeouts"],
-        [[str(c.get(k, 0)) for k in ("drops", "ecn_marks", "pfc_pauses",
-                                     "retransmitted_packets", "timeouts")]],  # fmt: skip
+        [
+            [
+                str(c.get(k, 0))
+                for k in ("drops", "ecn_marks", "pfc_pauses", "retransmitted_packets", "timeouts")
+            ]
+        ],  # fmt: skip
         numeric_from=0,
     )
     msgs = s.get("messages") or {}
     msg = _table(
         ["messages", "unfinished", "bytes", "FCT p50", "FCT p99", "FCT max", "makespan"],
-        [[
-            str(msgs.get("count", 0)), str(msgs.get("unfinished", 0)),
-            _num(msgs.get("bytes"), "size"), _num(msgs.get("fct_p50_s"), "time"),
-            _num(msgs.get("fct_p99_s"), "time"), _num(msgs.get("fct_max_s"), "time"),
-            _num(s.get("makespan_s"), "time"),
-        ]],  # fmt: skip
+        [
+            [
+                str(msgs.get("count", 0)),
+                str(msgs.get("unfinished", 0)),
+                _num(msgs.get("bytes"), "size"),
+                _num(msgs.get("fct_p50_s"), "time"),
+                _num(msgs.get("fct_p99_s"), "time"),
+                _num(msgs.get("fct_max_s"), "time"),
+                _num(s.get("makespan_s"), "time"),
+            ]
+        ],  # fmt: skip
         numeric_from=0,
     )
     return (

@@ -157,7 +157,9 @@ def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
         elif dt == "float64":
             df[col] = df[col].astype("float64")
     cols = list(SCHEMAS[name]) + [c for c in df.columns if c not in SCHEMAS[name]]
-    return df[cols].reset_index(drop=True)
+    out = df[cols].reset_index(drop=True)
+    out.attrs = {}  # trace metadata stays with the trace, not in every result file
+    return out
 
 
 def message_table(trace: pd.DataFrame, post_s: np.ndarray, end_s: np.ndarray) -> pd.DataFrame:
@@ -207,8 +209,9 @@ def link_table(graph: Any, counters: pd.DataFrame | None = None) -> pd.DataFrame
             )
     base = pd.DataFrame(rows, columns=["link", "u", "v", "tier", "kind", "rate_bps"])
     if counters is not None and len(counters):
-        extra = counters.drop(columns=[c for c in ("u", "v", "tier", "kind", "rate_bps")
-                                       if c in counters.columns])
+        extra = counters.drop(
+            columns=[c for c in ("u", "v", "tier", "kind", "rate_bps") if c in counters.columns]
+        )
         base = base.merge(extra, on="link", how="left")
     return conform("links", base)
 
@@ -220,8 +223,16 @@ def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> 
     comm = phases[phases["phase"] != "compute"]
     if comm.empty:
         return pd.DataFrame(
-            columns=["step", "layer", "phase", "time_s", "algbw_Bps", "busbw_Bps",
-                     "deepep_rdma_Bps", "deepep_nvl_Bps"]
+            columns=[
+                "step",
+                "layer",
+                "phase",
+                "time_s",
+                "algbw_Bps",
+                "busbw_Bps",
+                "deepep_rdma_Bps",
+                "deepep_nvl_Bps",
+            ]
         )
     keys = ["step", "layer", "phase"]
     g = comm.groupby(keys, sort=True)
@@ -246,8 +257,16 @@ def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> 
         bw = (per / d.where(d > 0)).groupby(level=keys).mean()
         out[col] = bw.reindex(out.index)
     return out.reset_index()[
-        ["step", "layer", "phase", "time_s", "algbw_Bps", "busbw_Bps",
-         "deepep_rdma_Bps", "deepep_nvl_Bps"]
+        [
+            "step",
+            "layer",
+            "phase",
+            "time_s",
+            "algbw_Bps",
+            "busbw_Bps",
+            "deepep_rdma_Bps",
+            "deepep_nvl_Bps",
+        ]
     ]
 
 
@@ -276,7 +295,8 @@ def summarise(
     """The run's figures (definitions in the module docstring)."""
     per = _per_phase(phases, messages, num_ranks)
     by_phase: dict[str, Any] = {}
-    for ph, grp in per.groupby("phase", sort=False):
+    order = {p: i for i, p in enumerate(("dispatch", "combine", "other"))}
+    for ph, grp in sorted(per.groupby("phase"), key=lambda kv: order.get(str(kv[0]), 9)):
         by_phase[str(ph)] = {
             "layers": len(grp),
             "completion_time_s": float(grp["time_s"].mean()),
@@ -366,8 +386,9 @@ class Results:
 
     # ----------------------------------------------------------------- files
 
-    def write(self, out_dir: str | Path, formats: tuple[str, ...] | list[str] = ("parquet", "csv")
-              ) -> list[Path]:
+    def write(
+        self, out_dir: str | Path, formats: tuple[str, ...] | list[str] = ("parquet", "csv")
+    ) -> list[Path]:
         """Write every table (Parquet and/or CSV), summary.json and resolved.yaml."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -421,29 +442,35 @@ class Results:
         from rich.table import Table
 
         s = self.summary
-        head = Table(title=f"{s.get('scenario', 'run')}: {s.get('status', '')}", title_justify="left")
-        head.add_column("phase")
-        head.add_column("completion time", justify="right")
-        head.add_column("algbw/GPU", justify="right")
-        head.add_column("busbw/GPU", justify="right")
-        head.add_column("DeepEP RDMA/GPU", justify="right")
-        head.add_column("DeepEP NVL/GPU", justify="right")
-        for ph, m in s.get("phases", {}).items():
-            if ph == "compute":
-                head.add_row(
-                    "compute (per rank)",
-                    f"{_t(m.get('mean_rank_time_s'))} (max {_t(m.get('max_rank_time_s'))})",
-                    "", "", "", "",
-                )
-                continue
-            head.add_row(
-                ph,
-                _t(m.get("completion_time_s")),
-                _gbs(m.get("algbw_per_gpu_Bps")),
-                _gbs(m.get("busbw_per_gpu_Bps")),
-                _gbs(m.get("deepep_rdma_bw_per_gpu_Bps")),
-                _gbs(m.get("deepep_nvl_bw_per_gpu_Bps")),
+        phases = {k: v for k, v in s.get("phases", {}).items() if k != "compute"}
+        head = Table(
+            title=f"{s.get('scenario', 'run')}: {s.get('status', '')}", title_justify="left"
+        )
+        head.add_column("per phase (mean over layers)")
+        for ph in phases:
+            head.add_column(ph, justify="right")
+        rows = (
+            ("all-to-all completion time", "completion_time_s", _t),
+            ("algbw per GPU (NCCL)", "algbw_per_gpu_Bps", _gbs),
+            ("busbw per GPU (NCCL)", "busbw_per_gpu_Bps", _gbs),
+            ("RDMA bw per GPU (DeepEP)", "deepep_rdma_bw_per_gpu_Bps", _gbs),
+            ("NVLink bw per GPU (DeepEP)", "deepep_nvl_bw_per_gpu_Bps", _gbs),
+            ("physical lower bound", "bound_s", _t),
+            ("fraction of the bound", "fraction_of_bound", _pct),
+        )
+        for label, key, fmt in rows:
+            if key in ("bound_s", "fraction_of_bound") and not any(
+                key in m for m in phases.values()
+            ):
+                continue  # runs without the bound engine's module
+            head.add_row(label, *(fmt(m.get(key)) for m in phases.values()))
+        comp = s.get("phases", {}).get("compute")
+        if comp:
+            head.caption = (
+                f"expert compute per rank: mean {_t(comp.get('mean_rank_time_s'))}, "
+                f"max {_t(comp.get('max_rank_time_s'))}"
             )
+            head.caption_justify = "left"
         util = Table(title="link utilisation by tier (mean over the run)", title_justify="left")
         for col in ("tier", "links", "mean", "max"):
             util.add_column(col, justify="left" if col == "tier" else "right")

@@ -24,7 +24,7 @@ from scenarios.build import (
 )
 from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
 from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from scenarios.loader import Document, load_scenario
 from scenarios.results import Results, conform, summarise
 from scenarios.schema import Scenario
 
@@ -48,11 +48,10 @@ def _as_scenario(
     scenario: Scenario | Mapping[str, Any] | str | Path,
     overrides: Iterable[str] = (),
     seed: int | None = None,
-) -> Scenario:
+) -> tuple[Scenario, Document | None]:
     if isinstance(scenario, Scenario) and not overrides and seed is None:
-        return scenario
-    sc, _doc = load_scenario(scenario, overrides, seed=seed)
-    return sc
+        return scenario, None
+    return load_scenario(scenario, overrides, seed=seed)
 
 
 def check_plugins(sc: Scenario, allow_plugins: bool) -> None:
@@ -113,7 +112,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         "events": events,
         "events_per_s": (events / wall_s) if events and wall_s > 0 else None,
         "topology": prep.cluster.graph.graph.get("name"),
-        "gpus": int(len({*prep.cluster.rank_gpu.tolist()})),
+        "gpus": len({*prep.cluster.rank_gpu.tolist()}),
         **prep.cluster.extra,
     }
     summary = {**head, **summary, "engine_info": eo.extra}
@@ -126,6 +125,20 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         summary=summary,
         scenario=sc.resolved(),
     )
+
+
+def _with_bound(summary: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """Every run also reports itself as a fraction of the physical lower bound (issue 7), when
+    the bound engine's module provides ``bound_summary``/``add_bound``."""
+    try:
+        from scenarios.engines import bound as bound_mod
+    except ImportError:
+        return summary
+    make = getattr(bound_mod, "bound_summary", None)
+    attach = getattr(bound_mod, "add_bound", None)
+    if make is None or attach is None:
+        return summary
+    return attach(summary, make(ctx))
 
 
 def run(
@@ -143,7 +156,20 @@ def run(
     Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
     scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on.
     """
-    sc = _as_scenario(scenario, overrides, seed)
+    sc, doc = _as_scenario(scenario, overrides, seed)
+    try:
+        return _run(sc, out, write, progress, allow_plugins)
+    except ScenarioError as exc:
+        raise (doc.locate(exc) if doc is not None else exc) from None
+
+
+def _run(
+    sc: Scenario,
+    out: str | Path | None,
+    write: bool,
+    progress: Progress | None,
+    allow_plugins: bool,
+) -> Results:
     check_plugins(sc, allow_plugins)
     prep = prepare(sc)
     engine = ENGINES.get(sc.engine)
@@ -159,9 +185,12 @@ def run(
     try:
         eo = engine(ctx)
     except EngineUnavailable as exc:
-        raise ScenarioError(f"engine {sc.engine!r} is not available: {exc}", path="engine") from None
+        raise ScenarioError(
+            f"engine {sc.engine!r} is not available: {exc}", path="engine"
+        ) from None
     wall = time.perf_counter() - t0
     res = _assemble(sc, prep, eo, wall)
+    res.summary = _with_bound(res.summary, ctx)
     if write or out is not None:
         write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph)
     return res

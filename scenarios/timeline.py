@@ -21,14 +21,14 @@ There is no global barrier: ranks drift apart exactly as far as the data depende
 ``local`` hop messages (a rank to itself) are delivered at once, without the transport.
 
 The timeline runs the SimPy environment in chunks of simulated time sized to about
-:data:`CHUNK_WALL_S` of wall time each, reporting progress between chunks; Ctrl-C stops it after
-the current event and returns what was completed (status ``interrupted``).
+:data:`CHUNK_EVENTS` events each (deterministic: never sized by wall time), reporting progress
+between chunks; Ctrl-C stops it after the current event and returns what was completed (status
+``interrupted``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 import simpy
 
-__all__ = ["CHUNK_WALL_S", "PHASE_ORDER", "TimelineResult", "Transport", "run_timeline"]
+__all__ = ["CHUNK_EVENTS", "PHASE_ORDER", "TimelineResult", "Transport", "run_timeline"]
 
-CHUNK_WALL_S = 0.2
+CHUNK_EVENTS = 20_000
 PHASE_ORDER = ("dispatch", "compute", "combine", "other")
 
 
@@ -111,26 +111,25 @@ def run_timeline(
     nbytes = trace["bytes"].to_numpy()
     start = trace["start_s"].to_numpy(dtype=float)
     hops = trace["hop"].to_numpy()
-    stage = (
-        trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
-    )
+    stage = trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
 
     # (step, layer) -> ordered phases; compute sits between dispatch and combine when the layer
     # has either, or a compute time.
     comp: dict[tuple[int, int, int], float] = {}
     if len(compute):
-        for s, l_, r, c in compute[["step", "layer", "rank", "compute_s"]].itertuples(
-            index=False
-        ):
+        for s, l_, r, c in compute[["step", "layer", "rank", "compute_s"]].itertuples(index=False):
             comp[(int(s), int(l_), int(r))] = float(c)
     layer_phases: dict[tuple[int, int], set[str]] = defaultdict(set)
     for s, l_, p in zip(steps.tolist(), layers.tolist(), phases.tolist(), strict=True):
         layer_phases[(s, l_)].add(p)
-    for s, l_, _r in comp:
-        layer_phases[(s, l_)].add("compute")
+    for (s, l_, _r), c in comp.items():
+        if c > 0:
+            layer_phases[(s, l_)].add("compute")
     order = sorted(layer_phases)
     plan = {
-        key: [p for p in PHASE_ORDER if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)]
+        key: [
+            p for p in PHASE_ORDER if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)
+        ]
         for key, ph in layer_phases.items()
     }
 
@@ -197,7 +196,7 @@ def run_timeline(
 
     rows: list[tuple[int, int, str, int, float, float, int, int]] = []
 
-    def rank_proc(r: int):  # noqa: ANN202 - a SimPy generator
+    def rank_proc(r: int):
         for s, l_ in order:
             for p in plan[(s, l_)]:
                 t0 = env.now
@@ -224,8 +223,11 @@ def run_timeline(
 
     procs = [env.process(rank_proc(r)) for r in range(num_ranks)]
     all_done = env.all_of(procs)
+    finished_at: list[float] = []
+    all_done.callbacks.append(lambda _ev: finished_at.append(env.now))
     status = "complete"
     chunk = 1e-6
+    events = _event_count(env) or 0
     try:
         while not all_done.triggered:
             if time_limit is not None and env.now >= time_limit:
@@ -237,14 +239,17 @@ def run_timeline(
             target = max(env.now, env.peek()) + chunk
             if time_limit is not None:
                 target = min(target, time_limit)
-            t_wall = time.perf_counter()
             env.run(until=target)
-            spent = time.perf_counter() - t_wall
-            # aim each chunk at CHUNK_WALL_S of wall time, growing or shrinking gradually
-            factor = CHUNK_WALL_S / spent if spent > 0 else 4.0
-            chunk *= min(4.0, max(0.25, factor))
+            # Chunks adapt to the *event count*, never to wall time: where a chunk ends is
+            # visible to the simulation (its stop event sits in the queue), so it must not
+            # depend on the machine's speed, or two runs with one seed would differ.
+            now_events = _event_count(env)
+            if now_events is not None:
+                done = max(1, now_events - events)
+                events = now_events
+                chunk *= min(4.0, max(0.25, CHUNK_EVENTS / done))
             if progress is not None:
-                progress(env.now, _event_count(env))
+                progress(env.now, now_events)
     except KeyboardInterrupt:
         status = "interrupted"
     if progress is not None:
@@ -254,4 +259,6 @@ def run_timeline(
     ph["_order"] = ph["phase"].map(PHASE_ORDER.index)
     ph = ph.sort_values(["step", "layer", "_order", "rank"], kind="stable").drop(columns="_order")
     ph["duration_s"] = ph["end_s"] - ph["start_s"]
-    return TimelineResult(post_s, end_s, ph.reset_index(drop=True), status, float(env.now))
+    # a chunk may run past the last rank's end: report when the timeline itself finished
+    sim_time = finished_at[0] if finished_at else float(env.now)
+    return TimelineResult(post_s, end_s, ph.reset_index(drop=True), status, sim_time)

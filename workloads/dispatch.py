@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.registry import Registry
+from workloads.layout import check_topk, token_rank_matrix
 from workloads.precision import WireTokens
 
 __all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode"]
@@ -100,17 +101,13 @@ class DispatchHandle:
 def _check_routing(
     x: WireTokens, topk_idx: np.ndarray, topk_weights: np.ndarray, num_experts: int, num_ranks: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    topk_idx = np.asarray(topk_idx)
+    topk_idx = check_topk(topk_idx, num_experts, num_ranks)
     topk_weights = np.asarray(topk_weights, dtype=np.float32)
-    if topk_idx.ndim != 2 or topk_idx.shape[0] != x.num_tokens:
+    if topk_idx.shape[0] != x.num_tokens:
         raise ValueError(f"topk_idx must be [tokens={x.num_tokens}, k]; got shape {topk_idx.shape}")
     if topk_weights.shape != topk_idx.shape:
         raise ValueError(f"topk_weights shape {topk_weights.shape} != topk_idx {topk_idx.shape}")
-    if num_ranks <= 0 or num_experts % num_ranks:
-        raise ValueError(f"num_experts={num_experts} must be a multiple of num_ranks={num_ranks}")
-    if topk_idx.size and (topk_idx.min() < -1 or topk_idx.max() >= num_experts):
-        raise ValueError(f"topk_idx values must be -1 or 0..{num_experts - 1}")
-    return topk_idx.astype(np.int64, copy=False), topk_weights
+    return topk_idx, topk_weights
 
 
 def _combine_plan(
@@ -171,15 +168,11 @@ def dispatch(
     topk_idx, topk_weights = _check_routing(x, topk_idx, topk_weights, num_experts, num_ranks)
     n, k = topk_idx.shape
     per_rank = num_experts // num_ranks
-    valid = topk_idx >= 0
     if m.dedup:
-        # (dst rank, token) pairs: a [ranks, tokens] bitmap read in row-major order yields them
-        # deduplicated and sorted by destination, then source token (DeepEP's receive order).
-        in_rank = np.zeros((num_ranks, n), dtype=bool)
-        rows_tok = np.broadcast_to(np.arange(n)[:, None], topk_idx.shape)
-        in_rank[topk_idx[valid] // per_rank, rows_tok[valid]] = True
-        flat = np.flatnonzero(in_rank)
-        dst, row_token = np.divmod(flat, n)
+        # is_token_in_rank read as [rank, token] in row-major order yields the (dst, token)
+        # pairs deduplicated and sorted by destination, then source token (DeepEP's order).
+        in_rank = token_rank_matrix(topk_idx, per_rank, num_ranks)
+        dst, row_token = np.divmod(np.flatnonzero(in_rank.T), n)
         row_topk = topk_idx[row_token]
         here = (row_topk >= 0) & (row_topk // per_rank == dst[:, None])
         recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DispatchLayout", "EPLayout", "ep_layout", "get_dispatch_layout"]
+__all__ = [
+    "DispatchLayout",
+    "EPLayout",
+    "check_topk",
+    "ep_layout",
+    "get_dispatch_layout",
+    "token_rank_matrix",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +47,8 @@ class DispatchLayout:
         return int(self.is_token_in_rank.shape[1])
 
 
-def _check_topk(topk_idx: np.ndarray, num_experts: int, num_ranks: int) -> np.ndarray:
+def check_topk(topk_idx: np.ndarray, num_experts: int, num_ranks: int) -> np.ndarray:
+    """``topk_idx`` as int64 after checking shape, expert range and experts per rank."""
     topk_idx = np.asarray(topk_idx)
     if topk_idx.ndim != 2 or not np.issubdtype(topk_idx.dtype, np.integer):
         raise ValueError(
@@ -66,7 +74,8 @@ def _nodes(num_ranks: int, gpus_per_node: int | None) -> int | None:
     return -(-num_ranks // gpus_per_node)
 
 
-def _token_rank_matrix(topk_idx: np.ndarray, experts_per_rank: int, num_ranks: int) -> np.ndarray:
+def token_rank_matrix(topk_idx: np.ndarray, experts_per_rank: int, num_ranks: int) -> np.ndarray:
+    """DeepEP's is_token_in_rank [tokens, ranks] for checked ``topk_idx`` (-1 = masked)."""
     n = topk_idx.shape[0]
     valid = topk_idx >= 0
     rows = np.broadcast_to(np.arange(n)[:, None], topk_idx.shape)[valid]
@@ -79,9 +88,9 @@ def get_dispatch_layout(
     topk_idx: np.ndarray, num_experts: int, num_ranks: int, gpus_per_node: int | None = None
 ) -> DispatchLayout:
     """DeepEP's get_dispatch_layout on one batch of tokens (see the module docstring)."""
-    topk_idx = _check_topk(topk_idx, num_experts, num_ranks)
+    topk_idx = check_topk(topk_idx, num_experts, num_ranks)
     nodes = _nodes(num_ranks, gpus_per_node)
-    in_rank = _token_rank_matrix(topk_idx, num_experts // num_ranks, num_ranks)
+    in_rank = token_rank_matrix(topk_idx, num_experts // num_ranks, num_ranks)
     per_expert = np.bincount(topk_idx[topk_idx >= 0], minlength=num_experts).astype(np.int64)
     per_rdma = None
     if nodes is not None:
@@ -145,7 +154,7 @@ def ep_layout(
 
     ``tokens_per_rank`` is one int (same for every rank) or one count per rank.
     """
-    topk_idx = _check_topk(topk_idx, num_experts, num_ranks)
+    topk_idx = check_topk(topk_idx, num_experts, num_ranks)
     counts = np.broadcast_to(np.asarray(tokens_per_rank, dtype=np.int64), (num_ranks,))
     if (counts < 0).any() or counts.sum() != topk_idx.shape[0]:
         raise ValueError(

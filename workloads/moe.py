@@ -11,6 +11,8 @@ come from ``default_rng([seed, layer, step])``. Same arguments, same trace, bit 
 Skew targets are calibrated against the base placement without redundant replicas (the
 production figures in physics.md are "without redundant experts"); a ``redundant`` placement is
 then built per layer from that layer's step-0 expert loads (an oracle EPLB) and lowers the skew.
+Node-limited routing counts the nodes of the base placement: a token sent to a replica on
+another node can exceed the limit (as with real EPLB replicas).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from workloads.models import MoEModel, get_model
 from workloads.placement import Placement, make_placement
 from workloads.precision import bytes_per_token
 from workloads.trace import make_trace
-from workloads.traffic import phase_messages
+from workloads.traffic import Messages, phase_messages
 
 __all__ = ["LayerTraffic", "moe_layer", "moe_layer_trace"]
 
@@ -210,15 +212,13 @@ def moe_layer_trace(
             )
     bpt_d = bytes_per_token(dispatch_dtype, m.hidden)
     bpt_c = bytes_per_token(combine_dtype, m.hidden)
-    cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("step", "layer", "phase", "src", "dst", "tok", "bytes", "hop", "stage")
-    }
     shape = (steps, layers, ep_size)
     comp = {
         "seconds": np.zeros(shape),
         "flops": np.zeros(shape),
         "token_copies": np.zeros(shape, np.int64),
     }
+    parts: list[tuple[int, int, str, Messages]] = []
     stats: dict[str, list[float]] = {}
     loads: dict[int, np.ndarray] = {}
     for st in range(steps):  # one pass per (step, layer): each is a whole vectorised layer
@@ -245,44 +245,36 @@ def moe_layer_trace(
             for k, v in lt.layout.stats().items():
                 stats.setdefault(k, []).append(v)
             for phase, bpt in (("dispatch", bpt_d), ("combine", bpt_c)):
-                msg = phase_messages(lt.layout, mode_, phase, bpt)
-                for k, v in (
-                    ("src", msg.src),
-                    ("dst", msg.dst),
-                    ("tok", msg.tokens),
-                    ("bytes", msg.bytes),
-                    ("hop", msg.hop),
-                    ("stage", msg.stage),
-                ):
-                    cols[k].append(v)
-                cols["step"].append(np.full(len(msg), st))
-                cols["layer"].append(np.full(len(msg), ly))
-                cols["phase"].append(np.full(len(msg), phase, dtype=object))
-            copies, flops, secs = rank_compute(
-                lt.layout.layout.num_tokens_per_expert,
-                lt.placement.slots_per_rank,
-                m.hidden,
-                m.moe_ffn,
-                achieved_flops,
-                compute_overhead_s,
-            )
-            comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly] = (
-                copies,
-                flops,
-                secs,
+                parts.append((st, ly, phase, phase_messages(lt.layout, mode_, phase, bpt)))
+            (comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly]) = (
+                rank_compute(
+                    lt.layout.layout.num_tokens_per_expert,
+                    lt.placement.slots_per_rank,
+                    m.hidden,
+                    m.moe_ffn,
+                    achieved_flops,
+                    compute_overhead_s,
+                )
             )
     comp["steps"], comp["layers"] = np.arange(steps), np.arange(layers)
-    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    sizes = [len(p[3]) for p in parts]
+
+    def per_part(i: int) -> np.ndarray:
+        return np.repeat(np.array([p[i] for p in parts], dtype=object if i == 2 else None), sizes)
+
+    def per_message(field: str) -> np.ndarray:
+        return np.concatenate([getattr(p[3], field) for p in parts])
+
     return make_trace(
-        step=cat["step"],
-        layer=cat["layer"],
-        phase=cat["phase"],
-        src_rank=cat["src"],
-        dst_rank=cat["dst"],
-        bytes=cat["bytes"],
-        tokens=cat["tok"],
-        hop=cat["hop"],
-        stage=cat["stage"],
+        step=per_part(0),
+        layer=per_part(1),
+        phase=per_part(2),
+        src_rank=per_message("src"),
+        dst_rank=per_message("dst"),
+        bytes=per_message("bytes"),
+        tokens=per_message("tokens"),
+        hop=per_message("hop"),
+        stage=per_message("stage"),
         num_ranks=ep_size,
         gpus_per_node=gpus_per_node,
         workload="moe",

@@ -53,7 +53,7 @@ def load_splits(source: str | Path | np.ndarray) -> np.ndarray:
     ):
         if bad.any():
             i, j = np.argwhere(bad)[0]
-            raise ValueError(f"{name}: entry [src {i}, dst {j}] = {m[i, j]!r} {what}")
+            raise ValueError(f"{name}: entry [src {i}, dst {j}] = {m[i, j].item()!r} {what}")
     return f.astype(np.int64)
 
 

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workloads.traffic import classify_hops
+
 __all__ = [
     "COLUMNS",
     "HOPS",
@@ -86,8 +88,6 @@ def make_trace(
     ``hop`` defaults to the locality of (src, dst) for ``gpus_per_node`` (None: each rank is
     its own node). Extra keyword arguments go to ``df.attrs``.
     """
-    from workloads.traffic import classify_hops  # traffic imports dispatch; keep this leaf light
-
     src = np.asarray(src_rank, dtype=np.int64).ravel()
     n = src.shape[0]
 
@@ -96,8 +96,8 @@ def make_trace(
         return np.broadcast_to(a, (n,)).copy() if a.ndim == 0 else a.ravel()
 
     dst = col(dst_rank, np.int64)
-    if hop is None:
-        hop = classify_hops(src, dst, gpus_per_node)
+    if dst.shape != src.shape:
+        raise TraceError(f"trace columns have different lengths: src_rank {n}, dst_rank {len(dst)}")
     data = {
         "step": col(step, np.int64),
         "layer": col(layer, np.int64),
@@ -107,7 +107,7 @@ def make_trace(
         "bytes": col(bytes, np.int64),
         "tokens": col(tokens, np.int64),
         "start_s": col(start_s, np.float64),
-        "hop": col(hop, object),
+        "hop": col(classify_hops(src, dst, gpus_per_node) if hop is None else hop, object),
     }
     if stage is not None:
         data["stage"] = col(stage, np.int64)

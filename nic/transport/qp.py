@@ -167,10 +167,11 @@ class Message:
 class RecvQp:
     """Responder side of a QP on the destination NIC."""
 
-    __slots__ = ("ack_pkts", "cnps", "nacks", "rel", "rx_bytes", "rx_pkts")
+    __slots__ = ("ack_pkts", "cnps", "nacks", "rel", "rx_bytes", "rx_hold", "rx_pkts")
 
     def __init__(self, mode: int, rob: ReorderBuffer, ack_every: int) -> None:
         self.rel = ReceiverReliability(mode, rob, ack_every)
+        self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0
         self.ack_pkts = 0
@@ -189,6 +190,8 @@ class QueuePair:
         "_last_tx",
         "_last_wire",
         "_rto_cb",
+        "_timer_at",
+        "_tlp_ok",
         "cc",
         "credit_wanted",
         "dst_eids",
@@ -213,7 +216,10 @@ class QueuePair:
         "rto_max_s",
         "rto_min_s",
         "rttvar",
+        "tlp_deadline",
+        "tlp_probes",
         "rx",
+        "rx_hold",
         "sel",
         "seg",
         "snd",
@@ -254,8 +260,9 @@ class QueuePair:
         self.cc = cc
         self.fcc = fcc
         self.rx = rx
+        self.rx_hold = 0.0  # RX pipeline ordering of the feedback arriving at this side
         self.snd = SenderReliability(mode, reo_factor=reo_factor, reo_min_s=reo_min_s)
-        self.snd.loss_cb = selector.on_nack
+        self.snd.loss_cb = selector.on_loss
         self.msgs: deque[Message] = deque()  # posted, not yet complete (PSN order)
         self.undelivered: deque[Message] = deque()  # not yet fully held by the receiver
         self.unsent: deque[Message] = deque()  # PSNs not all sent once yet
@@ -272,7 +279,11 @@ class QueuePair:
         self.rto = max(rto_min_s, 3 * fcc.base_rtt_s)
         self.rttvar = 0.0
         self.rto_deadline = _INF
+        self.tlp_deadline = _INF
+        self._tlp_ok = mode == 1  # tail-loss probes in selective-repeat mode only
+        self.tlp_probes = 0
         self._rto_cb: Any = None
+        self._timer_at = _INF
         self._ccev = CCEvent(0.0)
         self._cc_tx = cc.uses_tx
         self.want_int = cc.requires_int
@@ -395,10 +406,30 @@ class QueuePair:
             self.next_time = now
         else:
             self.next_time = now + pkt.wire * 8.0 / r
-        if self._rto_cb is None:
+        if self.rto_deadline == _INF:  # the timer was disarmed: nothing was outstanding
             self.rto_deadline = now + self.rto
-            self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+            if self._tlp_ok:
+                self.tlp_deadline = now + self._pto()
+            self._arm(self.tlp_deadline if self._tlp_ok else self.rto_deadline)
         return pkt
+
+    def _pto(self) -> float:
+        """Tail-loss probe timeout: two smoothed RTTs (RFC 8985), at least the reordering
+        window's floor; without an RTT sample yet, the RTO (no early probe)."""
+        snd = self.snd
+        if snd.srtt == 0.0:
+            return self.rto
+        pto = 2.0 * snd.srtt
+        return pto if pto > snd.reo_min_s else snd.reo_min_s
+
+    def _arm(self, t: float) -> None:
+        """Make sure the timer fires no later than ``t`` (one live timer per QP)."""
+        if self._rto_cb is not None:
+            if self._timer_at <= t:
+                return
+            self._rto_cb.cancel()
+        self._timer_at = t
+        self._rto_cb = self.nic.call_at(t, self._on_rto)
 
     def repace(self, now: float) -> None:
         """Re-read the CC rate after a timer tick: recompute the next departure time."""
@@ -440,6 +471,11 @@ class QueuePair:
         self.cc.handle_ack(e, fcc)
         if fcc.requests:
             self._requests(now)
+        if newly and self.mode == 1 and snd.high_sent > snd.snd_una:
+            self.tlp_deadline = now + self._pto()
+            if not self._tlp_ok:
+                self._tlp_ok = True
+                self._arm(self.tlp_deadline)
         if snd.snd_una > una0:
             self._progress(now)
 
@@ -539,17 +575,27 @@ class QueuePair:
 
     def _on_rto(self, _arg: object = None) -> None:
         self._rto_cb = None
+        self._timer_at = _INF
         snd = self.snd
         if snd.high_sent <= snd.snd_una:
+            self.rto_deadline = _INF
             return  # nothing outstanding: disarm until the next send
         now = self.nic.env._now
+        if self._tlp_ok and now >= self.tlp_deadline:
+            self._tlp_ok = False  # one probe per quiet period; an ACK re-enables it
+            if snd.probe_tail():
+                self.tlp_probes += 1
+                self.nic.activate(self)
         if now < self.rto_deadline:
-            self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+            self._arm(min(self.tlp_deadline, self.rto_deadline) if self._tlp_ok
+                      else self.rto_deadline)  # fmt: skip
             return
-        ev = snd.ev_of(snd.snd_una)
+        evs = snd.inflight_evs()
         lost = snd.inflight_bytes
         snd.on_timeout(now)
-        self.sel.on_timeout(ev, now)
+        sel = self.sel
+        for ev in evs or [snd.ev_of(snd.snd_una)]:
+            sel.on_timeout(ev, now)
         e = self._ccev
         e.now = now
         e.bytes = lost
@@ -557,14 +603,14 @@ class QueuePair:
         e.rtt = None
         e.ecn = False
         e.int_records = None
-        e.path = ev
+        e.path = evs[0] if evs else None
         e.snd_nxt = snd.snd_nxt
         self.cc.handle_timeout(e, self.fcc)
         if self.fcc.requests:
             self._requests(now)
         self.rto = min(self.rto_max_s, 2 * self.rto)
         self.rto_deadline = now + self.rto
-        self._rto_cb = self.nic.call_at(self.rto_deadline, self._on_rto)
+        self._arm(self.rto_deadline)
         self.nic.activate(self)
 
     def __repr__(self) -> str:

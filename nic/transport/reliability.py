@@ -355,6 +355,34 @@ class SenderReliability:
             self._mark_lost_from(self.snd_una)
         return True
 
+    def inflight_evs(self) -> list[int]:
+        """Distinct entropy values of the packets now in flight (oldest PSN first)."""
+        state = self._state
+        evs = self._ev
+        seen: dict[int, None] = {}
+        for i in range(self.snd_una - self._base, self.high_sent - self._base):
+            st = state[i]
+            if st == SENT or st == RESENT:
+                seen[evs[i]] = None
+        return list(seen)
+
+    def probe_tail(self) -> bool:
+        """Tail-loss probe (RFC 8985 TLP, selective repeat only): resend the highest in-flight
+        PSN so that its SACK exposes lost packets that no later ACK would reveal."""
+        if self.mode != MODE_SR:
+            return False
+        state = self._state
+        start = self.snd_una - self._base
+        end = self.high_sent - self._base
+        i = max(state.rfind(SENT, start, end), state.rfind(RESENT, start, end))
+        if i < 0:
+            return False
+        state[i] = LOST
+        self.inflight_bytes -= self._size[i]
+        self.n_lost += 1
+        self._rtx.appendleft(self._base + i)
+        return True
+
     def _mark_lost_from(self, psn: int) -> None:
         state = self._state
         size = self._size

@@ -9,7 +9,9 @@ plane as well.
 
 Each QP owns one selector instance. The transport calls :meth:`PathSelector.next_ev` once per
 packet and feeds back what the EV's packets experienced: :meth:`on_ack` (with the ECN echo),
-:meth:`on_nack` (loss or NACK), :meth:`on_timeout` (RTO). Built-ins (registry
+:meth:`on_nack` (a NACK), :meth:`on_loss` (a packet that vanished, found by SACK-based loss
+detection), :meth:`on_timeout` (RTO) and :meth:`on_path_change` (the congestion control asks to
+leave the EV). Built-ins (registry
 :data:`PATH_SELECTORS`):
 
 ``ecmp``      one EV per QP: the classic RoCE baseline (one path per flow). On an RTO it draws
@@ -17,7 +19,8 @@ packet and feeds back what the EV's packets experienced: :meth:`on_ack` (with th
               dead link eventually escapes.
 ``spray``     oblivious per-packet spraying round-robin over ``n_evs`` EVs (UEC oblivious
               spraying; AWS SRD sprays over many paths [S]).
-``bitmap``    UEC-style penalties per EV: ECN +1, NACK/loss +4, timeout +15 (capped at 15);
+``bitmap``    UEC-style penalties per EV: ECN +1, NACK +4, timeout or a vanished packet +15
+              (capped at 15; UEC detects a vanished packet with a per-packet timer);
               a penalised EV is skipped, each skip paying back one point, so bad EVs rest for
               a time proportional to their penalty [S: physics.md penalty values].
 ``reps``      REPS (recycled entropy packet spraying): EVs whose ACK came back without ECN go
@@ -90,8 +93,14 @@ class PathSelector:
     def on_nack(self, ev: int, now: float) -> None:
         """A packet sent with ``ev`` was NACKed or detected lost."""
 
+    def on_loss(self, ev: int, now: float) -> None:
+        """A packet sent on ``ev`` vanished (declared lost by SACK-based detection, not
+        NACKed): by default treated like a NACK."""
+        self.on_nack(ev, now)
+
     def on_timeout(self, ev: int, now: float) -> None:
-        """The QP timed out; ``ev`` was the EV of its oldest unacknowledged packet."""
+        """The QP timed out with a packet sent on ``ev`` in flight (called once per distinct
+        EV in flight, like UEC's per-packet timers; -1 if unknown)."""
 
     def on_path_change(self, ev: int, now: float) -> None:
         """The congestion control asks to move off ``ev`` (UEC NSCC: ECN below target)."""
@@ -120,7 +129,7 @@ class EcmpSelector(PathSelector):
         return self.ev
 
     def on_timeout(self, ev: int, now: float) -> None:
-        if self.rehash_on_timeout:
+        if self.rehash_on_timeout and (ev == self.ev or ev < 0):
             self._rehash()
 
     def on_path_change(self, ev: int, now: float) -> None:
@@ -212,6 +221,10 @@ class BitmapSelector(PathSelector):
 
     def on_nack(self, ev: int, now: float) -> None:
         self._add(ev, self.pen_nack)
+
+    def on_loss(self, ev: int, now: float) -> None:
+        # A vanished packet is what a UEC per-packet timer would catch: timeout penalty.
+        self._add(ev, self.pen_timeout)
 
     def on_timeout(self, ev: int, now: float) -> None:
         self._add(ev, self.pen_timeout)
@@ -319,6 +332,9 @@ class AdaptiveSelector(PathSelector):
 
     def on_nack(self, ev: int, now: float) -> None:
         self._mark(ev, now + self.nack_hold_s)
+
+    def on_loss(self, ev: int, now: float) -> None:
+        self._mark(ev, now + self.timeout_hold_s)
 
     def on_timeout(self, ev: int, now: float) -> None:
         self._mark(ev, now + self.timeout_hold_s)

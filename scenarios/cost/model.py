@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,16 @@ def cost_cluster(
     )
 
 
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def _pick(summary: dict[str, Any], what: str) -> float | None:
     for key in SUMMARY_KEYS[what]:
         v = summary.get(key)
@@ -187,7 +198,7 @@ def _pick(summary: dict[str, Any], what: str) -> float | None:
     return None
 
 
-def efficiency(cost: CostBreakdown, summary: dict[str, Any]) -> dict[str, float]:
+def efficiency(cost: CostBreakdown, summary: Mapping[str, Any]) -> dict[str, float]:
     """Cost-efficiency figures from a cost breakdown and a simulated result summary.
 
     - ``usd_per_GBps_per_gpu``: capex per GPU / all-to-all bandwidth per GPU in GB/s (the
@@ -198,8 +209,10 @@ def efficiency(cost: CostBreakdown, summary: dict[str, Any]) -> dict[str, float]
     - ``tokens_per_s_per_musd``: tokens/s per million dollars of capex, when the summary gives
       tokens/s (or tokens and a layer time).
 
+    ``summary`` may be flat or nested (a run's ``summary.json``: ``phases.dispatch...``).
     Figures whose inputs are missing are NaN, never guessed.
     """
+    summary = _flat(summary)
     nan = float("nan")
     gpus = cost.gpus
     bw = _pick(summary, "bw_per_gpu_Bps")

@@ -1,12 +1,476 @@
-"""The ``flow`` engine (issue 7): registered now so that scenarios may name it; it reports that
-it is not available until its implementation lands (replace this module's body)."""
+"""The ``flow`` engine: SimPy events at flow starts and ends, max-min fair rates in between.
+
+Adapter between the scenario layer and :mod:`fabric.flow`. It offers
+:func:`scenarios.timeline.run_timeline` a transport (the same layer timeline as the packet
+engine: dispatch -> compute -> combine per rank) whose messages become fluid flows:
+
+- ``rdma`` messages go from the source rank's NIC ports to the destination rank's ports. Path
+  policy from ``cluster.nic.multipath`` (:func:`path_policy`): ``ecmp`` hashes each message to
+  one equal-cost path and, on a multi-plane NIC, one plane (``msg mod planes``, as the packet
+  engine's host endpoint does); ``spray`` over ``paths`` entropy values spreads the message
+  evenly over all equal-cost paths when ``paths`` covers them (the bundle constraints of
+  :mod:`fabric.flow.paths`), else over ``paths`` hashed paths; ``adaptive``, ``bitmap`` and
+  ``reps`` steer by load or by congestion feedback, modelled as the ideal load-aware split,
+  which on these symmetric fabrics is the even spread. Non-ECMP policies also split a message
+  evenly over the planes of a multi-plane NIC.
+- every RDMA flow also loads its NIC card's packet-rate limit (``cluster.nic.packet_rate``,
+  transmit and receive separately) and, when the node layout gives one
+  (``nic_rate_cap_bps``, from ``nic.pcie``), the card's PCIe path in each direction;
+- wire bytes follow RoCEv2 framing at ``cluster.nic.mtu`` (:mod:`fabric.flow.wire`; +16 B
+  RETH per message with the SmartNIC endpoint, as an RDMA WRITE);
+- congestion control enters as the efficiency of shared fabric queues
+  (:data:`fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
+- ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
+  scale-up egress and the destination's ingress (the model of
+  :mod:`scenarios.engines.scaleup`); two ranks behind one NIC card exchange data inside the node
+  at once (as the packet engine does until the PCIe model is wired in).
+
+Latency of a message: its path's propagation, FEC and switch latency (plus a packet's
+serialisation per store-and-forward switch). With the SmartNIC endpoint (``sim.endpoint:
+nic``) the sender's phase bookkeeping waits for the ACK (one more path latency, as in the
+packet engine) while the messages table records the delivery time.
+
+Batching (``rtol``, :class:`fabric.flow.FlowSim`): exact (0) up to :data:`AUTO_EXACT_FLOWS`
+messages, :data:`AUTO_RTOL` above; a ``sim.flow_rtol`` scenario field, when the schema has one,
+or :data:`OPTIONS` override it.
+"""
 
 from __future__ import annotations
 
-from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
+from fabric.kernel import call_at
+from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from scenarios.engines import ENGINES, EngineOutput, RunContext
+from scenarios.results import link_table, message_table
+from scenarios.timeline import run_timeline
+
+__all__ = [
+    "AUTO_EXACT_FLOWS",
+    "AUTO_RTOL",
+    "OPTIONS",
+    "FlowCluster",
+    "FlowOptions",
+    "MessageRoutes",
+    "path_policy",
+    "run_flow",
+]
+
+#: Up to this many messages the flow engine solves at every event (exact).
+AUTO_EXACT_FLOWS = 20_000
+#: Batching tolerance above AUTO_EXACT_FLOWS messages (completion times late by <= 1 %).
+AUTO_RTOL = 0.01
+#: ACK wire bytes of the SmartNIC (82 B RoCEv2 + 4 B AETH; nic.transport.qp).
+ACK_WIRE_BYTES = ROCE_OVERHEAD + 4
+#: Selectors that steer each packet by load or congestion feedback (modelled as an even split).
+LOAD_AWARE = ("adaptive", "bitmap", "reps")
+
+
+@dataclass
+class FlowOptions:
+    """Knobs of the flow engine that the scenario schema does not carry (Python API).
+
+    ``rtol``: batching tolerance (None: automatic); ``efficiency``: CC efficiency override
+    (None: :data:`fabric.flow.cc.CC_EFFICIENCY`); ``max_hashed_paths``: a spraying NIC with
+    fewer entropy values than equal-cost paths gets that many hashed paths up to this number,
+    above it the even spread.
+    """
+
+    rtol: float | None = None
+    efficiency: float | None = None
+    max_hashed_paths: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+OPTIONS = FlowOptions()
+
+
+def path_policy(
+    selector: str, n_evs: int, paths: FlowPaths, max_hashed: int = 8
+) -> tuple[str, int]:
+    """(mode, n_paths) for :meth:`FlowPaths.route` from the NIC's path selector (module doc)."""
+    if selector == "ecmp":
+        return "hash", 1
+    widest = int(paths.leaf_nup.max(initial=1)) * max(1, int(paths.spine_ncore.max(initial=1)))
+    if selector == "spray" and n_evs < widest and n_evs <= max_hashed:
+        return "hash", int(n_evs)
+    return "spread", 0
+
+
+@dataclass
+class MessageRoutes:
+    """Routes of a batch of messages: ``kind`` 0 = flow, 1 = delivered at once (same NIC
+    card); ``idx``/``coef``/``frac`` (n, K) constraint tables; ``latency_s`` delivery
+    latency; ``ack_s`` extra wait of the sender; ``packets``; ``wire`` wire bytes."""
+
+    kind: np.ndarray
+    idx: np.ndarray
+    coef: np.ndarray
+    frac: np.ndarray
+    latency_s: np.ndarray
+    ack_s: np.ndarray
+    packets: np.ndarray
+    wire: np.ndarray
+    n_paths: np.ndarray
+    src_port: np.ndarray
+    dst_port: np.ndarray
+
+
+class FlowCluster:
+    """The cluster as the flow engine (and the bound) see it: constraints, ports and policy.
+
+    ``spread_all`` routes every RDMA message over all equal-cost paths (what the bound needs).
+    """
+
+    def __init__(self, ctx: RunContext, *, spread_all: bool = False,
+                 options: FlowOptions | None = None) -> None:  # fmt: skip
+        opts = options or OPTIONS
+        sc, cl = ctx.scenario, ctx.cluster
+        sw = cl.switch
+        self.paths = FlowPaths(
+            cl.graph,
+            switch_latency_s=float(getattr(sw, "latency_s", 600e-9)),
+            store_and_forward=bool(getattr(sw, "store_and_forward", False)),
+            seed=sc.seed,
+        )
+        p = self.paths
+        nic = sc.cluster.nic
+        self.mtu = int(nic.mtu)
+        self.endpoint = str(getattr(sc.sim, "endpoint", "host"))
+        self.first_extra = RETH_BYTES if self.endpoint == "nic" else 0
+        self.selector = str(nic.multipath.selector)
+        self.mode, self.n_paths = path_policy(
+            self.selector, int(nic.multipath.paths), p, opts.max_hashed_paths
+        )
+        if spread_all:
+            self.mode, self.n_paths = "spread", 0
+        self.ecmp_planes = self.selector == "ecmp" and not spread_all
+        self.cc_name = str(nic.cc.name)
+        self.efficiency = cc_efficiency(self.cc_name, opts.efficiency)
+        # ranks -> port nodes (padded by repeating the first port), cards, GPU nodes
+        n = cl.num_ranks
+        planes = max(1, max((len(x) for x in cl.rank_ports), default=1))
+        self.rank_nports = np.array([len(x) for x in cl.rank_ports], dtype=np.int64)
+        self.rank_port = np.empty((n, planes), dtype=np.int64)
+        for r, ports in enumerate(cl.rank_ports):
+            idx = p.nodes(list(ports))
+            self.rank_port[r, : idx.size] = idx
+            self.rank_port[r, idx.size :] = idx[0]
+        rank_nic = getattr(cl, "rank_nic", None)
+        self.rank_card = (
+            np.asarray(rank_nic, dtype=np.int64)
+            if rank_nic is not None
+            else p.card_of[self.rank_port[:, 0]]
+        )
+        gpu_nodes = np.array([p.node_index.get(f"gpu{int(g)}", -1) for g in cl.rank_gpu],
+                             dtype=np.int64)  # fmt: skip
+        self.rank_gpu_node = gpu_nodes
+        self.rank_has_su = np.where(gpu_nodes >= 0, p.gpu_egress[np.maximum(gpu_nodes, 0)] >= 0,
+                                    False)  # fmt: skip
+        # NIC-side constraints per card: packet rate (tx, rx) and the PCIe path (tx, rx)
+        cards = np.unique(self.rank_card)
+        self.card_pos = {int(c): i for i, c in enumerate(cards)}
+        names = [f"nic{int(c)}" for c in cards]
+        pps = float(nic.packet_rate)
+        self.pps_tx = p.add_constraints([f"{m}:tx-pps" for m in names], np.full(cards.size, pps),
+                                        "nic-pps")  # fmt: skip
+        self.pps_rx = p.add_constraints([f"{m}:rx-pps" for m in names], np.full(cards.size, pps),
+                                        "nic-pps")  # fmt: skip
+        cap = getattr(cl.layout, "nic_rate_cap_bps", None)
+        self.pcie_cap = float(cap) if isinstance(cap, int | float) and cap > 0 else None
+        self.pcie_tx = self.pcie_rx = None
+        if self.pcie_cap is not None:
+            full = np.full(cards.size, self.pcie_cap)
+            self.pcie_tx = p.add_constraints([f"{m}:pcie-tx" for m in names], full, "pcie")
+            self.pcie_rx = p.add_constraints([f"{m}:pcie-rx" for m in names], full, "pcie")
+
+    # ------------------------------------------------------------------ routes
+
+    def route(self, msg: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+              hop: np.ndarray) -> MessageRoutes:  # fmt: skip
+        """Routes of messages (arrays; ``hop`` strings); local messages are not allowed here."""
+        p = self.paths
+        msg = np.asarray(msg, dtype=np.int64)
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        b = np.asarray(nbytes, dtype=np.int64)
+        hop = np.asarray(hop).astype(str)
+        n = msg.size
+        su = (hop == "scaleup") & self.rank_has_su[src] & self.rank_has_su[dst]
+        same_card = ~su & (self.rank_card[src] == self.rank_card[dst])
+        rd = ~su & ~same_card
+        pk = packets(b, self.mtu)
+        wire = wire_bytes(b, self.mtu, ROCE_OVERHEAD, self.first_extra)
+        wf = np.where(b > 0, wire / np.maximum(b, 1), 1.0)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, idx, frac)
+        lat = np.zeros(n)
+        ack = np.zeros(n)
+        n_paths = np.ones(n, dtype=np.int64)
+        src_port = np.full(n, -1, dtype=np.int64)
+        dst_port = np.full(n, -1, dtype=np.int64)
+        if su.any():
+            rows = np.flatnonzero(su)
+            r = p.route_scaleup(self.rank_gpu_node[src[rows]], self.rank_gpu_node[dst[rows]])
+            parts.append((rows, r.idx, r.frac))
+            lat[rows] = r.latency_s
+        if rd.any():
+            rows = np.flatnonzero(rd)
+            s, d = src[rows], dst[rows]
+            n_pl = np.minimum(self.rank_nports[s], self.rank_nports[d])
+            key = self.rank_card[s] * 1_000_003 + self.rank_card[d]
+            if self.ecmp_planes or n_pl.max() == 1:
+                plane = msg[rows] % n_pl
+                sp, dp = self.rank_port[s, plane], self.rank_port[d, plane]
+                r = p.route(
+                    sp, dp, key * 7919 + msg[rows], mode=self.mode, n_paths=max(1, self.n_paths)
+                )
+                idx, frac, r_lat, r_sw = r.idx, r.frac, r.latency_s, r.switches
+                src_port[rows], dst_port[rows] = sp, dp
+            else:
+                # an even split over the planes both ranks have
+                top = int(n_pl.max())
+                idx_l, frac_l = [], []
+                r_lat = np.zeros(rows.size)
+                r_sw = np.zeros(rows.size, dtype=np.int64)
+                for pl in range(top):
+                    use = pl < n_pl
+                    plane = np.where(use, pl, 0)
+                    r = p.route(self.rank_port[s, plane], self.rank_port[d, plane], key + pl,
+                                mode=self.mode, n_paths=max(1, self.n_paths))  # fmt: skip
+                    idx_l.append(np.where(use[:, None], r.idx, -1))
+                    frac_l.append(np.where(use[:, None], r.frac / n_pl[:, None], 0.0))
+                    r_lat = np.maximum(r_lat, np.where(use, r.latency_s, 0.0))
+                    r_sw = np.maximum(r_sw, np.where(use, r.switches, 0))
+                idx, frac = np.concatenate(idx_l, axis=1), np.concatenate(frac_l, axis=1)
+                src_port[rows], dst_port[rows] = self.rank_port[s, 0], self.rank_port[d, 0]
+            n_paths[rows] = (
+                max(1, self.n_paths) if self.mode == "hash" else 0
+            )  # 0 = all equal-cost paths
+            cs = np.array([self.card_pos[int(c)] for c in self.rank_card[s]], dtype=np.int64)
+            cd = np.array([self.card_pos[int(c)] for c in self.rank_card[d]], dtype=np.int64)
+            nic_idx = [self.pps_tx[cs], self.pps_rx[cd]]
+            if self.pcie_tx is not None and self.pcie_rx is not None:
+                nic_idx += [self.pcie_tx[cs], self.pcie_rx[cd]]
+            idx = np.concatenate([idx, np.stack(nic_idx, axis=1)], axis=1)
+            frac = np.concatenate([frac, np.ones((rows.size, len(nic_idx)))], axis=1)
+            first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
+            sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + ROCE_OVERHEAD) / first
+            lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)
+            if self.endpoint == "nic":
+                ack[rows] = lat[rows] + 8.0 * ACK_WIRE_BYTES / first
+            parts.append((rows, idx, frac))
+        k = max((x[1].shape[1] for x in parts), default=1)
+        idx_all = np.full((n, k), -1, dtype=np.int64)
+        frac_all = np.zeros((n, k))
+        for rows, idx, frac in parts:
+            idx_all[rows, : idx.shape[1]] = idx
+            frac_all[rows, : idx.shape[1]] = frac
+        # coefficients per payload bit: wire factor on links/bundles, packets on the packet-rate
+        # limits, the fraction on PCIe and scale-up
+        coef = frac_all.copy()
+        valid = idx_all >= 0
+        tier = self.paths.tier[np.where(valid, idx_all, 0)]
+        is_pps = valid & (tier == "nic-pps")
+        is_wire = valid & ~is_pps & (tier != "pcie") & (tier != "gpu-scaleup")
+        coef = np.where(is_wire, frac_all * wf[:, None], coef)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_bit = np.where(b > 0, pk / (8.0 * np.maximum(b, 1)), 0.0)
+        coef = np.where(is_pps, per_bit[:, None], coef)
+        kind = np.where(same_card, 1, 0)
+        return MessageRoutes(kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths,
+                             src_port, dst_port)  # fmt: skip
+
+    # ------------------------------------------------------------------ tables
+
+    def link_counters(self, carried_bits: np.ndarray, packets_on: np.ndarray) -> pd.DataFrame:
+        """Per directed link: wire bytes and packets, bundles spread evenly over members."""
+        p = self.paths
+        nl = p.n_links
+        tx = carried_bits[:nl].copy()
+        pk = packets_on[:nl].copy()
+        for cid, members in p.members.items():
+            if members.size and carried_bits[cid] > 0:
+                np.add.at(tx, members, carried_bits[cid] / members.size)
+                np.add.at(pk, members, packets_on[cid] / members.size)
+        names = p.names[:nl]
+        return pd.DataFrame(
+            {
+                "link": names,
+                "tx_bytes": np.rint(tx / 8.0).astype(np.int64),
+                "tx_packets": np.rint(pk).astype(np.int64),
+            }
+        )
+
+
+class FlowTransport:
+    """The :class:`scenarios.timeline.Transport` of the flow engine."""
+
+    name = "fabric.flow (max-min fluid flows)"
+
+    def __init__(self, ctx: RunContext, options: FlowOptions | None = None) -> None:
+        opts = options or OPTIONS
+        self.ctx = ctx
+        self.env = simpy.Environment()
+        self.fc = FlowCluster(ctx, options=opts)
+        rtol = opts.rtol
+        sim_rtol = getattr(ctx.scenario.sim, "flow_rtol", None)
+        if rtol is None:
+            rtol = sim_rtol
+        if rtol is None:
+            rtol = 0.0 if len(ctx.trace) <= AUTO_EXACT_FLOWS else AUTO_RTOL
+        p = self.fc.paths
+        self.sim = FlowSim(self.env, p.capacity, switch_egress=p.switch_egress,
+                           eta=self.fc.efficiency, rtol=float(rtol), on_deliver=self._delivered)  # fmt: skip
+        n = len(ctx.trace)
+        self.end_s = np.full(n, np.nan)
+        self.flow_msg = np.zeros(1024, dtype=np.int64)
+        self.flow_ack = np.zeros(1024)
+        self._buf: list[tuple[int, int, int, int, str]] = []
+        self._cb: Callable[[int], None] | None = None
+        self._flush_scheduled = False
+        self.pcie_local = 0
+        self.qp_rows: list[pd.DataFrame] = []
+
+    def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
+             on_done: Callable[[int], None]) -> None:  # fmt: skip
+        self._cb = on_done
+        self._buf.append((msg, src_rank, dst_rank, nbytes, hop))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            call_at(self.env, self.env.now, self._flush)
+
+    def _flush(self, _arg: object) -> None:
+        self._flush_scheduled = False
+        buf, self._buf = self._buf, []
+        if not buf:
+            return
+        msg, src, dst, nbytes, hop = (np.array(c) for c in zip(*buf, strict=True))
+        r = self.fc.route(msg, src, dst, nbytes, hop)
+        now = self.env.now
+        cb = self._cb
+        assert cb is not None
+        local = r.kind == 1
+        if local.any():
+            self.pcie_local += int(local.sum())
+            for m in msg[local].tolist():
+                self.end_s[m] = now
+                cb(m)
+        go = ~local
+        if not go.any():
+            return
+        ids = self.sim.add(
+            r.idx[go], r.coef[go], nbytes[go], latency_s=r.latency_s[go], frac=r.frac[go],
+            packets=r.packets[go],
+        )  # fmt: skip
+        need = int(ids.max()) + 1
+        if need > self.flow_msg.size:
+            grow = max(need, 2 * self.flow_msg.size)
+            self.flow_msg = np.resize(self.flow_msg, grow)
+            self.flow_ack = np.resize(self.flow_ack, grow)
+        self.flow_msg[ids] = msg[go]
+        self.flow_ack[ids] = r.ack_s[go]
+        qp = r.src_port[go] >= 0  # RDMA flows (scale-up transfers have no QP)
+        self.qp_rows.append(
+            pd.DataFrame(
+                {
+                    "flow": ids[qp],
+                    "src_rank": src[go][qp],
+                    "dst_rank": dst[go][qp],
+                    "src_port": r.src_port[go][qp],
+                    "dst_port": r.dst_port[go][qp],
+                    "bytes": nbytes[go][qp],
+                    "packets": r.packets[go][qp],
+                    "paths_used": r.n_paths[go][qp],
+                }
+            )
+        )
+
+    def _delivered(self, fid: int) -> None:
+        m = int(self.flow_msg[fid])
+        self.end_s[m] = self.env.now
+        ack = float(self.flow_ack[fid])
+        assert self._cb is not None
+        if ack > 0:
+            call_at(self.env, self.env.now + ack, self._cb, m)
+        else:
+            self._cb(m)
+
+    # ----------------------------------------------------------------- tables
+
+    def link_counters(self) -> pd.DataFrame:
+        return self.fc.link_counters(self.sim.carried, self.sim.packets_on)
+
+    def qp_table(self) -> pd.DataFrame:
+        if not self.qp_rows:
+            return pd.DataFrame()
+        df = pd.concat(self.qp_rows, ignore_index=True)
+        sim = self.sim
+        fid = df["flow"].to_numpy()
+        df["t0"] = sim.t_start[fid]
+        df["t1"] = sim.t_sent[fid]
+        names = np.asarray(self.fc.paths.node_names, dtype=object)
+        df["src_port"] = names[df["src_port"].to_numpy()]
+        df["dst_port"] = names[df["dst_port"].to_numpy()]
+        g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
+        out = g.agg(
+            messages=("bytes", "size"),
+            bytes=("bytes", "sum"),
+            packets=("packets", "sum"),
+            paths_used=("paths_used", "max"),
+            t0=("t0", "min"),
+            t1=("t1", "max"),
+        ).reset_index()
+        active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
+        out["mean_rate_bps"] = 8.0 * out["bytes"] / active
+        out.insert(0, "qp", np.arange(len(out), dtype=np.int64))
+        return out.drop(columns=["t0", "t1"])
 
 
 @ENGINES.register("flow", "flow-level: max-min fair rates between flow starts and ends")
 def run_flow(ctx: RunContext) -> EngineOutput:
-    """Not implemented yet: see issue 7."""
-    raise EngineUnavailable("the flow engine has not landed yet (issue 7); use engine: packet")
+    """Run ``ctx`` on the flow engine (see the module docstring)."""
+    sc = ctx.scenario
+    transport = FlowTransport(ctx)
+    tl = run_timeline(
+        transport.env,
+        transport,
+        ctx.trace,
+        ctx.compute,
+        num_ranks=ctx.cluster.num_ranks,
+        time_limit=sc.sim.time_limit,
+        progress=ctx.progress,
+    )
+    end_s = np.where(np.isfinite(transport.end_s), transport.end_s, tl.end_s)
+    links = link_table(ctx.cluster.graph, transport.link_counters())
+    fc = transport.fc
+    extra: dict[str, Any] = {
+        "transport": transport.name,
+        "pcie_local_messages": transport.pcie_local,
+        "path_policy": fc.mode if fc.mode == "spread" else f"hash x{max(1, fc.n_paths)}",
+        "cc": fc.cc_name,
+        "cc_efficiency": fc.efficiency,
+        "endpoint_model": fc.endpoint,
+        **transport.sim.stats(),
+    }
+    if sc.faults:
+        extra["faults_ignored"] = [
+            f.kind for f in sc.faults if getattr(f, "kind", "") != "straggler"
+        ]
+    return EngineOutput(
+        messages=message_table(ctx.trace, tl.post_s, end_s),
+        phases=tl.phases,
+        links=links,
+        qps=transport.qp_table(),
+        queues=pd.DataFrame(),
+        sim_time_s=tl.sim_time_s,
+        events=transport.sim.solves,
+        status=tl.status,
+        extra=extra,
+    )

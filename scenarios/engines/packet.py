@@ -272,8 +272,16 @@ class HostTransport(_Transport):
         ]
         df = pd.DataFrame(
             rows,
-            columns=["src_port", "dst_port", "src_rank", "dst_rank", "bytes", "packets", "t0",
-                     "t1"],  # fmt: skip
+            columns=[
+                "src_port",
+                "dst_port",
+                "src_rank",
+                "dst_rank",
+                "bytes",
+                "packets",
+                "t0",
+                "t1",
+            ],  # fmt: skip
         )
         g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
         out = g.agg(

@@ -1,40 +1,47 @@
 """Scale-up (NVLink/UB-style) transfers for engines whose substrate models only the scale-out
 fabric.
 
-Model: every GPU has one egress and one ingress of rate R = the sum of its scale-up links'
-``rate_bps`` (the pod's switches share the GPU's bandwidth, as NVLink links spread over NVSwitch
-chips; fabric.superpod builds them that way). A message of B bytes from GPU a to GPU b waits
-until both a's egress and b's ingress are free, holds both for ``8 B / min(R_a, R_b)`` seconds
-and is delivered one path latency later; the path latency follows the packet engine's per-link
-rule (propagation at 5 ns/m plus the edge's ``latency_s``) over GPU -> switch -> GPU.
+Model: a fluid, max-min fair scale-up domain. Every GPU has one egress and one ingress
+constraint of capacity R = the sum of its scale-up links' ``rate_bps`` (the pod's switches share
+the GPU's bandwidth, as NVLink links spread over NVSwitch chips; fabric.superpod builds them
+that way); the switches themselves are non-blocking. Between events (a transfer starting or
+finishing) every active transfer runs at its max-min fair rate over the two constraints it
+crosses (:func:`fabric.maxmin.maxmin_rates`, progressive filling), so k transfers out of one
+GPU share its egress evenly and a GPU that receives from k peers gets R/k from each. A transfer's
+last byte is delivered one path latency after it leaves: propagation at 5 ns/m plus the edge's
+``latency_s`` on the GPU -> switch and switch -> GPU links, the packet engine's per-link rule.
 
-It is a reservation (store-and-forward, FIFO per port) model: it never overlaps two messages on
-one port, so it is exact for a lone transfer and conservative when transfers interleave. The
-scale-up domain carries 3-4x the scale-out bandwidth per GPU (physics.md: NVLink 160 GB/s vs
-IB 50 GB/s per GPU [S]), so it rarely sets a phase's completion time; when it does, this model
-errs on the slow side.
+Scale-up links carry 3-4x the scale-out bandwidth per GPU (physics.md: NVLink 160 GB/s vs
+IB 50 GB/s per GPU [S]), so this domain rarely sets a phase's time; the fluid model ignores
+packetisation and protocol overhead inside it (payload at the link rate).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import networkx as nx
+import numpy as np
 import simpy
 
-from fabric.kernel import call_at
+from fabric.kernel import Callback, call_at, call_later
+from fabric.maxmin import build_incidence, maxmin_rates
 from fabric.phy import PROPAGATION_S_PER_M
 
 __all__ = ["ScaleUpPipes"]
 
+_EPS_BYTES = 1e-6
+
 
 class ScaleUpPipes:
-    """Per-GPU scale-up egress/ingress reservations (see module docstring)."""
+    """Fluid max-min transfers over per-GPU scale-up egress/ingress (see module docstring)."""
 
     def __init__(self, env: simpy.Environment, graph: nx.Graph) -> None:
         self.env = env
-        self.rate: dict[int, float] = defaultdict(float)
+        rate: dict[int, float] = defaultdict(float)
         self.latency: dict[int, float] = {}
         self.links: dict[int, list[tuple[str, str]]] = defaultdict(list)
         for u, v, d in graph.edges(data=True):
@@ -42,35 +49,98 @@ class ScaleUpPipes:
                 continue
             gpu_node, sw = (u, v) if graph.nodes[u].get("role") == "gpu" else (v, u)
             gid = int(graph.nodes[gpu_node]["gpu"])
-            self.rate[gid] += float(d["rate_bps"])
+            rate[gid] += float(d["rate_bps"])
             hop = float(d.get("length_m", 0.0)) * PROPAGATION_S_PER_M + float(
                 d.get("latency_s", 0.0)
             )
             self.latency[gid] = max(self.latency.get(gid, 0.0), hop)
             self.links[gid].append((gpu_node, sw))
-        self._egress_free: dict[int, float] = defaultdict(float)
-        self._ingress_free: dict[int, float] = defaultdict(float)
+        self.gpus = sorted(rate)
+        self._index = {g: i for i, g in enumerate(self.gpus)}
+        self.rate = dict(rate)
+        n = len(self.gpus)
+        # constraints: egress of GPU i at i, ingress at n + i
+        self._capacity = np.array([rate[g] for g in self.gpus] * 2, dtype=float)
+        self._flows: list[list[Any]] = []  # [remaining_bytes, src_idx, dst_idx, done, arg, rate]
+        self._last = 0.0
+        self._next: Callback | None = None
+        self._dirty = False
+        self._n = n
         #: payload bytes sent out of / into each GPU (for the links table)
         self.tx_bytes: dict[int, int] = defaultdict(int)
         self.rx_bytes: dict[int, int] = defaultdict(int)
 
     def reaches(self, gpu_a: int, gpu_b: int) -> bool:
         """Whether both GPUs have a scale-up port."""
-        return self.rate.get(gpu_a, 0.0) > 0 and self.rate.get(gpu_b, 0.0) > 0
+        return gpu_a in self._index and gpu_b in self._index
 
     def send(self, gpu_a: int, gpu_b: int, nbytes: int, done: Callable[[object], None],
-             arg: object = None) -> float:  # fmt: skip
-        """Reserve the ports and schedule ``done(arg)`` at delivery; returns delivery time."""
-        now = self.env.now
-        start = max(now, self._egress_free[gpu_a], self._ingress_free[gpu_b])
-        dur = 8.0 * nbytes / min(self.rate[gpu_a], self.rate[gpu_b])
-        self._egress_free[gpu_a] = start + dur
-        self._ingress_free[gpu_b] = start + dur
+             arg: object = None) -> None:  # fmt: skip
+        """Start a transfer; ``done(arg)`` runs when its last byte is delivered."""
         self.tx_bytes[gpu_a] += nbytes
         self.rx_bytes[gpu_b] += nbytes
-        t = start + dur + self.latency[gpu_a] + self.latency[gpu_b]
-        call_at(self.env, t, done, arg)
-        return t
+        lat = self.latency[gpu_a] + self.latency[gpu_b]
+        if nbytes <= 0:
+            call_later(self.env, lat, done, arg)
+            return
+        self._advance()
+        self._flows.append(
+            [float(nbytes), self._index[gpu_a], self._n + self._index[gpu_b], done, arg, 0.0, lat]
+        )
+        # a phase posts many transfers at one instant: solve the rates once for all of them
+        if not self._dirty:
+            self._dirty = True
+            call_later(self.env, 0.0, self._resolve)
+
+    def _resolve(self, _arg: object) -> None:
+        self._dirty = False
+        self._advance()
+        self._reschedule()
+
+    # ----------------------------------------------------------------- fluid core
+
+    def _advance(self) -> None:
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            for f in self._flows:
+                f[0] -= f[5] * dt / 8.0
+        self._last = now
+
+    def _reschedule(self) -> None:
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
+        flows = self._flows
+        if not flows:
+            return
+        m = len(flows)
+        links = np.fromiter((x for f in flows for x in (f[1], f[2])), np.int64, 2 * m)
+        owners = np.repeat(np.arange(m), 2)
+        inc = build_incidence(links, owners, 2 * self._n, m)
+        rates = maxmin_rates(inc, self._capacity).rates
+        t_min = math.inf
+        for f, r in zip(flows, rates.tolist(), strict=True):
+            f[5] = r
+            if r > 0:
+                t_min = min(t_min, 8.0 * max(f[0], 0.0) / r)
+        if math.isfinite(t_min):
+            self._next = call_later(self.env, t_min, self._finish)
+
+    def _finish(self, _arg: object) -> None:
+        self._next = None
+        if self._dirty:
+            return  # a re-solve is already scheduled for this instant
+        self._advance()
+        keep: list[list[Any]] = []
+        for f in self._flows:
+            # bytes left that the current rate would carry in a picosecond count as done
+            if f[0] <= _EPS_BYTES + f[5] * 1e-12 / 8.0:
+                call_at(self.env, self.env.now + f[6], f[3], f[4])
+            else:
+                keep.append(f)
+        self._flows = keep
+        self._reschedule()
 
     def link_counters(self) -> list[dict[str, object]]:
         """tx_bytes per scale-up link direction (a GPU's bytes split evenly over its links)."""

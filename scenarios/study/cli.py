@@ -65,9 +65,7 @@ def cost_command(
                     f"--compare-layouts {compare_layouts!r} must be two node layouts, "
                     f"BASE,VARIANT (e.g. external-switch,on-card-switch)"
                 )
-            pair = [
-                cost_of_scenario(file, [*(set_ or []), f"cluster.layout={n}"]) for n in names
-            ]
+            pair = [cost_of_scenario(file, [*(set_ or []), f"cluster.layout={n}"]) for n in names]
     except ValueError as exc:
         raise _bad_input(exc) from None
     console.print(bom_table(cost))
@@ -147,7 +145,8 @@ def sweep_command(
         f"ran {len(report.ran)}, already done {len(report.skipped)}, failed "
         f"{len(report.failures)}; table: {out_dir / 'results.parquet'}"
     )
-    if len(df) == 2 and any(c.startswith("capex.") for c in df.columns):
+    two_points = len(report.ran) + len(report.skipped) == 2 and not report.interrupted
+    if two_points and len(df) == 2 and any(c.startswith("capex.") for c in df.columns):
         from scenarios.cost.tables import savings_table
         from scenarios.study.plots import variant_labels
 
@@ -173,5 +172,11 @@ def sweep_command(
 
 def register_commands(app: typer.Typer) -> None:
     """Add ``cost`` and ``sweep`` to the podsim typer app."""
-    app.command("cost")(cost_command)
-    app.command("sweep")(sweep_command)
+    app.command(
+        "cost",
+        help="Print the bill of materials and cost breakdown of a scenario (no simulation).",
+    )(cost_command)
+    app.command(
+        "sweep",
+        help="Run a study's points in parallel (resumable); write results.parquet and plots.",
+    )(sweep_command)

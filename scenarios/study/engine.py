@@ -213,9 +213,17 @@ def _run_pool(
                 ok, value = fut.result()
                 if ok:
                     finish(p, ok, value, quiet=True)
+        # Ctrl-C in a terminal reaches the workers too; a programmatic interrupt does not, so
+        # stop them rather than wait for points whose results would be thrown away.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)
 
 
 def _run_dask(

@@ -48,11 +48,21 @@ def variant_labels(df: pd.DataFrame) -> list[str]:
     cols = param_columns(df)
     if not cols:
         return [f"point {i}" for i in df.get("point", range(len(df)))]
+    short = {c: _short_key(c[len(PARAM_PREFIX) :]) for c in cols}
+    if len(set(short.values())) < len(short):  # ambiguous: keep the full key paths
+        short = {c: c[len(PARAM_PREFIX) :] for c in cols}
     out = []
     for _, row in df.iterrows():
-        parts = [f"{c[len(PARAM_PREFIX) :].rsplit('.', 1)[-1]}={row[c]}" for c in cols]
-        out.append(", ".join(parts))
+        out.append(", ".join(f"{short[c]}={row[c]}" for c in cols))
     return out
+
+
+def _short_key(key: str) -> str:
+    """``cluster.nic.multipath.paths`` -> ``paths``; ``cluster.nic.cc.name`` -> ``cc``."""
+    parts = key.split(".")
+    if len(parts) > 1 and parts[-1] in ("name", "kind", "model", "value"):
+        return parts[-2]
+    return parts[-1]
 
 
 def pareto_front(
@@ -70,6 +80,25 @@ def pareto_front(
         dominated = ok & (c <= c[i]) & (p <= p[i]) & ((c < c[i]) | (p < p[i]))
         mask[i] = not dominated.any()
     return mask
+
+
+def _axis_format(axis: Any, metric: str) -> None:
+    """Dollars as $k/$M, seconds and bytes/s with engineering prefixes."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
+    if metric.endswith("_usd"):
+
+        def money(x: float, _pos: int) -> str:
+            for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+                if abs(x) >= scale:
+                    return f"${x / scale:.4g}{suffix}"
+            return f"${x:.4g}"
+
+        axis.set_major_formatter(FuncFormatter(money))
+    elif metric.endswith("_s"):
+        axis.set_major_formatter(EngFormatter(unit="s"))
+    elif metric.endswith("_Bps"):
+        axis.set_major_formatter(EngFormatter(unit="B/s"))
 
 
 def _label(metric: str) -> str:
@@ -104,6 +133,8 @@ def fig_pareto(
                             color="tab:red" if f else "0.35")  # fmt: skip
     ax.set_xlabel(_label(cost_metric))
     ax.set_ylabel(_label(metric) + (" - higher is better" if maximize else " - lower is better"))
+    _axis_format(ax.xaxis, cost_metric)
+    _axis_format(ax.yaxis, metric)
     ax.set_title(title or f"{metric} vs {cost_metric}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -171,17 +202,25 @@ def fig_tornado(df: pd.DataFrame, metric: str, title: str = "") -> Any:
     fig, ax = plt.subplots(figsize=(7.5, max(2.5, 0.6 * len(data) + 1.5)))
     base = float(pd.to_numeric(df[metric], errors="coerce").mean())
     for i, r in data.iterrows():
+        if r["span"] == 0:
+            ax.plot([r["low"]], [i], "|", color="tab:blue", ms=14)
+            ax.annotate("no effect", (r["low"], i), fontsize=7, ha="left", va="center",
+                        xytext=(6, 0), textcoords="offset points")  # fmt: skip
+            continue
         ax.barh(i, r["high"] - r["low"], left=r["low"], color="tab:blue", alpha=0.75)
         ax.annotate(r["low_at"], (r["low"], i), fontsize=7, ha="right", va="center",
                     xytext=(-3, 0), textcoords="offset points")  # fmt: skip
         ax.annotate(r["high_at"], (r["high"], i), fontsize=7, ha="left", va="center",
                     xytext=(3, 0), textcoords="offset points")  # fmt: skip
+    ax.use_sticky_edges = False  # bars stick to their base; let labels at both ends fit
+    ax.margins(x=0.2, y=0.15)
     if np.isfinite(base):
         ax.axvline(base, color="0.3", lw=1, ls="--", label="mean of all points")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     ax.set_yticks(range(len(data)))
     ax.set_yticklabels(list(data["param"]), fontsize=8)
     ax.set_xlabel(_label(metric))
+    _axis_format(ax.xaxis, metric)
     ax.set_title(title or f"Sensitivity of {metric} to each swept parameter")
     if data.empty:
         ax.text(0.5, 0.5, "fewer than two values per parameter", ha="center",

@@ -13,8 +13,9 @@ crash between the two leaves duplicates that the next compaction drops. Rows are
 resumed produces the same table as one that was not.
 
 The key is the first 16 hex digits of SHA-256 over the canonical JSON of the resolved scenario
-(sorted keys, no whitespace): two override sets that resolve to the same scenario share a key
-and run once.
+(sorted keys, no whitespace) and the podsim version: two override sets that resolve to the same
+scenario share a key and run once. Code changes within one version are not seen by the key:
+use a fresh ``--out`` folder after changing the simulator.
 """
 
 from __future__ import annotations
@@ -37,9 +38,23 @@ META_COLUMNS = ("key", "study", "point")
 PARAM_PREFIX = "param:"
 
 
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("podsim")
+    except Exception:  # not installed (a source checkout): no version salt
+        return "source"
+
+
+_VERSION = _version()
+
+
 def point_key(resolved: Any) -> str:
-    """Stable 16-hex-digit key of a resolved scenario (any JSON-able structure)."""
-    text = json.dumps(resolved, sort_keys=True, separators=(",", ":"), default=str)
+    """Stable 16-hex-digit key of a resolved scenario (any JSON-able structure), salted with
+    the podsim version so that a new release does not reuse an old release's rows."""
+    doc = {"podsim": _VERSION, "scenario": resolved}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

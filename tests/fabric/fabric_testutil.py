@@ -27,8 +27,16 @@ def build(
 def fingerprint(net: Network, hosts: dict[str, Host]) -> tuple:
     """Everything observable about a finished run, for bit-identity checks."""
     ports = tuple(
-        (p.name, p.tx_bytes, p.tx_pkts, p.drops, p.ecn_marks, p.max_qbytes, p.pauses_sent,
-         p.paused_s)  # fmt: skip
+        (
+            p.name,
+            p.tx_bytes,
+            p.tx_pkts,
+            p.drops,
+            p.ecn_marks,
+            p.max_qbytes,
+            p.pauses_sent,
+            p.paused_s,
+        )
         for p in net.ports
     )
     msgs = tuple(

@@ -41,7 +41,12 @@ def test_per_role_switch_configs():
     g = leaf_spine(hosts_per_leaf=2, leaves=2)
     env = simpy.Environment()
     spine_cfg = SwitchConfig(latency_s=1e-6, store_and_forward=True)
-    net = Network(env, g, SwitchConfig(), switch_configs={"spine": spine_cfg, "leaf1": SwitchConfig(ecn=False)})
+    net = Network(
+        env,
+        g,
+        SwitchConfig(),
+        switch_configs={"spine": spine_cfg, "leaf1": SwitchConfig(ecn=False)},
+    )
     assert net.switches["spine0"].config is spine_cfg
     assert net.switches["leaf1"].config.ecn is False
     assert net.switches["leaf0"].config == SwitchConfig()
@@ -55,8 +60,15 @@ def test_per_role_switch_configs():
 def test_bad_graphs():
     env = simpy.Environment()
     g = star(hosts=2)
-    g.add_edge("nic0.p0", "nic1.p0", rate_bps=400e9, length_m=1.0, phy="400GbE",
-               kind="scaleout", tier="nic-leaf")  # fmt: skip
+    g.add_edge(
+        "nic0.p0",
+        "nic1.p0",
+        rate_bps=400e9,
+        length_m=1.0,
+        phy="400GbE",
+        kind="scaleout",
+        tier="nic-leaf",
+    )
     with pytest.raises(NetworkError, match="exactly one"):
         Network(env, g)
     g = star(hosts=2)
@@ -76,9 +88,16 @@ def test_hand_built_graph_with_contract_attributes():
     g.add_node("leaf0", role="leaf", tier=1, plane=0, pod=-1, radix=2)
     for i in range(2):
         g.add_node(f"nic{i}.p0", role="nic", server=i, gpu=i, plane=0, pod=i, nic=i)
-        g.add_edge(f"nic{i}.p0", "leaf0", rate_bps=200e9, length_m=3.0, phy="200GbE",
-                   kind="scaleout", tier="nic-leaf")  # fmt: skip
-    env, net, hosts = build(g)
+        g.add_edge(
+            f"nic{i}.p0",
+            "leaf0",
+            rate_bps=200e9,
+            length_m=3.0,
+            phy="200GbE",
+            kind="scaleout",
+            tier="nic-leaf",
+        )
+    env, _net, hosts = build(g)
     hosts["nic0.p0"].add_message("nic1.p0", 1000)
     env.run()
     fec = get_phy("200GbE").fec_latency_s
@@ -88,7 +107,7 @@ def test_hand_built_graph_with_contract_attributes():
 
 def test_base_rtt():
     g = leaf_spine(hosts_per_leaf=1, leaves=2)
-    env, net, _ = build(g)
+    _env, net, _ = build(g)
     rtt = net.base_rtt("nic0.p0", "nic1.p0", 4096 + OVERHEAD)
     path = net.paths("nic0.p0", "nic1.p0")[0]
     one = net.unloaded_latency(path, 4096 + OVERHEAD)
@@ -114,11 +133,16 @@ def test_bytes_conserved_at_every_sample():
         sent, delivered, dropped, inflight = conservation(net, hosts.values())
         return sent - delivered - dropped - inflight
 
-    smp = Sampler(env, net, 0.5e-6, probes={
-        "residual": residual,
-        "inflight": lambda: net.bytes_in_flight(),
-        "dropped": net.dropped_bytes,
-    })  # fmt: skip
+    smp = Sampler(
+        env,
+        net,
+        0.5e-6,
+        probes={
+            "residual": residual,
+            "inflight": lambda: net.bytes_in_flight(),
+            "dropped": net.dropped_bytes,
+        },
+    )
     env.run()
     res = smp.probe("residual")
     assert len(res) > 50
@@ -136,8 +160,9 @@ def test_same_seed_bit_identical_and_seed_matters():
         rng = random.Random(7)
         for s in eps:
             for _ in range(3):
-                hosts[s].add_message(rng.choice([e for e in eps if e != s]), 40 * 4096,
-                                     rng.random() * 1e-6)  # fmt: skip
+                hosts[s].add_message(
+                    rng.choice([e for e in eps if e != s]), 40 * 4096, rng.random() * 1e-6
+                )
         env.run()
         return fingerprint(net, hosts)
 
@@ -155,24 +180,39 @@ def _derangement(n: int, seed: int) -> list[int]:
             return perm
 
 
-def test_fat_tree_permutation_with_spraying_reaches_line_rate():
-    """Non-blocking k=4 fat-tree, random permutation, per-packet spraying: every host gets
-    >= 95 % of the line-rate goodput P/(P+82) x 400 Gb/s (completion time includes the
-    path latency)."""
+def _permutation_rates(spray: str, pkts: int, seed: int):
     g = fat_tree(k=4)
-    env, net, hosts = build(g, seed=5, spray=True)
+    env, net, hosts = build(g, seed=seed, spray=spray)
     eps = net.endpoints
-    perm = _derangement(len(eps), 3)
-    pkts, p = 1500, 4096
+    perm = _derangement(len(eps), seed)
+    p = 4096
     for i, s in enumerate(eps):
         hosts[s].add_message(eps[perm[i]], pkts * p)
     env.run()
-    line = p / (p + OVERHEAD) * 400e9
     df = message_table(hosts.values())
-    assert (df.rx_bytes == df.bytes).all()
-    tput = df.bytes * 8 / (df.t_done - df.start_s)
-    assert (tput >= 0.95 * line).all(), tput.min() / line
-    assert net.dropped_packets() == 0
+    assert (df.rx_bytes == df.bytes).all() and net.dropped_packets() == 0
+    # delivery rate at each receiver: the packets after the first over the time they took
+    rate = (df.bytes - p) * 8 / (df.t_done - df.t_first_rx)
+    return rate / (p / (p + OVERHEAD) * 400e9), net
+
+
+def test_fat_tree_permutation_with_spraying_reaches_line_rate():
+    """Non-blocking k=4 fat-tree (16 hosts, 4 paths between pods), random permutation, each
+    message sprayed round-robin over all its equal-cost paths: every host receives at >= 95 %
+    of the line-rate goodput P/(P+82) x 400 Gb/s (in fact > 99 %: the load on every core link
+    is exactly balanced, so queues stay at a few packets)."""
+    frac, net = _permutation_rates("paths", 1000, seed=5)
+    assert (frac >= 0.95).all(), frac.min()
+    assert max(p.max_qbytes for p in net.ports) < 5 * (4096 + OVERHEAD)
+
+
+def test_fat_tree_permutation_with_random_spraying():
+    """Oblivious random spraying balances only on average: at 100 % offered load each core
+    queue is a random walk, so short transfers lose a few per cent (> 90 % here, approaching
+    line rate as transfers get longer)."""
+    frac, net = _permutation_rates("random", 1000, seed=5)
+    assert (frac >= 0.90).all(), frac.min()
+    assert max(p.max_qbytes for p in net.ports) > 20 * (4096 + OVERHEAD)  # queues did build
 
 
 def test_bytes_in_flight_counts_queues_and_wires():
@@ -189,9 +229,48 @@ def test_bytes_in_flight_counts_queues_and_wires():
 
 
 def test_port_table():
-    env, net, hosts = _incast_with_drops()
+    env, net, _hosts = _incast_with_drops()
     env.run()
     df = net.port_table()
     assert len(df) == len(net.ports)
     assert df.drops.sum() == net.dropped_packets()
     assert set(df.columns) >= {"tx_bytes", "ecn_marks", "max_qbytes", "pauses_sent"}
+
+
+_SCRIPT = """
+import random, simpy
+from fabric.host import make_hosts
+from fabric.network import Network
+from fabric.switch import SwitchConfig
+from fabric.topology import fat_tree
+env = simpy.Environment()
+net = Network(env, fat_tree(k=4), SwitchConfig(buffer_bytes=300_000), seed=11)
+hosts = make_hosts(net, spray="random")
+rng = random.Random(3)
+for s in net.endpoints:
+    hosts[s].add_message(rng.choice(net.endpoints[:4]), 30 * 4096)
+env.run()
+print(repr([(p.name, p.tx_pkts, p.drops, p.ecn_marks, p.max_qbytes) for p in net.ports]))
+print(repr([m.t_done for h in hosts.values() for m in h.messages]))
+"""
+
+
+def test_bit_identical_across_processes_and_hash_seeds():
+    """Nothing depends on PYTHONHASHSEED (string hashing) or process state."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for hs in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hs)
+        res = subprocess.run(
+            [sys.executable, "-c", _SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        outs.append(res.stdout)
+    assert outs[0] == outs[1] and "nic0.p0" in outs[0]

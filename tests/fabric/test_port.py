@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import simpy
 from fabric_testutil import NS_PER_M, OVERHEAD, build
@@ -21,7 +23,7 @@ def _edge(g, u, v):
 def test_idle_link_goodput(payload):
     """One flow on an idle 400G path: goodput = P / (P + 82) x 400 Gb/s (within 0.1 %)."""
     g = star(hosts=2)
-    env, net, hosts = build(g, mtu=payload)
+    env, _net, hosts = build(g, mtu=payload)
     n = 200
     m = hosts["nic0.p0"].add_message("nic1.p0", n * payload)
     env.run()
@@ -42,7 +44,7 @@ def test_single_packet_latency_star(store_and_forward, payload):
     store-and-forward: one per hop)."""
     g = star(hosts=2, cable="7m")
     cfg = SwitchConfig(latency_s=750e-9, store_and_forward=store_and_forward)
-    env, net, hosts = build(g, cfg, mtu=payload)
+    env, _net, hosts = build(g, cfg, mtu=payload)
     hosts["nic0.p0"].add_message("nic1.p0", payload)
     env.run()
     rx = hosts["nic1.p0"]
@@ -68,7 +70,7 @@ def test_single_packet_latency_leaf_spine(store_and_forward):
     env.run()
     path = net.route(src, dst, flow=hosts[src].messages[0].flow, ev=0)
     assert len(path) == 5  # nic, leaf, spine, leaf, nic
-    links = [_edge(g, a, b) for a, b in zip(path, path[1:], strict=False)]
+    links = [_edge(g, a, b) for a, b in itertools.pairwise(path)]
     ser = 8 * (4096 + OVERHEAD) / 400e9
     prop = sum(e["length_m"] * NS_PER_M for e in links)
     fec = sum(get_phy(e["phy"]).fec_latency_s for e in links)
@@ -81,7 +83,7 @@ def test_single_packet_latency_leaf_spine(store_and_forward):
 
 def test_back_to_back_packets_are_one_serialisation_apart():
     g = star(hosts=2)
-    env, net, hosts = build(g, mtu=1000)
+    env, _net, hosts = build(g, mtu=1000)
     m = hosts["nic0.p0"].add_message("nic1.p0", 3000)
     env.run()
     ser = 8 * 1082 / 400e9
@@ -168,5 +170,52 @@ def test_unattached_endpoint_raises():
     env = simpy.Environment()
     net = Network(env, star(hosts=2), SwitchConfig())
     net.uplink("nic0.p0").send(Packet(100, 0, 1))
-    with pytest.raises(RuntimeError, match="nic1.p0"):
+    with pytest.raises(RuntimeError, match=r"nic1\.p0"):
         env.run()
+
+
+def test_source_may_push_or_kick_reentrantly():
+    """A NIC source that calls send()/kick() on its own port while being pulled must not start
+    two frames at once."""
+    env, net, got = _two_port_net()
+    port = net.uplink("nic0.p0")
+    state = {"n": 0}
+
+    def source():
+        state["n"] += 1
+        port.kick()  # re-entrant kick: must be a no-op
+        if state["n"] == 1:
+            port.send(Packet(1000, 0, 1, psn=100))  # push instead of returning
+            return None
+        if state["n"] <= 3:
+            return Packet(1000, 0, 1, psn=state["n"])
+        return None
+
+    port.source = source
+    port.kick()
+    env.run()
+    assert [p.psn for p in got] == [100, 2, 3]
+    ser = 8 * 1082 / 400e9
+    assert port.tx_pkts == 3 and port.busy_until == pytest.approx(3 * ser)
+
+
+def test_mixed_rates_fall_back_to_store_and_forward():
+    """200G NICs on a leaf with 400G uplinks: a cut-through leaf cannot start a 400G egress
+    before the 200G ingress tail has arrived, so that hop stores and forwards."""
+    g = leaf_spine(hosts_per_leaf=2, leaves=2, host_phy="200GbE", spines=1)
+    env, net, hosts = build(g)
+    hosts["nic0.p0"].add_message("nic3.p0", 4096)
+    env.run()
+    path = net.paths("nic0.p0", "nic3.p0")[0]
+    links = [_edge(g, a, b) for a, b in itertools.pairwise(path)]
+    wire = 4096 + OVERHEAD
+    ser200 = 8 * wire / 200e9
+    prop = sum(e["length_m"] * NS_PER_M for e in links)
+    fec = sum(get_phy(e["phy"]).fec_latency_s for e in links)
+    # nic->leaf0 at 200G is stored at leaf0 (slower than its 400G uplink); the spine and
+    # leaf1 cut through; the last hop at 200G is serialised into the NIC
+    expected = ser200 + ser200 + prop + 3 * SwitchConfig().latency_s + fec
+    assert hosts["nic3.p0"].lat_min == pytest.approx(expected, rel=1e-12)
+    # the uplink hop itself still cuts through: its delay does not include serialisation
+    up = net.port("leaf0", "spine0")
+    assert up.arrival_delay_s(wire) == pytest.approx(up.prop_s + up.fec_s + up.rx_latency_s)

@@ -24,7 +24,7 @@ def _balance_bound(n: int, bins: int, z: float = 5.0) -> float:
 
 def test_next_hops_leaf_spine():
     g = leaf_spine(hosts_per_leaf=2, leaves=3, spines=4)
-    env, net, _ = build(g)
+    _env, net, _ = build(g)
     r = net.routing
     far = net.endpoint_id("nic5.p0")  # on leaf2
     assert r.next_hops("leaf0", far) == ["spine0", "spine1", "spine2", "spine3"]
@@ -41,7 +41,7 @@ def test_next_hops_leaf_spine():
 @pytest.mark.parametrize("k", [4, 6])
 def test_paths_match_networkx_on_fat_tree(k):
     g = fat_tree(k=k)
-    env, net, _ = build(g)
+    _env, net, _ = build(g)
     eps = net.endpoints
     for a, b in [(eps[0], eps[1]), (eps[0], eps[k // 2]), (eps[0], eps[-1])]:
         ours = net.paths(a, b)
@@ -61,7 +61,7 @@ def _spread(net, hosts, srcs, dsts, flows_per_src, spray=False):
 
 def test_ecmp_spreads_flows_within_binomial_bound():
     g = leaf_spine(hosts_per_leaf=4, leaves=2, spines=4)
-    env, net, hosts = build(g)
+    _env, net, hosts = build(g)
     eps = net.endpoints
     flows_per_src = 500
     _spread(net, hosts, eps[:4], eps[4:], flows_per_src)
@@ -99,7 +99,7 @@ def test_no_hash_polarisation_across_tiers():
     """Edge and aggregation switches hash with different salts, so inter-pod flows reach all
     (k/2)^2 cores evenly; with one shared hash only k/2 cores would carry traffic."""
     g = fat_tree(k=4)
-    env, net, hosts = build(g)
+    _env, net, hosts = build(g)
     eps = net.endpoints
     flows_per_src = 300
     _spread(net, hosts, eps[:4], eps[12:], flows_per_src)  # pod 0 -> pod 3
@@ -112,7 +112,7 @@ def test_no_hash_polarisation_across_tiers():
 
 def test_link_failure_recomputes_affected_destinations():
     g = leaf_spine(hosts_per_leaf=2, leaves=3, spines=2)
-    env, net, _ = build(g)
+    _env, net, _ = build(g)
     r = net.routing
     before = {(s, d): r.next_hops(s, d) for s in net.switches for d in range(6)}
     affected = net.set_link_state("leaf0", "spine0", up=False)
@@ -157,6 +157,6 @@ def test_partition_counts_no_route_drops():
 
 
 def test_unknown_endpoint():
-    env, net, _ = build(leaf_spine(hosts_per_leaf=1, leaves=2))
+    _env, net, _ = build(leaf_spine(hosts_per_leaf=1, leaves=2))
     with pytest.raises(RoutingError, match="not an endpoint"):
         net.paths("leaf0", "nic1.p0")

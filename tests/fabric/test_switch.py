@@ -55,7 +55,7 @@ def test_ecn_marks_start_exactly_at_kmin():
     exceeds kmin; the INT record of each packet carries that queue length."""
     kmin = 200_000
     cfg = SwitchConfig(ecn_kmin_bytes=kmin, ecn_kmax_bytes=kmin, ecn_pmax=1.0)
-    net, hosts, msgs, bn, _ = incast(cfg, telemetry=True, trace=True)
+    net, hosts, _msgs, bn, _ = incast(cfg, telemetry=True, trace=True)
     trace = hosts[net.endpoints[-1]].trace
     assert len(trace) == N * M
     qs = [rec[-1][0] for *_, rec in trace]
@@ -95,11 +95,11 @@ def test_drops_exactly_when_buffer_exceeded():
     net, *_ = incast(free)
     peak = net.switches["leaf0"].max_used
     assert peak > 0 and net.dropped_packets() == 0
-    net, hosts, msgs, bn, _ = incast(SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=peak))
+    net, *_ = incast(SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=peak))
     assert net.dropped_packets() == 0
     assert net.switches["leaf0"].max_used == peak
     tight = SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=peak - 1)
-    net, hosts, msgs, bn, _ = incast(tight)
+    net, hosts, _msgs, bn, _ = incast(tight)
     assert bn.drops > 0 and net.dropped_bytes() == bn.drop_bytes == bn.drops * P
     assert net.switches["leaf0"].max_used <= peak - 1
     rx = hosts[net.endpoints[-1]]
@@ -111,7 +111,7 @@ def test_dynamic_threshold_caps_one_queue(alpha):
     """Choudhury-Hahne: one congested queue settles at alpha/(1+alpha) of the buffer."""
     buf = 600_000
     cfg = SwitchConfig(ecn=False, dt_alpha=alpha, buffer_bytes=buf)
-    net, hosts, msgs, bn, _ = incast(cfg)
+    _net, _hosts, _msgs, bn, _ = incast(cfg)
     bound = alpha * buf / (1 + alpha)
     assert bn.drops > 0
     assert bn.max_qbytes <= alpha * (buf + W) / (1 + alpha)
@@ -122,9 +122,10 @@ def test_pfc_lossless_pauses_upstream():
     lossy = SwitchConfig(ecn=False, buffer_bytes=1_000_000)
     net, *_ = incast(lossy)
     assert net.dropped_packets() > 0  # the buffer is too small without PFC
-    cfg = SwitchConfig(ecn=False, buffer_bytes=1_000_000, pfc=True, pfc_xoff_bytes=100_000,
-                       pfc_xon_bytes=80_000)  # fmt: skip
-    net, hosts, msgs, bn, _ = incast(cfg)
+    cfg = SwitchConfig(
+        ecn=False, buffer_bytes=1_000_000, pfc=True, pfc_xoff_bytes=100_000, pfc_xon_bytes=80_000
+    )
+    net, _hosts, msgs, _bn, _ = incast(cfg)
     assert net.dropped_packets() == 0
     assert all(m.done for m in msgs)
     ups = [net.uplink(s) for s in net.endpoints[:-1]]
@@ -143,13 +144,13 @@ def test_pfc_lossless_pauses_upstream():
 
 def test_int_records_every_hop():
     g = star(hosts=2)
-    env, net, hosts = build(g, telemetry=True, trace=True)
+    env, _net, hosts = build(g, telemetry=True, trace=True)
     hosts["nic0.p0"].add_message("nic1.p0", 3 * P)
     env.run()
     trace = hosts["nic1.p0"].trace
     for _, _, psn, _, rec in trace:
         assert len(rec) == 1
-        q, txb, t, rate = rec[0]
+        q, txb, _t, rate = rec[0]
         assert q == 0 and rate == RATE and txb == psn * W
 
 
@@ -174,5 +175,30 @@ def test_config_validation_and_parsing():
 
 def test_default_buffer_scales_with_ports():
     g = star(hosts=6)
-    env, net, _ = build(g)
+    _env, net, _ = build(g)
     assert net.switches["leaf0"].buffer_bytes == 6 * 1_250_000
+
+
+def test_pfc_pauses_propagate_through_two_tiers():
+    """Six senders on three leaves -> one receiver through a single spine: the spine's
+    downlink is the bottleneck, the spine pauses the leaf uplinks, the leaves' queues fill and
+    they pause their hosts in turn; nothing is lost and every byte arrives."""
+    from fabric.topology import leaf_spine
+
+    g = leaf_spine(hosts_per_leaf=2, leaves=4, spines=1, oversubscription=None)
+    cfg = SwitchConfig(
+        ecn=False, buffer_bytes=1_500_000, pfc=True, pfc_xoff_bytes=100_000, pfc_xon_bytes=80_000
+    )
+    env, net, hosts = build(g, cfg, mtu=P)
+    dst = "nic2.p0"  # on leaf1
+    senders = ["nic0.p0", "nic1.p0", "nic4.p0", "nic5.p0", "nic6.p0", "nic7.p0"]
+    msgs = [hosts[s].add_message(dst, 150 * P) for s in senders]
+    env.run()
+    assert net.dropped_packets() == 0 and all(m.done for m in msgs)
+    assert sum(net.port("spine0", f"leaf{i}").pauses_sent for i in (0, 2, 3)) > 0
+    assert sum(net.port(f"leaf{i}", "spine0").pauses_rcvd for i in (0, 2, 3)) > 0
+    assert sum(net.uplink(s).pauses_rcvd for s in senders) > 0
+    assert all(not p.paused for p in net.ports) and all(s.used == 0 for s in net.switches.values())
+    t0 = min(m.t_first_rx for m in msgs)
+    t1 = max(m.t_last_rx for m in msgs)
+    assert (len(msgs) * 150 - 1) * P * 8 / (t1 - t0) == pytest.approx(P / W * RATE, rel=5e-3)

@@ -62,7 +62,9 @@ def test_parse_time(text, seconds):
     assert parse_time(text) == pytest.approx(seconds, rel=1e-15)
 
 
-@pytest.mark.parametrize(("text", "metres"), [("5m", 5.0), ("50cm", 0.5), ("2km", 2000.0), (3, 3.0)])
+@pytest.mark.parametrize(
+    ("text", "metres"), [("5m", 5.0), ("50cm", 0.5), ("2km", 2000.0), (3, 3.0)]
+)
 def test_parse_length(text, metres):
     assert parse_length(text) == pytest.approx(metres)
 

@@ -212,6 +212,7 @@ def test_random_loss_and_reordering_deliver_every_byte_once(mode, n, seed, loss)
     s.post(n)
     now = 0.0
     sizes = {p: 1 + (p * 37) % 100 for p in range(n)}
+    una, stalled = 0, 0
     for _round in range(400):
         burst = []
         while True:
@@ -235,9 +236,14 @@ def test_random_loss_and_reordering_deliver_every_byte_once(mode, n, seed, loss)
         assert s.inflight_bytes >= 0 and s.n_lost >= 0
         if s.done():
             break
-        if not s.has_data():
+        if s.snd_una > una:
+            una, stalled = s.snd_una, 0
+        else:
+            stalled += 1
+        if not s.has_data() or stalled > 5:  # the RTO: no cumulative progress for a while
             now += 1e-3
             s.on_timeout(now)
+            stalled = 0
     assert s.done()
     assert r.rcv_nxt == n and r.ooo_bits == 0
     assert r.delivered_bytes == sum(sizes.values()) == s.acked_bytes

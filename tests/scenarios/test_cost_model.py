@@ -93,3 +93,28 @@ def test_efficiency_figures() -> None:
     assert eff["tokens_per_s_per_musd"] == pytest.approx(tps / (cost.capex_usd / 1e6))
     empty = efficiency(cost, {})
     assert math.isnan(empty["usd_per_GBps_per_gpu"]) and math.isnan(empty["usd_per_moe_layer"])
+
+
+def test_efficiency_reads_a_nested_run_summary() -> None:
+    g = build_topology("rail", servers=2)
+    cost = cost_cluster(g)
+    nested = {"phases": {"dispatch": {"algbw_per_gpu_Bps": 20e9}}}
+    eff = efficiency(cost, nested)
+    assert eff["usd_per_GBps_per_gpu"] == pytest.approx(cost.capex_usd / 16 / 20)
+
+
+def test_write_cost_files(tmp_path) -> None:
+    from scenarios.cost.scenario import write_cost
+
+    sc = {
+        "name": "wc",
+        "cluster": {"topology": {"name": "rail", "params": {"servers": 2}}},
+        "workload": {"synthetic": {"pattern": "uniform"}},
+    }
+    paths = write_cost(sc, tmp_path, summary={"layer_time_s": 1e-3})
+    assert [p.name for p in paths] == ["bom.csv", "cost.json"]
+    import json
+
+    doc = json.loads((tmp_path / "cost.json").read_text())
+    assert doc["summary"]["cluster_gpus"] == 16 and doc["efficiency"]["usd_per_moe_layer"] > 0
+    assert doc["efficiency"]["usd_per_GBps_per_gpu"] is None  # no bandwidth given: not guessed

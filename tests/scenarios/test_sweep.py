@@ -127,6 +127,25 @@ def test_process_pool_matches_in_process(tmp_path: Path, counter: Path) -> None:
     assert _calls(counter) == {p.key: 1 for p in pts}
 
 
+def test_process_pool_interrupted_then_resumed(tmp_path: Path, counter: Path) -> None:
+    pts = _points(counter)
+    out = tmp_path / "pool-int"
+    done = []
+
+    def stop(point, ok):
+        done.append(point.key)
+        if len(done) == 2:
+            raise KeyboardInterrupt
+
+    first = run_points(pts, cheap_point, out, workers=2, progress=False, on_done=stop)
+    assert first.interrupted and 2 <= len(first.table) < 6
+    kept = set(first.table["key"])
+    second = run_points(pts, cheap_point, out, workers=2, progress=False)
+    assert set(second.skipped) == kept and len(second.table) == 6
+    serial = run_points(pts, cheap_point, tmp_path / "ref", workers=0, progress=False)
+    pd.testing.assert_frame_equal(second.table, serial.table)
+
+
 def test_dask_local_cluster_matches_local_processes(tmp_path: Path, counter: Path) -> None:
     pytest.importorskip("dask.distributed")
     pts = _points(counter)

@@ -1,0 +1,309 @@
+"""Flow-level simulation: SimPy events at flow starts and ends, max-min fair rates in between.
+
+The model (a fluid one; DESIGN.md "the flow engine does its arithmetic in NumPy over all active
+flows at once"):
+
+- a flow carries ``B`` payload bytes over a set of *constraints* (directed links, bundles of
+  links, NIC packet-rate or PCIe limits; :mod:`fabric.flow.paths`), loading constraint ``c``
+  with ``coef[c]`` units per payload bit (``fraction x wire bytes / payload bytes`` on a link:
+  the RoCEv2 framing of :mod:`fabric.flow.wire`; packets per payload bit on a packet-rate
+  limit; the fraction alone on a PCIe limit);
+- between two events every active flow runs at its weighted max-min fair rate over all active
+  flows (:func:`fabric.maxmin.maxmin_rates`, progressive filling in NumPy/SciPy sparse),
+  capped by its own ``cap`` (line rate, PCIe path, demand);
+- events: a flow is posted (it joins at once), a flow sends its last byte (it leaves; its last
+  byte is delivered ``latency_s`` later: propagation, FEC and switch latency per hop, plus
+  store-and-forward serialisation when the caller adds it). The whole rate vector is re-solved
+  at each event, never per flow.
+
+Congestion control enters as an efficiency factor ``eta`` (:mod:`fabric.flow.cc`): a queue
+inside the fabric (``switch_egress`` constraints) that two or more flows share delivers
+``eta x capacity``, since a real CC loop oscillates around the fair share and keeps some
+headroom; a flow alone on its path is not slowed (CC starts at line rate).
+
+Batching (``rtol`` > 0, a fidelity knob for very large runs): after a solve at time ``t`` no
+other solve happens before ``t + rtol x (t - t0)``; flows that finish inside that window finish
+at their exact times under the rates of ``t``, and flows posted inside it start at its end. The
+number of solves is then at most about ``ln(T / t_1) / rtol`` whatever the number of flows,
+and every completion time is late by at most a fraction ``rtol`` of the elapsed time.
+``rtol = 0`` is the exact event-driven model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import simpy
+
+from fabric.kernel import call_at
+from fabric.maxmin import maxmin_rates
+
+__all__ = ["FlowSim"]
+
+_GROW = 2
+
+
+class FlowSim:
+    """Flow-level fluid simulator over ``capacity`` (one entry per constraint, bit/s or
+    packets/s).
+
+    ``switch_egress`` marks the constraints that CC efficiency ``eta`` applies to; ``rtol`` is
+    the batching tolerance (module docstring); ``on_deliver(flow_id)`` is called at each
+    flow's delivery time; ``t0`` is the time origin of the batching window (default: now).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        capacity: np.ndarray,
+        *,
+        switch_egress: np.ndarray | None = None,
+        eta: float = 1.0,
+        rtol: float = 0.0,
+        on_deliver: Callable[[int], None] | None = None,
+        t0: float | None = None,
+    ) -> None:
+        cap = np.asarray(capacity, dtype=float)
+        if cap.ndim != 1 or np.isnan(cap).any() or (cap < 0).any():
+            raise ValueError("capacity must be a 1-D array of values >= 0 (inf = never binds)")
+        if not 0 < eta <= 1:
+            raise ValueError(f"eta={eta!r}: the CC efficiency must be in (0, 1]")
+        if not rtol >= 0:
+            raise ValueError(f"rtol={rtol!r} must be >= 0")
+        self.env = env
+        self.capacity = cap
+        self.switch_egress = (
+            np.zeros(cap.size, dtype=bool)
+            if switch_egress is None
+            else np.asarray(switch_egress, dtype=bool)
+        )
+        if self.switch_egress.shape != cap.shape:
+            raise ValueError("switch_egress must have one entry per constraint")
+        self.eta = float(eta)
+        self.rtol = float(rtol)
+        self.on_deliver = on_deliver
+        self.t0 = env.now if t0 is None else float(t0)
+        self.n = 0
+        self._alloc(1024, 6)
+        self._active = np.zeros(0, dtype=np.int64)
+        self._pending: list[np.ndarray] = []
+        self._t_last = env.now
+        self._gap_until = -math.inf
+        self._sched_t: float | None = None
+        self._token = 0
+        self.carried = np.zeros(cap.size)  # constraint units x s (bits on links)
+        self.packets_on = np.zeros(cap.size)  # packets that crossed each constraint
+        self.solves = 0
+        self.solve_wall_s = 0.0
+        self.max_active = 0
+        self.passes = 0
+
+    # ------------------------------------------------------------------ storage
+
+    def _alloc(self, n: int, k: int) -> None:
+        self.idx = np.full((n, k), -1, dtype=np.int32)
+        self.coef = np.zeros((n, k))
+        self.frac = np.zeros((n, k), dtype=np.float32)
+        self.size = np.zeros(n)
+        self.rem = np.zeros(n)
+        self.pkts = np.zeros(n)
+        self.latency_s = np.zeros(n)
+        self.cap = np.full(n, np.inf)
+        self.weight = np.ones(n)
+        self.rate = np.zeros(n)
+        self.t_post = np.full(n, np.nan)
+        self.t_start = np.full(n, np.nan)
+        self.t_sent = np.full(n, np.nan)
+        self.t_deliver = np.full(n, np.nan)
+        self.committed = np.zeros(n, dtype=bool)
+
+    def _grow(self, need: int, k: int) -> None:
+        cur_n, cur_k = self.idx.shape
+        if need <= cur_n and k <= cur_k:
+            return
+        new_n = max(cur_n, need if need <= cur_n else max(need, _GROW * cur_n))
+        new_k = max(cur_k, k)
+        old = {
+            name: getattr(self, name)
+            for name in ("idx", "coef", "frac", "size", "rem", "pkts", "latency_s", "cap",
+                         "weight", "rate", "t_post", "t_start", "t_sent", "t_deliver",
+                         "committed")  # fmt: skip
+        }
+        self._alloc(new_n, new_k)
+        m = self.n
+        for name, arr in old.items():
+            if arr.ndim == 2:
+                getattr(self, name)[:m, : arr.shape[1]] = arr[:m]
+            else:
+                getattr(self, name)[:m] = arr[:m]
+
+    # ------------------------------------------------------------------ API
+
+    def add(
+        self,
+        idx: np.ndarray,
+        coef: np.ndarray,
+        nbytes: np.ndarray,
+        *,
+        latency_s: np.ndarray | float = 0.0,
+        frac: np.ndarray | None = None,
+        packets: np.ndarray | None = None,
+        caps: np.ndarray | float | None = None,
+        weights: np.ndarray | float | None = None,
+    ) -> np.ndarray:
+        """Post flows now; returns their ids (consecutive ints).
+
+        ``idx`` (n, K) constraint ids (-1 = none), ``coef`` (n, K) units of each constraint per
+        payload bit, ``nbytes`` payload bytes, ``latency_s`` last-byte delivery latency,
+        ``frac`` (n, K) fraction of the flow on each constraint (for packet counts; default
+        ``idx >= 0``), ``packets`` packets per flow, ``caps`` per-flow rate caps (bit/s of
+        payload), ``weights`` max-min weights.
+        """
+        idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
+        coef = np.atleast_2d(np.asarray(coef, dtype=float))
+        n, k = idx.shape
+        if coef.shape != idx.shape:
+            raise ValueError(f"coef shape {coef.shape} must match idx shape {idx.shape}")
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if idx.max(initial=-1) >= self.capacity.size or idx.min(initial=0) < -1:
+            raise ValueError(f"constraint ids must be in [-1, {self.capacity.size})")
+        b = np.broadcast_to(np.asarray(nbytes, dtype=float), (n,))
+        if np.isnan(b).any() or (b < 0).any():
+            raise ValueError("nbytes must be >= 0")
+        if (np.where(idx >= 0, coef, 0.0) < 0).any():
+            raise ValueError("coef must be >= 0")
+        self._grow(self.n + n, k)
+        ids = np.arange(self.n, self.n + n, dtype=np.int64)
+        self.idx[ids, :k] = idx
+        self.idx[ids, k:] = -1
+        self.coef[ids, :k] = np.where(idx >= 0, coef, 0.0)
+        self.frac[ids, :k] = (idx >= 0) if frac is None else np.where(idx >= 0, frac, 0.0)
+        self.size[ids] = b
+        self.rem[ids] = b
+        self.pkts[ids] = 0.0 if packets is None else np.broadcast_to(packets, (n,))
+        self.latency_s[ids] = np.broadcast_to(np.asarray(latency_s, dtype=float), (n,))
+        self.cap[ids] = np.inf if caps is None else np.broadcast_to(np.asarray(caps, float), (n,))
+        self.weight[ids] = 1.0 if weights is None else np.broadcast_to(weights, (n,))
+        self.t_post[ids] = self.env.now
+        self.n += n
+        self._pending.append(ids)
+        self._request(max(self.env.now, self._gap_until))
+        return ids
+
+    @property
+    def active(self) -> np.ndarray:
+        """Ids of flows that are sending now."""
+        return self._active[~self.committed[self._active]]
+
+    def delivered(self) -> np.ndarray:
+        """Mask over all flows: delivered by now."""
+        return self.t_deliver[: self.n] <= self.env.now
+
+    # ------------------------------------------------------------------ events
+
+    def _request(self, t: float) -> None:
+        if self._sched_t is not None and self._sched_t <= t:
+            return
+        self._token += 1
+        self._sched_t = t
+        call_at(self.env, t, self._solve, self._token)
+
+    def _solve(self, token: int) -> None:
+        if token != self._token:
+            return  # superseded by an earlier request
+        self._sched_t = None
+        env = self.env
+        now = env.now
+        act = self._active
+        if act.size:
+            act = act[~self.committed[act]]
+            dt = now - self._t_last
+            if dt > 0 and act.size:
+                self.rem[act] -= self.rate[act] * (dt / 8.0)
+        if self._pending:
+            new = np.concatenate(self._pending)
+            self._pending = []
+            self.t_start[new] = now
+            act = np.concatenate([act, new])
+        self._t_last = now
+        self._active = act
+        if not act.size:
+            return
+        self.max_active = max(self.max_active, int(act.size))
+        t_wall = time.perf_counter()
+        rate = self._rates(act)
+        self.solve_wall_s += time.perf_counter() - t_wall
+        self.solves += 1
+        self.rate[act] = rate
+        rem = np.maximum(self.rem[act], 0.0)
+        done = rem <= 1e-9 * self.size[act] + 1e-6
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_fin = np.where(done, now, now + 8.0 * rem / rate)
+        t_fin = np.where(np.isnan(t_fin), np.inf, t_fin)
+        window = now + self.rtol * max(now - self.t0, 0.0)
+        commit = t_fin <= window + 1e-12 * max(window, 1e-9)
+        if commit.any():
+            self._commit(act[commit], t_fin[commit])
+        rest = t_fin[~commit]
+        self._gap_until = window
+        if rest.size:
+            nxt = float(rest.min())
+            if math.isfinite(nxt):
+                self._request(max(nxt, window))
+        if self._pending:  # posted during this call's callbacks: cannot happen, but be safe
+            self._request(max(now, window))
+
+    def _commit(self, ids: np.ndarray, t_fin: np.ndarray) -> None:
+        self.committed[ids] = True
+        self.t_sent[ids] = t_fin
+        t_del = t_fin + self.latency_s[ids]
+        self.t_deliver[ids] = t_del
+        idx = self.idx[ids]
+        valid = idx >= 0
+        rows = idx[valid]
+        bits = (self.coef[ids] * (8.0 * self.size[ids])[:, None])[valid]
+        self.carried += np.bincount(rows, weights=bits, minlength=self.capacity.size)
+        pk = (self.frac[ids] * self.pkts[ids][:, None])[valid]
+        self.packets_on += np.bincount(rows, weights=pk, minlength=self.capacity.size)
+        if self.on_deliver is not None:
+            env, fn = self.env, self.on_deliver
+            order = np.argsort(t_del, kind="stable")
+            for i, t in zip(ids[order].tolist(), t_del[order].tolist(), strict=True):
+                call_at(env, t, fn, i)
+
+    def _rates(self, act: np.ndarray) -> np.ndarray:
+        idx = self.idx[act]
+        valid = idx >= 0
+        counts = valid.sum(axis=1)
+        indptr = np.zeros(act.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        rows = idx[valid]
+        a = sp.csc_array(
+            (self.coef[act][valid], rows, indptr), shape=(self.capacity.size, act.size)
+        )
+        cap = self.capacity
+        if self.eta < 1.0:
+            crowd = np.bincount(rows, minlength=cap.size) >= 2
+            cap = np.where(self.switch_egress & crowd, cap * self.eta, cap)
+        res = maxmin_rates(a, cap, caps=self.cap[act], weights=self.weight[act])
+        self.passes += res.iterations
+        return res.rates
+
+    # ------------------------------------------------------------------ results
+
+    def stats(self) -> dict[str, float | int]:
+        """Counters of the run: flows, solves, solver wall time, most flows active at once."""
+        return {
+            "flows": int(self.n),
+            "solves": int(self.solves),
+            "solver_wall_s": float(self.solve_wall_s),
+            "filling_passes": int(self.passes),
+            "max_active_flows": int(self.max_active),
+            "rtol": self.rtol,
+            "eta": self.eta,
+        }

@@ -1,0 +1,155 @@
+"""The podsim command: run (quickstart by default), validate, show, list, trace, plot, report,
+and how it fails (bad input, Ctrl-C, internal errors)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import scenarios.cli as cli
+from scenarios.cli import app
+from scenarios.plots import FIGURES
+from scenarios.results import TABLES
+from tests.scenarios.conftest import SMALL
+
+
+def test_run_without_file_runs_quickstart_and_writes_everything(quickstart_dir: Path) -> None:
+    for name in TABLES:
+        assert (quickstart_dir / f"{name}.parquet").is_file()
+        assert (quickstart_dir / f"{name}.csv").is_file()
+    summary = json.loads((quickstart_dir / "summary.json").read_text())
+    assert summary["scenario"] == "quickstart" and summary["status"] == "complete"
+    resolved = yaml.safe_load((quickstart_dir / "resolved.yaml").read_text())
+    assert resolved["workload"]["moe"]["tokens_per_rank"] == 16
+    for fig in [*FIGURES, "topology"]:
+        for ext in ("png", "svg"):
+            p = quickstart_dir / "plots" / f"{fig}.{ext}"
+            assert p.is_file() and p.stat().st_size > 1000, p
+    msgs = pd.read_parquet(quickstart_dir / "messages.parquet")
+    assert (msgs["status"] == "ok").all()
+    assert set(msgs["hop"]) == {"rdma", "scaleup", "local"}
+
+
+def test_resolved_yaml_reruns_identically(quickstart_dir: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(quickstart_dir / "resolved.yaml"),
+            "--out",
+            str(tmp_path),
+            "-q",
+            "--set",
+            "outputs.plots=false",
+        ],  # fmt: skip
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == ""
+    a = pd.read_parquet(quickstart_dir / "messages.parquet")
+    b = pd.read_parquet(tmp_path / "messages.parquet")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_plot_and_report_from_a_result_folder(quickstart_dir: Path) -> None:
+    runner = CliRunner()
+    for png in (quickstart_dir / "plots").glob("*.png"):
+        png.unlink()
+    r = runner.invoke(app, ["plot", str(quickstart_dir)])
+    assert r.exit_code == 0, r.output
+    pngs = sorted((quickstart_dir / "plots").glob("*.png"))
+    assert len(pngs) == len(FIGURES) + 1
+    r = runner.invoke(app, ["report", str(quickstart_dir)])
+    assert r.exit_code == 0, r.output
+    html = (quickstart_dir / "report.html").read_text()
+    assert html.count("<img ") == len(pngs)
+    assert html.count("data:image/png;base64,") == len(pngs)
+    assert "all-to-all completion time" in html and "tokens_per_rank: 16" in html
+
+
+def test_validate_show_list() -> None:
+    runner = CliRunner()
+    r = runner.invoke(app, ["validate", "deepep-h800", "--set", "variant=ep32"])
+    assert r.exit_code == 0 and "valid" in r.output
+    r = runner.invoke(app, ["show", "quickstart", "--seed", "5"])
+    shown = yaml.safe_load(r.output)
+    assert shown["seed"] == 5
+    assert shown["cluster"]["switch"]["ecn"]["kmin"] == "150KB"  # a default, filled in
+    r = runner.invoke(app, ["list"])
+    assert r.exit_code == 0
+    for word in ("scenarios", "quickstart", "congestion control", "dcqcn", "path selectors",
+                 "spray", "h800-deepep", "deepseek-v3", "engines", "packet"):  # fmt: skip
+        assert word in r.output, word
+    r = runner.invoke(app, ["list", "cc"])
+    assert "hpcc" in r.output and "quickstart" not in r.output
+    assert runner.invoke(app, ["list", "nonsense"]).exit_code == 2
+
+
+def test_trace_command_writes_the_workload(tmp_path: Path) -> None:
+    from workloads import read_trace
+
+    out = tmp_path / "t.parquet"
+    r = CliRunner().invoke(app, ["trace", "quickstart", "-o", str(out), *SMALL])
+    assert r.exit_code == 0, r.output
+    df = read_trace(out)
+    assert len(df) > 0 and set(df["phase"]) == {"dispatch", "combine"}
+    assert f"wrote {len(df)} messages" in r.output
+
+
+def test_unknown_scenario_is_bad_input() -> None:
+    r = CliRunner().invoke(app, ["run", "quikstart"])
+    assert r.exit_code == 2
+    assert "Did you mean 'quickstart'" in r.output and "Traceback" not in r.output
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = {"raised": False}
+
+    def interrupt_once(self: cli._ProgressBar, sim_t: float, events: int | None) -> None:
+        if not state["raised"]:
+            state["raised"] = True
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli._ProgressBar, "__call__", interrupt_once)
+    r = CliRunner().invoke(app, ["run", "--out", str(tmp_path), *SMALL])
+    assert r.exit_code == 130, r.output
+    assert "partial results kept" in r.output and "Traceback" not in r.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert (tmp_path / "messages.parquet").is_file()
+
+
+def test_internal_error_saves_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenarios.runner
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(scenarios.runner, "run", boom)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    r = CliRunner().invoke(app, ["run", *SMALL])
+    assert r.exit_code == 1
+    assert "internal error: RuntimeError: kaboom" in r.output and "Traceback" not in r.output
+    saved = list((tmp_path / "podsim-crashes").glob("crash-*.txt"))
+    assert len(saved) == 1 and "kaboom" in saved[0].read_text()
+    assert str(saved[0]) in r.output
+
+
+def test_progress_bar_only_after_a_second() -> None:
+    bar = cli._ProgressBar(True, "x")
+    bar(1e-6, 10)
+    assert bar.progress is None  # a fast run shows nothing
+    bar.t0 -= 2.0
+    bar(2e-6, 1000)
+    assert bar.progress is not None
+    bar.stop()
+    quiet = cli._ProgressBar(False, "x")
+    quiet.t0 -= 2.0
+    quiet(1.0, 1)
+    assert quiet.progress is None

@@ -1,0 +1,215 @@
+"""`podsim cost`, `podsim sweep`, the study plots and the built-in savings study (cost side)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from scenarios.cost import load_catalog
+from scenarios.cost.compare import scope_savings
+from scenarios.cost.scenario import cost_of_scenario
+from scenarios.study import sweep as sweep_mod
+from scenarios.study.cli import register_commands
+from scenarios.study.plots import pareto_front, save_study_figures, tornado_data
+from scenarios.study.spec import load_study, study_names
+from scenarios.study.sweep import resolve_points
+
+SCENARIO = {
+    "name": "costcli",
+    "cluster": {"topology": {"name": "rail", "params": {"servers": 2, "gpus_per_server": 8}}},
+    "workload": {"synthetic": {"pattern": "uniform", "size": "64KiB"}},
+    "outputs": {"plots": False},
+}
+
+
+def priced_point(resolved: dict) -> dict:
+    """Real resolution and cost; a closed-form stand-in for the simulated time."""
+    from scenarios.cost import efficiency
+
+    cost = cost_of_scenario(resolved)
+    paths = resolved["cluster"]["nic"]["multipath"]["paths"]
+    row = {"layer_time_s": 1e-3 / paths, "a2a_algbw_per_gpu_Bps": 40e9 * paths}
+    row.update(cost.summary())
+    row.update(efficiency(cost, row))
+    return row
+
+
+@pytest.fixture()
+def app() -> typer.Typer:
+    a = typer.Typer()
+    register_commands(a)
+    return a
+
+
+def test_cost_command_prints_bom_without_simulating(tmp_path: Path, app: typer.Typer) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(SCENARIO))
+    res = CliRunner().invoke(
+        app,
+        [
+            "cost",
+            str(f),
+            "--set",
+            "cluster.layout=external-switch",
+            "--csv",
+            str(tmp_path / "b.csv"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "Bill of materials" in res.output and "interconnect fraction" in res.output
+    bom = pd.read_csv(tmp_path / "b.csv")
+    assert bom.loc[bom["category"] == "pcie", "count"].sum() == 2 * 8  # 4 chips + 4 boards / server
+    bad = CliRunner().invoke(
+        app, ["cost", str(f), "--set", "cost.prices.nic-cx7-400g.price_usd=-1"]
+    )
+    assert bad.exit_code == 2 and "price_usd" in bad.output and "Traceback" not in bad.output
+
+
+def test_cost_compare_layouts(tmp_path: Path, app: typer.Typer) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(SCENARIO))
+    res = CliRunner().invoke(
+        app, ["cost", str(f), "--compare-layouts", "external-switch,on-card-switch"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "saving by scope" in res.output and "node I/O" in res.output
+
+
+def test_sweep_command_end_to_end(
+    tmp_path: Path, app: typer.Typer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(SCENARIO))
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "name": "paths-layout",
+                "base": "base.yaml",
+                "grid": {
+                    "cluster.layout": ["external-switch", "on-card-switch"],
+                    "cluster.nic.multipath.paths": [1, 4],
+                },
+                "metric": "layer_time_s",
+            }
+        )
+    )
+    monkeypatch.setattr(sweep_mod, "_default_run_point", lambda: priced_point)
+    out = tmp_path / "out"
+    args = ["sweep", str(study), "--workers", "0", "--out", str(out), "--quiet"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    df = pd.read_parquet(out / "results.parquet")
+    assert len(df) == 4 and (out / "results.csv").is_file()
+    for stem in ("pareto", "cost_breakdown", "tornado"):
+        assert (out / "plots" / f"{stem}.png").is_file() and (
+            out / "plots" / f"{stem}.svg"
+        ).is_file()
+    # layout changes cost, paths change (stand-in) performance; on-card is cheaper here
+    on = df[df["param:cluster.layout"] == "on-card-switch"]["capex_usd"].unique()
+    ext = df[df["param:cluster.layout"] == "external-switch"]["capex_usd"].unique()
+    assert len(on) == len(ext) == 1 and on[0] < ext[0]
+    again = CliRunner().invoke(app, [*args, "--no-plots"])  # resume: nothing left to run
+    assert again.exit_code == 0 and "ran 0, already done 4" in again.output
+
+
+def test_pareto_front_closed_form() -> None:
+    cost = [1, 2, 3, 4, 2.5]
+    perf = [5, 3, 4, 1, 2]  # lower is better: (3, 4) dominated by (2, 3) and (2.5, 2)
+    assert pareto_front(cost, perf).tolist() == [True, True, False, True, True]
+    assert pareto_front(cost, perf, maximize=True).tolist() == [True, False, False, False, False]
+    assert not pareto_front([1, np.nan], [1, 0])[1]
+
+
+def test_tornado_ranks_parameters_by_span(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {
+            "key": list("abcd"),
+            "study": "s",
+            "point": range(4),
+            "param:a": [1, 1, 2, 2],
+            "param:b": [1, 2, 1, 2],
+            "m": [10.0, 11.0, 20.0, 21.0],
+            "capex_usd": [4.0, 3.0, 2.0, 1.0],
+            "capex.gpu": [2.0, 2.0, 1.0, 1.0],
+            "capex.nic": [2.0, 1.0, 1.0, 0.0],
+        }
+    )
+    t = tornado_data(df, "m")
+    assert list(t["param"]) == ["b", "a"]  # widest last (drawn on top)
+    assert t.set_index("param").loc["a", "span"] == pytest.approx(10.0)
+    paths = save_study_figures(df, tmp_path, "m", name="toy")
+    assert {p.name for p in paths} == {
+        f"{s}.{e}" for s in ("pareto", "cost_breakdown", "tornado") for e in ("png", "svg")
+    }
+
+
+def test_builtin_savings_study_cost_side() -> None:
+    """The on-card-switch-savings study's two points, priced: the saving per scope equals the
+    closed form from catalog prices (external boards removed, SmartNIC premium added)."""
+    assert "on-card-switch-savings" in study_names()
+    study = load_study("on-card-switch-savings")
+    ext, onc = resolve_points(study)
+    assert ext.params == {"cluster.layout": "external-switch"}
+    a, b = cost_of_scenario(ext.resolved), cost_of_scenario(onc.resolved)
+    cat = load_catalog()
+    cards = a.capex_by_category()["nic"] / cat.get("nic-cx7-400g").price_usd
+    boards = a.capex_by_category()["pcie"] / (
+        cat.get("pcie-gen5-switch-chip").price_usd + cat.get("pcie-switch-board").price_usd
+    )
+    assert cards == b.capex_by_category()["nic"] / cat.get("nic-panmai-920").price_usd
+    saving = a.capex_usd - b.capex_usd
+    closed = boards * 1800.0 - cards * (2600.0 - 1800.0)
+    assert saving == pytest.approx(closed)
+    s = scope_savings(a.capex_by_category(), b.capex_by_category()).set_index("scope")
+    io = a.capex_by_category()["nic"] + a.capex_by_category()["pcie"]
+    assert s.loc["node I/O (NICs + PCIe switching)", "saving_fraction"] == pytest.approx(
+        saving / io
+    )
+    assert s.loc["cluster (all capex)", "saving_fraction"] == pytest.approx(saving / a.capex_usd)
+    # the claim's 30 % is out of reach for the whole cluster: boards are a sliver of capex
+    assert s.loc["cluster (all capex)", "saving_fraction"] < 0.05
+
+
+@pytest.mark.parametrize("name", study_names())
+def test_builtin_studies_resolve(name: str) -> None:
+    study = load_study(name)
+    points = resolve_points(study)  # validates every point against the scenario schema
+    assert points and len({p.key for p in points}) == len(points)
+
+
+@pytest.mark.slow
+def test_savings_study_runs_end_to_end(tmp_path: Path) -> None:
+    """Simulates both points: same workload and fabric, so the same layer time; only cost moves."""
+    from scenarios.study.sweep import run_study
+
+    rep = run_study("on-card-switch-savings", tmp_path, workers=0, progress=False)
+    assert not rep.failures and len(rep.table) == 2
+    t = rep.table.set_index("param:cluster.layout")
+    assert t.loc["on-card-switch", "capex_usd"] < t.loc["external-switch", "capex_usd"]
+    assert np.isfinite(t["layer_time_s"]).all() and np.isfinite(t["usd_per_moe_layer"]).all()
+
+
+def test_study_can_sweep_catalog_prices() -> None:
+    study = load_study(
+        {
+            "name": "board-price",
+            "base": SCENARIO,
+            "set": {"cluster.layout": "external-switch"},
+            "grid": {"cost.prices.pcie-switch-board.price_usd": [0, 1000, 3000]},
+        }
+    )
+    pts = resolve_points(study)
+    capex = [cost_of_scenario(p.resolved).capex_by_category()["pcie"] for p in pts]
+    boards = 2 * 4  # 2 servers x one board per two GPUs
+    chip = load_catalog().get("pcie-gen5-switch-chip").price_usd
+    assert capex == [boards * (chip + b) for b in (0, 1000, 3000)]
+    bad = load_study({"name": "bad", "base": SCENARIO, "grid": {"cost.yeers": [1]}})
+    with pytest.raises(ValueError, match=r"point 0 .*cost\.yeers"):
+        resolve_points(bad)

@@ -1,0 +1,143 @@
+"""The layer timeline against closed forms, over a transport with known delays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import simpy
+
+from scenarios.timeline import run_timeline
+
+RATE = 8e9  # bytes/s of the fake transport
+LAT = 1e-6
+
+
+class FixedTransport:
+    """Delivers a message nbytes / RATE + LAT after it is posted (no contention)."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self.posted: list[tuple[int, float]] = []
+
+    def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):
+        self.posted.append((msg, self.env.now))
+        self.env.timeout(nbytes / RATE + LAT).callbacks.append(lambda _e: on_done(msg))
+
+
+def trace(rows: list[dict]) -> pd.DataFrame:
+    base = {"step": 0, "layer": 0, "tokens": 0, "start_s": 0.0, "hop": "rdma", "stage": 0}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def compute(rows: list[tuple[int, int, int, float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["step", "layer", "rank", "compute_s"])
+
+
+def phase(ph: pd.DataFrame, name: str, rank: int, layer: int = 0) -> tuple[float, float]:
+    row = ph[(ph["phase"] == name) & (ph["rank"] == rank) & (ph["layer"] == layer)]
+    assert len(row) == 1
+    return float(row["start_s"].iloc[0]), float(row["end_s"].iloc[0])
+
+
+def test_dispatch_compute_combine_closed_form() -> None:
+    b, c = 80_000, 5e-6
+    tr = trace([
+        {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": b},
+        {"phase": "combine", "src_rank": 1, "dst_rank": 0, "bytes": b},
+    ])  # fmt: skip
+    comp = compute([(0, 0, r, c) for r in range(3)])
+    t = FixedTransport()
+    res = run_timeline(t.env, t, tr, comp, num_ranks=3)
+    d = b / RATE + LAT
+    assert res.status == "complete"
+    assert phase(res.phases, "dispatch", 0) == pytest.approx((0.0, d))
+    assert phase(res.phases, "dispatch", 1) == pytest.approx((0.0, d))
+    assert phase(res.phases, "compute", 1) == pytest.approx((d, d + c))
+    assert phase(res.phases, "combine", 1) == pytest.approx((d + c, 2 * d + c))
+    assert phase(res.phases, "combine", 0) == pytest.approx((d + c, 2 * d + c))
+    # no global barrier: rank 2 has no traffic and finishes after its own compute
+    assert phase(res.phases, "combine", 2) == pytest.approx((c, c))
+    np.testing.assert_allclose(res.end_s - res.post_s, [d, d])
+    assert res.sim_time_s == pytest.approx(2 * d + c)
+
+
+def test_layers_run_in_order_per_rank() -> None:
+    b = 8_000
+    rows = [{"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": b}
+            for ly in range(3)]  # fmt: skip
+    t = FixedTransport()
+    res = run_timeline(t.env, t, trace(rows), compute([]), num_ranks=2)
+    d = b / RATE + LAT
+    for ly in range(3):
+        assert phase(res.phases, "dispatch", 0, ly) == pytest.approx((ly * d, (ly + 1) * d))
+
+
+def test_stage1_forward_waits_for_stage0_arrivals_and_start_s() -> None:
+    b = 16_000
+    tr = trace([
+        {"phase": "dispatch", "src_rank": 0, "dst_rank": 2, "bytes": b, "stage": 0},
+        {"phase": "dispatch", "src_rank": 1, "dst_rank": 2, "bytes": 2 * b, "stage": 0},
+        {"phase": "dispatch", "src_rank": 2, "dst_rank": 3, "bytes": b, "stage": 1},
+        {"phase": "dispatch", "src_rank": 3, "dst_rank": 0, "bytes": b, "start_s": 7e-6},
+    ])  # fmt: skip
+    t = FixedTransport()
+    res = run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    posted = dict(t.posted)
+    last_arrival = 2 * b / RATE + LAT
+    assert posted[2] == pytest.approx(last_arrival)  # forwarded after both stage-0 arrivals
+    assert posted[3] == pytest.approx(7e-6)  # not before its earliest start
+    assert phase(res.phases, "dispatch", 3)[1] == pytest.approx(
+        max(last_arrival + b / RATE + LAT, 7e-6 + b / RATE + LAT)
+    )
+
+
+def test_local_messages_skip_the_transport_and_bytes_are_counted() -> None:
+    tr = trace([
+        {"phase": "dispatch", "src_rank": 0, "dst_rank": 0, "bytes": 100, "hop": "local"},
+        {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 300},
+    ])  # fmt: skip
+    t = FixedTransport()
+    res = run_timeline(t.env, t, tr, compute([]), num_ranks=2)
+    assert [m for m, _ in t.posted] == [1]
+    row = res.phases[(res.phases["rank"] == 0)]
+    assert int(row["bytes_out"].iloc[0]) == 400
+    assert int(row["bytes_in"].iloc[0]) == 100
+
+
+def test_undeliverable_message_reports_stalled() -> None:
+    class Lossy(FixedTransport):
+        def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):
+            self.posted.append((msg, self.env.now))  # never delivered
+
+    tr = trace([{"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 10}])
+    t = Lossy()
+    res = run_timeline(t.env, t, tr, compute([]), num_ranks=2)
+    assert res.status == "stalled"
+    assert np.isnan(res.end_s[0])
+
+
+def test_time_limit_stops_the_run() -> None:
+    tr = trace([{"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 8_000_000}])
+    t = FixedTransport()
+    res = run_timeline(t.env, t, tr, compute([]), num_ranks=2, time_limit=1e-4)
+    assert res.status == "time-limit"
+    assert res.sim_time_s == pytest.approx(1e-4)
+
+
+def test_interrupt_keeps_what_was_done() -> None:
+    rows = [{"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": 8_000}
+            for ly in range(50)]  # fmt: skip
+    t = FixedTransport()
+    calls = {"n": 0}
+
+    def progress(sim_t: float, events: int | None) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+
+    res = run_timeline(t.env, t, trace(rows), compute([]), num_ranks=2, progress=progress)
+    assert res.status == "interrupted"
+    done = np.isfinite(res.end_s).sum()
+    assert 0 < done < 50
+    assert len(res.phases) >= done

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workloads.moe import moe_layer_trace
+from workloads.trace import (
+    COLUMNS,
+    TraceError,
+    compute_table,
+    concat_traces,
+    make_trace,
+    read_trace,
+    validate_trace,
+    write_trace,
+)
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return moe_layer_trace("mixtral-8x7b", 8, 16, 4, layers=2)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_round_trip_keeps_rows_dtypes_and_attrs(trace, tmp_path, suffix):
+    path = write_trace(trace, tmp_path / f"t{suffix}")
+    back = read_trace(path)
+    pd.testing.assert_frame_equal(back, trace, check_dtype=True)
+    assert back.attrs.keys() == trace.attrs.keys()
+    for k, v in trace.attrs.items():
+        if k == "compute":
+            for kk, vv in v.items():
+                np.testing.assert_array_equal(back.attrs[k][kk], vv)
+                assert back.attrs[k][kk].dtype == vv.dtype
+        else:
+            assert back.attrs[k] == v
+    pd.testing.assert_frame_equal(compute_table(back), compute_table(trace))
+
+
+def test_schema_columns_and_types(trace):
+    assert list(trace.columns[: len(COLUMNS)]) == list(COLUMNS)
+    for c in ("step", "layer", "src_rank", "dst_rank", "bytes", "tokens", "stage"):
+        assert trace[c].dtype == np.int64
+    assert trace.start_s.dtype == np.float64
+    assert set(trace.phase) == {"dispatch", "combine"}
+
+
+def _bad(trace, **change):
+    df = trace.copy()
+    for k, v in change.items():
+        df[k] = v
+    df.attrs = dict(trace.attrs)
+    return df
+
+
+def test_missing_column_named(trace):
+    with pytest.raises(TraceError, match=r"missing column.*'bytes'.*'hop'"):
+        validate_trace(trace.drop(columns=["bytes", "hop"]))
+
+
+def test_rank_out_of_range_named(trace):
+    dst = trace.dst_rank.to_numpy().copy()
+    dst[5] = 8
+    with pytest.raises(TraceError, match=r"'dst_rank' has rank 8 at row 5, outside 0\.\.7"):
+        validate_trace(_bad(trace, dst_rank=dst))
+
+
+def test_negative_bytes_named(trace):
+    b = trace.bytes.to_numpy().copy()
+    b[3] = -1
+    with pytest.raises(TraceError, match="'bytes' has negative value -1 at row 3"):
+        validate_trace(_bad(trace, bytes=b))
+
+
+def test_wrong_dtype_and_nan_named(trace):
+    b = trace.bytes.to_numpy().astype(float)
+    b[2] = 1.5
+    with pytest.raises(
+        TraceError, match=r"'bytes' has dtype float64; expected integers \(row 2: 1.5\)"
+    ):
+        validate_trace(_bad(trace, bytes=b))
+    b[2] = np.nan
+    with pytest.raises(TraceError, match=r"'bytes'.*row 2: nan"):
+        validate_trace(_bad(trace, bytes=b))
+    s = trace.start_s.to_numpy().copy()
+    s[4] = np.nan
+    with pytest.raises(TraceError, match="'start_s' has nan at row 4"):
+        validate_trace(_bad(trace, start_s=s))
+
+
+def test_bad_labels_and_num_ranks(trace):
+    hop = trace.hop.to_numpy().copy()
+    hop[1] = "nvlink"
+    with pytest.raises(TraceError, match="'hop' has 'nvlink' at row 1; expected one of rdma"):
+        validate_trace(_bad(trace, hop=hop))
+    df = trace.copy()
+    df.attrs = {}
+    with pytest.raises(TraceError, match="no num_ranks"):
+        validate_trace(df)
+    assert validate_trace(df, num_ranks=8).attrs["num_ranks"] == 8
+
+
+def test_csv_errors_name_the_file(tmp_path, trace):
+    p = tmp_path / "hand.csv"
+    trace.drop(columns=["tokens"]).to_csv(p, index=False)
+    with pytest.raises(TraceError, match=r"hand\.csv: trace is missing column\(s\) 'tokens'"):
+        read_trace(p, num_ranks=8)
+    with pytest.raises(TraceError, match="does not exist"):
+        read_trace(tmp_path / "nope.parquet")
+    with pytest.raises(TraceError, match="suffix"):
+        write_trace(trace, tmp_path / "t.json")
+
+
+def test_make_and_concat():
+    a = make_trace(src_rank=[0, 1], dst_rank=[1, 0], bytes=5, num_ranks=2, gpus_per_node=1)
+    b = make_trace(src_rank=[1], dst_rank=[1], bytes=[7], num_ranks=2, step=1, stage=[1])
+    c = concat_traces([a, b], note="x")
+    assert c.bytes.tolist() == [5, 5, 7] and c.stage.tolist() == [0, 0, 1]
+    assert c.hop.tolist() == ["rdma", "rdma", "local"] and c.attrs["note"] == "x"
+    with pytest.raises(TraceError, match="different num_ranks"):
+        concat_traces([a, make_trace(src_rank=[0], dst_rank=[0], bytes=1, num_ranks=3)])
+    with pytest.raises(TraceError, match="different lengths: src_rank 2, dst_rank 3"):
+        make_trace(src_rank=[0, 1], dst_rank=[1, 0, 1], bytes=1, num_ranks=2)
