@@ -79,8 +79,10 @@ class Port:
     ``name`` ``"u->v"``; ``rate_bps``; ``length_m``; ``prop_s``; ``fec_s``; ``rx_latency_s``;
     ``qbytes`` bytes waiting (not counting the frame being serialised); ``max_qbytes``;
     ``tx_bytes``/``tx_pkts`` wire bytes and packets transmitted (PFC frames count in
-    ``tx_bytes`` and ``mac_frames``); ``drops``/``drop_bytes`` packets and payload bytes lost
-    at this port (buffer admission, link down); ``ecn_marks``; ``pauses_sent`` (PFC pause frames
+    ``tx_bytes``, ``mac_frames`` and ``mac_bytes``); ``drops``/``drop_bytes`` packets and
+    payload bytes lost at this port (buffer admission, link down, frame errors), of which
+    ``lost_pkts``/``lost_bytes`` were lost on the wire after transmission (link down, frame
+    errors: see :mod:`fabric.faults`); ``ecn_marks``; ``pauses_sent`` (PFC pause frames
     this port transmitted), ``pauses_rcvd`` (times this port was paused), ``paused`` (now),
     ``paused_s`` (total time paused); ``up``; ``reverse`` the port of the opposite direction;
     ``source`` the NIC's pull callback (see module docstring).
@@ -185,7 +187,10 @@ class Port:
         self.tx_bytes = 0
         self.tx_pkts = 0
         self.mac_frames = 0
+        self.mac_bytes = 0
         self.drops = 0
+        self.lost_pkts = 0
+        self.lost_bytes = 0
         self.drop_bytes = 0
         self.ecn_marks = 0
         self.pauses_sent = 0
@@ -224,6 +229,36 @@ class Port:
     def _lost(self, pkt: Packet) -> None:
         self.drops += 1
         self.drop_bytes += pkt.size
+        self.lost_pkts += 1
+        self.lost_bytes += pkt.size
+
+    @property
+    def receiver(self) -> Callable[[Packet], object]:
+        """What arriving packets are handed to while the link is up (even when it is down
+        now): the far end's ``receive``, or a fault model wrapping it."""
+        return (self._deliver if self.up else self._saved)[0]
+
+    def set_receiver(self, receive: Callable[[Packet], object]) -> None:
+        """Replace :attr:`receiver` (fault models wrap it); packets already on the wire keep
+        the receiver they were sent to. Unlike :meth:`connect` this is meant to be undone by
+        setting the previous receiver back."""
+        self.connect(receive)
+
+    def set_rate(self, rate_bps: float) -> None:
+        """Change the MAC rate (link degradation, e.g. a lost PAM4 lane: 400G -> 300G). The
+        frame being serialised finishes at the old rate; later frames use the new one."""
+        if not rate_bps > 0 or rate_bps == _INF:
+            raise ValueError(f"port {self.name}: rate_bps={rate_bps!r} must be a finite rate > 0")
+        self.rate_bps = float(rate_bps)
+        self._spb = 8.0 / self.rate_bps
+
+    def set_store_forward(self, store_forward: bool) -> bool:
+        """Make the receiver wait for the whole frame (True) or cut through (False); returns
+        the previous setting. A switch cannot cut through from a link slower than its egress
+        (it would underrun), so a degraded link into a switch is stored and forwarded."""
+        old = self._rx_ser
+        self._rx_ser = bool(store_forward)
+        return old
 
     # ---- state for NICs -------------------------------------------------------------------
     @property
@@ -376,6 +411,7 @@ class Port:
         self._busy_until = end
         self.tx_bytes += frame.wire
         self.mac_frames += 1
+        self.mac_bytes += frame.wire
         frame.link = self
         frame.callbacks = (frame.meta._on_mac,)
         # MAC control frames are consumed by the receiving MAC: no switch pipeline latency.

@@ -455,7 +455,27 @@ class SmartNic:
     def receive(self, pkt: RdmaPacket) -> None:
         """Fabric delivery of any packet addressed to one of this NIC's endpoints."""
         now = self.env._now
-        out = self.rx_pipe.admit(now, pkt.flow, pkt.size)
+        # The RX pipeline (PacketPipeline.admit, inlined): packet rate, QP context, DMA.
+        pipe = self.rx_pipe
+        t = pipe.next_free
+        if t < now:
+            t = now
+        out = t
+        busy = pipe.interval
+        cache = self.cache
+        if cache.last == pkt.flow:
+            cache.hits += 1
+        elif not cache.touch(pkt.flow):
+            busy += pipe.miss_busy_s
+            out = t + pipe.miss_penalty_s
+        pipe.next_free = t + busy
+        pipe.packets += 1
+        if pipe.dma_bps is not None and pkt.size:
+            d = pipe.dma_free
+            d = (d if d > now else now) + pkt.size * 8.0 / pipe.dma_bps
+            pipe.dma_free = d
+            if d > out:
+                out = d
         # One QP's packets leave the pipeline in arrival order: a context miss on one packet
         # holds the QP's later packets too (they need the same context).
         qp = pkt.meta
@@ -467,7 +487,15 @@ class SmartNic:
             self.rx_deferred += 1
             call_at(self.env, out, self._rx_later, pkt)
             return
-        self._rx(pkt, now)
+        kind = pkt.kind
+        if kind == K_DATA:
+            self._rx_data(pkt, qp, now)
+        elif kind == K_ACK:
+            qp.on_ack(pkt, now)
+            if not qp.queued:
+                self.activate(qp)
+        else:
+            self._rx(pkt, now)
 
     def _rx_deferred(self, pkt: RdmaPacket) -> None:
         self._rx(pkt, self.env._now)

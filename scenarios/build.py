@@ -42,8 +42,17 @@ __all__ = [
     "switch_config",
 ]
 
-TRACE_COLUMNS = ("step", "layer", "phase", "src_rank", "dst_rank", "bytes", "tokens", "start_s",
-                 "hop")  # fmt: skip
+TRACE_COLUMNS = (
+    "step",
+    "layer",
+    "phase",
+    "src_rank",
+    "dst_rank",
+    "bytes",
+    "tokens",
+    "start_s",
+    "hop",
+)
 PHASES = ("dispatch", "combine", "other")
 HOPS = ("rdma", "scaleup", "local")
 
@@ -189,6 +198,34 @@ def _node_layout(sc: Scenario, graph: nx.Graph) -> tuple[Any, dict[str, Any]]:
     return tree, info
 
 
+def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
+    """``cluster.nic.phy`` / ``rate``, when given, must be what the topology built."""
+    nic = sc.cluster.nic
+    if nic.phy is None and nic.rate is None:
+        return
+    seen_phy: set[str] = set()
+    seen_rate: set[float] = set()
+    for _u, _v, d in g.edges(data=True):
+        if d.get("tier") == "nic-leaf":
+            seen_phy.add(str(d.get("phy")))
+            seen_rate.add(float(d.get("rate_bps", 0.0)))
+    if nic.phy is not None and seen_phy and seen_phy != {nic.phy}:
+        raise ScenarioError(
+            f"the topology's NIC ports run {', '.join(sorted(seen_phy))}, not {nic.phy}; set "
+            "the PHY through the topology or preset parameters (e.g. nic_phy, host_phy, phy).",
+            path="cluster.nic.phy",
+        )
+    if nic.rate is not None and seen_rate and seen_rate != {nic.rate}:
+        from fabric.units import fmt_rate
+
+        have = ", ".join(fmt_rate(r) for r in sorted(seen_rate))
+        raise ScenarioError(
+            f"the topology's NIC ports run at {have}, not {fmt_rate(nic.rate)}; set the rate "
+            "through the topology's PHY parameters.",
+            path="cluster.nic.rate",
+        )
+
+
 def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
     """Build the graph and place the ranks (``num_ranks`` overrides the workload's count)."""
     from fabric.rankmap import map_ranks
@@ -200,6 +237,7 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
     placement = sc.cluster.rank_map
     with at("cluster.rank_map"):
         rm = map_ranks(g, n, placement if isinstance(placement, str) else list(placement))
+    _check_nic_ports(sc, g)
     tree, pcie = _node_layout(sc, g)
     pods = rm.pod
     per_pod = np.bincount(pods - pods.min()) if n else np.array([1])

@@ -11,11 +11,12 @@ Resolution order (later wins):
    select one with ``variant: NAME`` (overridable with ``--set variant=NAME``); the variant's
    values land on top of 1-2, and the ``--set`` overrides are applied once more on top of it.
 
-Merging is deep for mappings; lists and scalars replace. A relative file path (trace, routing)
-is relative to the file that wrote it (a ``--set`` path: to the scenario file's folder). ``null`` replaces too, which is how a
-child unsets an inherited key (``preset: null`` before giving ``topology:``). Include cycles and
-duplicate keys in one mapping are errors. Every value remembers the file and line it came from so
-that a validation error can point at it (:mod:`scenarios.errors`).
+Merging is deep for mappings; lists and scalars replace. ``null`` replaces too, which is how a
+child unsets an inherited key (``preset: null`` before giving ``topology:``). A relative file
+path (trace, routing) is relative to the file that wrote it (a ``--set`` path: to the scenario
+file's folder). Include cycles and duplicate keys in one mapping are errors. Every value
+remembers the file and line it came from so that a validation error can point at it
+(:mod:`scenarios.errors`).
 """
 
 from __future__ import annotations
@@ -188,9 +189,7 @@ def _merge(
             for old in [k for k in origins if k[: len(path)] == path]:
                 del origins[old]
             base[key] = copy.deepcopy(value)
-            for k, v in top_origins.items():
-                if k[: len(path)] == path:
-                    origins[k] = v
+            origins.update({k: v for k, v in top_origins.items() if k[: len(path)] == path})
 
 
 @dataclass

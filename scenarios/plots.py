@@ -63,8 +63,9 @@ def fig_fct_cdf(res: Results) -> Figure | None:
     for ph, grp in m.groupby("phase", sort=False):
         x = np.sort(grp["fct_s"].to_numpy()) * 1e6
         y = np.arange(1, len(x) + 1) / len(x)
-        ax.step(x, y, where="post", label=f"{ph} ({len(x)} messages)",
-                color=_PHASE_COLOURS.get(str(ph)))  # fmt: skip
+        ax.step(
+            x, y, where="post", label=f"{ph} ({len(x)} messages)", color=_PHASE_COLOURS.get(str(ph))
+        )
     ax.set_xlabel("message completion time (us)")
     ax.set_ylabel("fraction of messages")
     ax.set_ylim(0, 1.01)
@@ -105,27 +106,41 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
     if links.empty:
         return None
     roles = _node_roles(links, graph)
-    tiers = [t for t in ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup")
-             if t in set(links["tier"])]  # fmt: skip
+    tiers = [
+        t
+        for t in ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup")
+        if t in set(links["tier"])
+    ]
     tiers += sorted(set(links["tier"]) - set(tiers))
-    fig = Figure(figsize=(10, 2.6 * len(tiers) + 1))
+    fig = Figure(figsize=(10, 2.6 * len(tiers) + 1.2))
     vmax = max(100.0, float(np.nanmax(links["utilisation"].to_numpy(float) * 100, initial=0)))
     im = None
+    # fixed margins: constrained layout costs more than all the drawing here
+    grid = fig.add_gridspec(
+        len(tiers),
+        2,
+        left=0.08,
+        right=0.86,
+        top=1 - 0.9 / fig.get_figheight(),
+        bottom=0.55 / fig.get_figheight(),
+        hspace=0.7,
+        wspace=0.25,
+    )
     for i, tier in enumerate(tiers):
         grp = links[links["tier"] == tier]
         up_mask = [
-            _link_role(u, roles) < _link_role(v, roles) or (
-                _link_role(u, roles) == _link_role(v, roles) and u < v)
+            _link_role(u, roles) < _link_role(v, roles)
+            or (_link_role(u, roles) == _link_role(v, roles) and u < v)
             for u, v in zip(grp["u"], grp["v"], strict=True)
-        ]  # fmt: skip
+        ]
         up = grp[np.asarray(up_mask, dtype=bool)]
         down = grp[~np.asarray(up_mask, dtype=bool)]
         lows = sorted(set(up["u"]), key=_natural)
         highs = sorted(set(up["v"]), key=_natural)
         dense = len(up) >= 0.5 * len(lows) * len(highs) and len(highs) > 1
         if dense:
-            axu = fig.add_subplot(len(tiers), 2, 2 * i + 1)
-            axd = fig.add_subplot(len(tiers), 2, 2 * i + 2)
+            axu = fig.add_subplot(grid[i, 0])
+            axd = fig.add_subplot(grid[i, 1])
             for ax, part, label, (rows, cols), (rk, ck) in (
                 (axu, up, "up", (lows, highs), ("u", "v")),
                 (axd, down, "down", (lows, highs), ("v", "u")),
@@ -136,13 +151,14 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                 for a, b, uval in zip(part[rk], part[ck], part["utilisation"], strict=True):
                     if a in ri and b in ci:
                         mat[ri[a], ci[b]] = 100 * uval
-                im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
-                               interpolation="nearest")  # fmt: skip
+                im = ax.imshow(
+                    mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest"
+                )
                 ax.set_title(f"{tier} {label}", fontsize=9)
                 ax.set_ylabel(f"{roles.get(rows[0], 'lower')} index" if rows else "")
                 ax.set_xlabel(f"{roles.get(cols[0], 'upper')} index" if cols else "")
         else:
-            ax = fig.add_subplot(len(tiers), 1, i + 1)
+            ax = fig.add_subplot(grid[i, :])
             ports = sorted(set(up["u"]) | set(down["v"]), key=_natural)
             pi = {n: k for k, n in enumerate(ports)}
             mat = np.full((2, len(ports)), np.nan)
@@ -150,13 +166,20 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                 mat[0, pi[a]] = 100 * uval
             for b, uval in zip(down["v"], down["utilisation"], strict=True):
                 mat[1, pi[b]] = 100 * uval
-            im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
-                           interpolation="nearest")  # fmt: skip
+            im = ax.imshow(
+                mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest"
+            )
             ax.set_yticks([0, 1], ["up", "down"])
             ax.set_xlabel(f"{tier}: lower-tier port index ({len(ports)} ports)")
             ax.set_title(f"{tier}", fontsize=9)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax.get_ylabel():
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if im is not None:
-        cbar = fig.colorbar(im, ax=fig.axes, shrink=0.8)
+        cbar = fig.colorbar(im, cax=fig.add_axes((0.9, 0.15, 0.02, 0.7)))
         cbar.set_label("utilisation over the run (%)")
     fig.suptitle(_title(res, "Link utilisation by tier"), fontsize=10)
     return fig
@@ -204,9 +227,19 @@ def fig_gpu_bandwidth(res: Results) -> Figure | None:
     x = np.arange(len(ranks))
     for k, ph in enumerate(phases):
         s = bw[bw["phase"] == ph].set_index("rank")["bw_Bps"].reindex(ranks)
-        ax.bar(x + k * width - 0.4 + width / 2, s.to_numpy() / 1e9, width, label=str(ph),
-               color=_PHASE_COLOURS.get(str(ph)))  # fmt: skip
-    ax.set_xticks(x, [str(r) for r in ranks], fontsize=7 if len(ranks) > 32 else 9)
+        ax.bar(
+            x + k * width - 0.4 + width / 2,
+            s.to_numpy() / 1e9,
+            width,
+            label=str(ph),
+            color=_PHASE_COLOURS.get(str(ph)),
+        )
+    if len(ranks) <= 32:
+        ax.set_xticks(x, [str(r) for r in ranks])
+    else:  # a label per rank is unreadable and slow to lay out
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(16, integer=True))
     ax.set_xlabel("rank (GPU)")
     ax.set_ylabel("bandwidth per GPU (GB/s)")
     ax.grid(axis="y", alpha=0.3)
@@ -233,8 +266,14 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     for r, p, a, b in sel[["rank", "phase", "start_s", "end_s"]].itertuples(index=False):
         label = p if p not in seen else None
         seen.add(p)
-        ax.barh(r, (b - a) * 1e6, left=(a - t0) * 1e6, height=0.8,
-                color=_PHASE_COLOURS.get(p, "grey"), label=label)  # fmt: skip
+        ax.barh(
+            r,
+            (b - a) * 1e6,
+            left=(a - t0) * 1e6,
+            height=0.8,
+            color=_PHASE_COLOURS.get(p, "grey"),
+            label=label,
+        )
     ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
     ax.invert_yaxis()

@@ -88,21 +88,27 @@ def _summary_html(s: dict[str, Any]) -> str:
     rows = []
     for ph, m in (s.get("phases") or {}).items():
         if ph == "compute":
-            rows.append([
-                "compute (per rank, mean / max)",
-                f"{_num(m.get('mean_rank_time_s'), 'time')} / "
-                f"{_num(m.get('max_rank_time_s'), 'time')}",
-                "", "", "", "",
-            ])  # fmt: skip
+            rows.append(
+                [
+                    "compute (per rank, mean / max)",
+                    f"{_num(m.get('mean_rank_time_s'), 'time')} / "
+                    f"{_num(m.get('max_rank_time_s'), 'time')}",
+                    *[""] * 6,
+                ]
+            )
             continue
-        rows.append([
-            ph,
-            _num(m.get("completion_time_s"), "time"),
-            _num(m.get("algbw_per_gpu_Bps"), "GBps"),
-            _num(m.get("busbw_per_gpu_Bps"), "GBps"),
-            _num(m.get("deepep_rdma_bw_per_gpu_Bps"), "GBps"),
-            _num(m.get("deepep_nvl_bw_per_gpu_Bps"), "GBps"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                ph,
+                _num(m.get("completion_time_s"), "time"),
+                _num(m.get("algbw_per_gpu_Bps"), "GBps"),
+                _num(m.get("busbw_per_gpu_Bps"), "GBps"),
+                _num(m.get("deepep_rdma_bw_per_gpu_Bps"), "GBps"),
+                _num(m.get("deepep_nvl_bw_per_gpu_Bps"), "GBps"),
+                _num(m.get("bound_s"), "time"),
+                _num(m.get("fraction_of_bound"), "pct"),
+            ]
+        )
     phases = _table(
         [
             "phase",
@@ -111,7 +117,9 @@ def _summary_html(s: dict[str, Any]) -> str:
             "busbw / GPU (NCCL)",
             "RDMA bw / GPU (DeepEP)",
             "NVL bw / GPU (DeepEP)",
-        ],  # fmt: skip
+            "physical lower bound",
+            "fraction of the bound",
+        ],
         rows,
     )
     util = _table(
@@ -123,7 +131,7 @@ def _summary_html(s: dict[str, Any]) -> str:
                 _num(m["mean_utilisation"], "pct"),
                 _num(m["max_utilisation"], "pct"),
                 _num(m["tx_bytes"], "size"),
-            ]  # fmt: skip
+            ]
             for t, m in (s.get("link_utilisation") or {}).items()
         ],
     )
@@ -135,7 +143,7 @@ def _summary_html(s: dict[str, Any]) -> str:
                 str(c.get(k, 0))
                 for k in ("drops", "ecn_marks", "pfc_pauses", "retransmitted_packets", "timeouts")
             ]
-        ],  # fmt: skip
+        ],
         numeric_from=0,
     )
     msgs = s.get("messages") or {}
@@ -151,17 +159,22 @@ def _summary_html(s: dict[str, Any]) -> str:
                 _num(msgs.get("fct_max_s"), "time"),
                 _num(s.get("makespan_s"), "time"),
             ]
-        ],  # fmt: skip
+        ],
         numeric_from=0,
     )
     return (
-        "<h2>Summary</h2>" + phases + "<h3>Messages</h3>" + msg
-        + "<h3>Link utilisation by tier</h3>" + util
-        + "<h3>Loss and congestion</h3>" + counters
+        "<h2>Summary</h2>"
+        + phases
+        + "<h3>Messages</h3>"
+        + msg
+        + "<h3>Link utilisation by tier</h3>"
+        + util
+        + "<h3>Loss and congestion</h3>"
+        + counters
         + '<p class="meta">algbw = mean bytes a rank sends / all-to-all time; busbw = algbw x '
         "(n-1)/n (NCCL all-to-all); DeepEP bandwidth = a rank's RDMA (NVLink) bytes / its own "
         "phase time, averaged over ranks. Utilisation is over the whole run.</p>"
-    )  # fmt: skip
+    )
 
 
 def _hot_links(res: Results, n: int = 12) -> str:
@@ -170,10 +183,18 @@ def _hot_links(res: Results, n: int = 12) -> str:
         return ""
     top = links.sort_values(["utilisation", "link"], ascending=[False, True]).head(n)
     rows = [
-        [r.link, r.tier, _num(r.utilisation, "pct"), _num(r.rate_bps, "rate"),
-         str(r.drops), str(r.ecn_marks), str(r.pauses), _num(r.max_queue_bytes, "size")]
+        [
+            r.link,
+            r.tier,
+            _num(r.utilisation, "pct"),
+            _num(r.rate_bps, "rate"),
+            str(r.drops),
+            str(r.ecn_marks),
+            str(r.pauses),
+            _num(r.max_queue_bytes, "size"),
+        ]
         for r in top.itertuples(index=False)
-    ]  # fmt: skip
+    ]
     return "<h2>Hottest links</h2>" + _table(
         ["link", "tier", "utilisation", "rate", "drops", "ECN marks", "pauses", "max queue"],
         rows,

@@ -207,8 +207,13 @@ def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> l
     if sc.outputs.plots:
         from scenarios.plots import plot_all
 
-        written += plot_all(res, out / "plots", formats=sc.outputs.plot_formats, graph=graph,
-                            hottest=sc.outputs.hottest_ports)  # fmt: skip
+        written += plot_all(
+            res,
+            out / "plots",
+            formats=sc.outputs.plot_formats,
+            graph=graph,
+            hottest=sc.outputs.hottest_ports,
+        )
     if sc.outputs.report:
         from scenarios.report import write_report
 

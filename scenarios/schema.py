@@ -241,13 +241,15 @@ class MultipathConfig(Strict):
 class NicConfig(Strict):
     """The RDMA NIC on every scale-out port.
 
-    Defaults are the brief's SmartNIC: 400GbE over 112G PAM4, 4096 B MTU, 400 Mpps
-    (physics.md, "The SmartNIC in the design brief") [S]. ``rate`` defaults to the PHY's MAC
-    rate. ``rto`` 100 us is an estimate for a datacentre RTT of a few microseconds [E].
+    Defaults are the brief's SmartNIC: 4096 B MTU, 400 Mpps (physics.md, "The SmartNIC in the
+    design brief") [S]. The port's PHY and rate come from the topology (its ``nic_phy`` /
+    ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate`` here are checks: when given they
+    must match every NIC port's link, so a scenario cannot claim a NIC speed the fabric does
+    not have. ``rto`` 100 us is an estimate for a datacentre RTT of a few microseconds [E].
     """
 
     model: NicModelName = "panmai-920"
-    phy: PhyName = "400GbE"
+    phy: PhyName | None = None
     rate: PositiveRate | None = None
     mtu: Size = 4096
     packet_rate: Annotated[PacketRate, AfterValidator(_positive)] = parse_packet_rate("400Mpps")
@@ -541,8 +543,9 @@ Fault = Annotated[
 class SimConfig(Strict):
     """Engine knobs. ``endpoint`` picks the packet engine's sender: ``nic`` the SmartNIC
     transport (CC, multipath, reliability), ``host`` the fabric's line-rate host (no CC; fast,
-    for fabric-only studies). ``cell`` above the MTU is a documented fidelity knob for speed (the packet
-    engine moves cells of that size; DESIGN.md "Making SimPy fast"). ``sample_interval`` is the
+    for fabric-only studies). ``cell`` above the MTU is a documented fidelity knob for speed
+    (the packet engine moves cells of that size; DESIGN.md "Making SimPy fast").
+    ``sample_interval`` is the
     queue-depth sampling period; ``time_limit`` stops the simulation at that simulated time."""
 
     endpoint: Literal["nic", "host"] = "nic"

@@ -190,6 +190,7 @@ class QueuePair:
         "_last_tx",
         "_last_wire",
         "_rto_cb",
+        "_sel_ack",
         "_timer_at",
         "_tlp_ok",
         "cc",
@@ -257,6 +258,7 @@ class QueuePair:
         self.planes = selector.planes
         self.dst_eids = dst_nic.eids
         self.sel = selector
+        self._sel_ack = type(selector).on_ack is not PathSelector.on_ack  # skip no-op calls
         self.cc = cc
         self.fcc = fcc
         self.rx = rx
@@ -447,17 +449,19 @@ class QueuePair:
         if pkt.flags & F_DUP:
             snd.on_duplicate_report()
         rtt = now - pkt.ts_echo
-        if snd.srtt == 0.0:
-            snd.srtt = rtt
+        srtt = snd.srtt
+        if srtt == 0.0:
+            snd.srtt = srtt = rtt
             self.rttvar = rtt / 2
         else:
-            err = rtt - snd.srtt
-            snd.srtt += err / 8
+            err = rtt - srtt
+            snd.srtt = srtt = srtt + err / 8
             self.rttvar += ((err if err > 0 else -err) - self.rttvar) / 4
         ecn = pkt.ecn
         if ecn:
             self.ecn_acks += 1
-        self.sel.on_ack(pkt.ev, ecn, now)
+        if self._sel_ack:
+            self.sel.on_ack(pkt.ev, ecn, now)
         fcc = self.fcc
         e = self._ccev
         e.now = now
@@ -471,13 +475,24 @@ class QueuePair:
         self.cc.handle_ack(e, fcc)
         if fcc.requests:
             self._requests(now)
-        if newly and self.mode == 1 and snd.high_sent > snd.snd_una:
-            self.tlp_deadline = now + self._pto()
+        una = snd.snd_una
+        if newly and self.mode == 1 and snd.high_sent > una:
+            pto = 2.0 * srtt
+            self.tlp_deadline = now + (pto if pto > snd.reo_min_s else snd.reo_min_s)
             if not self._tlp_ok:
                 self._tlp_ok = True
                 self._arm(self.tlp_deadline)
-        if snd.snd_una > una0:
-            self._progress(now)
+        if una > una0:
+            # cumulative progress: complete messages, reset the RTO and its backoff
+            msgs = self.msgs
+            while msgs and msgs[0].end_psn <= una:
+                m = msgs.popleft()
+                m.done_s = now
+                self.nic.message_done(m)
+            rto = srtt + 4 * self.rttvar
+            rto = rto if rto > self.rto_min_s else self.rto_min_s
+            self.rto = rto = rto if rto < self.rto_max_s else self.rto_max_s
+            self.rto_deadline = now + rto if snd.high_sent > una else _INF
 
     def on_nack(self, pkt: RdmaPacket, now: float) -> None:
         snd = self.snd

@@ -39,6 +39,7 @@ import simpy
 
 from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
 from scenarios.engines.scaleup import ScaleUpPipes
+from scenarios.errors import ScenarioError
 from scenarios.results import link_table, message_table
 from scenarios.timeline import run_timeline
 
@@ -170,8 +171,9 @@ class NicTransport(_Transport):
         if self._side_path(msg, src_rank, dst_rank, nbytes, hop, on_done):
             return
         cl = self.cluster
-        m = self.rdma.post(int(cl.rank_nic[src_rank]), int(cl.rank_nic[dst_rank]), int(nbytes),
-                           tag=msg)  # fmt: skip
+        m = self.rdma.post(
+            int(cl.rank_nic[src_rank]), int(cl.rank_nic[dst_rank]), int(nbytes), tag=msg
+        )
         self._cb[m.id] = on_done
 
     def end_times(self, end_s: np.ndarray) -> np.ndarray:
@@ -187,9 +189,11 @@ class NicTransport(_Transport):
             return pd.DataFrame()
         mt = self.rdma.message_table()
         per = mt.groupby("qp").agg(
-            messages=("msg", "size"), bytes=("bytes", "sum"), t0=("post_s", "min"),
+            messages=("msg", "size"),
+            bytes=("bytes", "sum"),
+            t0=("post_s", "min"),
             t1=("done_s", "max"),
-        )  # fmt: skip
+        )
         card_rank: dict[int, int] = {}
         for r, c in enumerate(self.cluster.rank_nic.tolist()):
             card_rank.setdefault(int(c), r)
@@ -237,9 +241,13 @@ class HostTransport(_Transport):
             for p in ports:
                 if p not in self.hosts:
                     self.hosts[p] = host_cls(
-                        self.net, p, mtu=cell, overhead=ROCE_OVERHEAD * frames, spray=spray,
+                        self.net,
+                        p,
+                        mtu=cell,
+                        overhead=ROCE_OVERHEAD * frames,
+                        spray=spray,
                         on_complete=self._complete,
-                    )  # fmt: skip
+                    )
         self._pending: dict[Any, tuple[int, Callable[[int], None]]] = {}
         self.records: list[tuple[int, str, str, Any]] = []
 
@@ -281,7 +289,7 @@ class HostTransport(_Transport):
                 "packets",
                 "t0",
                 "t1",
-            ],  # fmt: skip
+            ],
         )
         g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
         out = g.agg(
@@ -335,11 +343,71 @@ class QueueSampler:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def schedule_faults(ctx: RunContext, transport: _Transport) -> list[dict[str, Any]]:
+    """Put the scenario's link/switch/NIC-port failures on the event heap.
+
+    A failed link stops delivering at once (its packets count as drops); the switches' ECMP
+    tables learn of it only ``cluster.routing.reconvergence`` later (static routing keeps
+    hashing into the dead link until then), while the NIC's multipath selectors react to the
+    losses themselves. ``until`` restores the link the same way. Stragglers act on compute
+    (:func:`scenarios.build.compute_table`). Link degradation and pre-FEC BER are not modelled
+    by this engine yet: a scenario that asks for them is refused rather than run without them.
+    Returns the fault log rows (what failed, when) for the summary.
+    """
+    from fabric.kernel import call_at
+
+    sc, g, net = ctx.scenario, ctx.cluster.graph, transport.net
+    delay = sc.cluster.routing.reconvergence
+    log: list[dict[str, Any]] = []
+
+    def set_state(u: str, v: str, up: bool) -> None:
+        net.set_link_state(u, v, up, reroute=False)
+        call_at(transport.env, transport.env.now + delay, lambda _a: net.routing.set_link(u, v, up))
+
+    for i, f in enumerate(sc.faults):
+        kind = f.kind
+        if kind == "straggler":
+            continue
+        if kind not in ("link_down", "switch_down", "nic_down"):
+            raise ScenarioError(
+                f"fault kind {kind!r} is not modelled by the packet engine yet; remove it or "
+                "use link_down / switch_down / nic_down / straggler.",
+                path=f"faults[{i}].kind",
+            )
+        if kind == "link_down":
+            u, v = f.link
+            if not g.has_edge(u, v):
+                raise ScenarioError(
+                    f"no link {u!r}-{v!r} in the cluster.", path=f"faults[{i}].link"
+                )
+            links = [(u, v)]
+        else:
+            node = f.node
+            want = "nic" if kind == "nic_down" else None
+            role = g.nodes[node].get("role") if node in g else None
+            if role is None or (want and role != want) or (not want and role in ("nic", "gpu")):
+                raise ScenarioError(
+                    f"{node!r} is not a {'NIC port' if want else 'switch'} of the cluster.",
+                    path=f"faults[{i}].node",
+                )
+            links = [(node, nb) for nb in sorted(g.neighbors(node))]
+        for u, v in links:
+            if g.edges[u, v].get("kind") == "scaleup":
+                continue  # the scale-up domain is not part of the packet network
+            call_at(transport.env, f.at, lambda _a, u=u, v=v: set_state(u, v, False))
+            if f.until is not None:
+                call_at(transport.env, f.until, lambda _a, u=u, v=v: set_state(u, v, True))
+        log.append({"fault": i, "kind": kind, "links": len(links), "at_s": f.at,
+                    "until_s": f.until})  # fmt: skip
+    return log
+
+
 @ENGINES.register("packet", "packet-level SimPy simulation: every packet through every queue")
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
     sc = ctx.scenario
     transport = HostTransport(ctx) if sc.sim.endpoint == "host" else NicTransport(ctx)
+    fault_log = schedule_faults(ctx, transport)
     sampler = None
     if sc.outputs.queue_series:
         sampler = QueueSampler(transport.env, transport.net.ports, sc.sim.sample_interval)
@@ -367,5 +435,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             "transport": transport.name,
             "pcie_local_messages": transport.pcie_local,
             "packet_hops": transport.net.packet_hops(),
+            "faults": fault_log,
+            "dropped_bytes": transport.net.dropped_bytes(),
         },
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fabric_testutil import build
+from tests.fabric.fabric_testutil import build
 
 from fabric.counters import Sampler
 from fabric.topology import star

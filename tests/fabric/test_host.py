@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fabric_testutil import OVERHEAD, build
+from tests.fabric.fabric_testutil import OVERHEAD, build
 
 from fabric.host import Host, message_table
 from fabric.topology import leaf_spine, star

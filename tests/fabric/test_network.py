@@ -7,7 +7,7 @@ import random
 import networkx as nx
 import pytest
 import simpy
-from fabric_testutil import NS_PER_M, OVERHEAD, build, fingerprint
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build, fingerprint
 
 from fabric.counters import Sampler
 from fabric.host import conservation, message_table

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 import simpy
-from fabric_testutil import NS_PER_M, OVERHEAD, build
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 from fabric.network import Network
 from fabric.packet import ACK, DATA, Packet

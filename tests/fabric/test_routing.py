@@ -7,7 +7,7 @@ import math
 
 import networkx as nx
 import pytest
-from fabric_testutil import build
+from tests.fabric.fabric_testutil import build
 
 from fabric.routing import RoutingError
 from fabric.topology import fat_tree, leaf_spine

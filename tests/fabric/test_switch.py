@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fabric_testutil import OVERHEAD, build
+from tests.fabric.fabric_testutil import OVERHEAD, build
 
 from fabric.counters import Sampler
 from fabric.switch import SwitchConfig

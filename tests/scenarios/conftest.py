@@ -15,11 +15,20 @@ def write_trace_csv(
 ) -> Path:
     """A small uniform all-to-all trace (the brief's columns), one layer."""
     rows = [
-        {"step": 0, "layer": 0, "phase": ph, "src_rank": s, "dst_rank": d, "bytes": size,
-         "tokens": 8, "start_s": 0.0, "hop": "local" if s == d else "rdma"}
+        {
+            "step": 0,
+            "layer": 0,
+            "phase": ph,
+            "src_rank": s,
+            "dst_rank": d,
+            "bytes": size,
+            "tokens": 8,
+            "start_s": 0.0,
+            "hop": "local" if s == d else "rdma",
+        }
         for ph in phases
         for s, d in itertools.product(range(ranks), range(ranks))
-    ]  # fmt: skip
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
@@ -42,7 +51,7 @@ def base_doc() -> dict:
                 "buffer": "16MiB",
                 "latency": "600ns",
                 "ecn": {"kmin": "150KB", "kmax": "1500KB"},
-            },  # fmt: skip
+            },
         },
         "workload": {"trace": {"path": "trace.csv", "compute_time": "1us"}},
         "sim": {"sample_interval": "1us"},

@@ -46,7 +46,7 @@ def test_resolved_yaml_reruns_identically(quickstart_dir: Path, tmp_path: Path) 
             "-q",
             "--set",
             "outputs.plots=false",
-        ],  # fmt: skip
+        ],
     )
     assert result.exit_code == 0, result.output
     assert result.output == ""

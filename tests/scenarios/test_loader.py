@@ -40,7 +40,7 @@ def test_defaults_are_the_documented_ones() -> None:
         {"cluster": {"preset": "star"}, "workload": {"synthetic": {"pattern": "uniform"}}}
     )
     nic = sc.cluster.nic
-    assert (nic.mtu, nic.packet_rate, nic.phy) == (4096, 400e6, "400GbE")
+    assert (nic.mtu, nic.packet_rate, nic.phy, nic.rate) == (4096, 400e6, None, None)
     assert (sc.cluster.switch.ecn.kmin, sc.cluster.switch.ecn.kmax) == (150_000, 1_500_000)
     assert sc.engine == "packet" and sc.faults == []
 

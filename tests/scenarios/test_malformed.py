@@ -180,7 +180,7 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
         "fault-window",
         setp("faults", [{"kind": "link_down", "link": ["a", "b"], "at": "5us", "until": "1us"}]),
         ("faults[0]", "until"),
-    ),  # fmt: skip
+    ),
     (
         "variant-unknown",
         both(setp("variants", {"big": {"seed": 2}}), setp("variant", "bgi")),
@@ -198,6 +198,8 @@ CASES: list[tuple[str, Any, tuple[str, ...]]] = [
         setp("cluster.topology.params", {"hostz": 4}),
         ("cluster.topology.params", "hostz"),
     ),
+    ("nic-phy-mismatch", setp("cluster.nic.phy", "800GbE"), ("cluster.nic.phy", "400GbE")),
+    ("nic-rate-mismatch", setp("cluster.nic.rate", "200Gbps"), ("cluster.nic.rate", "400Gbps")),
     ("too-many-ranks", moe(ep_size=64), ("workload.moe.ep_size", "4 GPUs")),
     # raw YAML problems
     ("yaml-bracket", text("name: x\ncluster: {topology: [\n"), ("YAML syntax error", "line")),

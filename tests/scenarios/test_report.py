@@ -41,11 +41,19 @@ def test_report_draws_missing_plots(quickstart_dir: Path, tmp_path: Path) -> Non
 def test_report_renders_in_headless_chromium(quickstart_dir: Path, tmp_path: Path) -> None:
     path = write_report(quickstart_dir, tmp_path / "report.html")
     cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--no-first-run", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
         path.as_uri(),
-    ]  # fmt: skip
+    ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
     total = len(list((quickstart_dir / "plots").glob("*.png")))
     assert f'data-figures-total="{total}"' in dom

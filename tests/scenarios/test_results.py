@@ -24,17 +24,33 @@ def tables() -> dict[str, pd.DataFrame]:
     m["fct_s"], m["status"] = 1e-6, "ok"
     starts = [0.0, 0.0, 1e-6, 1e-6]
     ends = [2e-6, 3e-6, 4e-6, 5e-6]
-    ph = pd.DataFrame({
-        "step": 0, "layer": 0, "phase": "dispatch", "rank": range(4), "start_s": starts,
-        "end_s": ends, "bytes_out": [b + 50 for b in rdma], "bytes_in": 0,
-    })  # fmt: skip
+    ph = pd.DataFrame(
+        {
+            "step": 0,
+            "layer": 0,
+            "phase": "dispatch",
+            "rank": range(4),
+            "start_s": starts,
+            "end_s": ends,
+            "bytes_out": [b + 50 for b in rdma],
+            "bytes_in": 0,
+        }
+    )
     ph["duration_s"] = ph["end_s"] - ph["start_s"]
-    links = pd.DataFrame({
-        "link": ["a->b", "b->a", "b->c"], "u": ["a", "b", "b"], "v": ["b", "a", "c"],
-        "tier": ["nic-leaf", "nic-leaf", "leaf-spine"], "rate_bps": 1e9,
-        "tx_bytes": [10, 20, 30], "drops": [1, 0, 2], "ecn_marks": [3, 0, 0], "pauses": [0, 4, 0],
-        "utilisation": [0.1, 0.3, 0.5],
-    })  # fmt: skip
+    links = pd.DataFrame(
+        {
+            "link": ["a->b", "b->a", "b->c"],
+            "u": ["a", "b", "b"],
+            "v": ["b", "a", "c"],
+            "tier": ["nic-leaf", "nic-leaf", "leaf-spine"],
+            "rate_bps": 1e9,
+            "tx_bytes": [10, 20, 30],
+            "drops": [1, 0, 2],
+            "ecn_marks": [3, 0, 0],
+            "pauses": [0, 4, 0],
+            "utilisation": [0.1, 0.3, 0.5],
+        }
+    )
     qps = pd.DataFrame({"qp": [0, 1], "retx_packets": [5, 6], "timeouts": [1, 0]})
     return {
         "messages": conform("messages", m),
@@ -67,8 +83,12 @@ def test_tier_utilisation_and_counters() -> None:
         0.3,
     )
     assert s["counters"] == {
-        "drops": 3, "ecn_marks": 3, "pfc_pauses": 4, "retransmitted_packets": 11, "timeouts": 1,
-    }  # fmt: skip
+        "drops": 3,
+        "ecn_marks": 3,
+        "pfc_pauses": 4,
+        "retransmitted_packets": 11,
+        "timeouts": 1,
+    }
 
 
 def test_conform_fills_documented_columns() -> None:

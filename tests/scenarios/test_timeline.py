@@ -42,10 +42,12 @@ def phase(ph: pd.DataFrame, name: str, rank: int, layer: int = 0) -> tuple[float
 
 def test_dispatch_compute_combine_closed_form() -> None:
     b, c = 80_000, 5e-6
-    tr = trace([
-        {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": b},
-        {"phase": "combine", "src_rank": 1, "dst_rank": 0, "bytes": b},
-    ])  # fmt: skip
+    tr = trace(
+        [
+            {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": b},
+            {"phase": "combine", "src_rank": 1, "dst_rank": 0, "bytes": b},
+        ]
+    )
     comp = compute([(0, 0, r, c) for r in range(3)])
     t = FixedTransport()
     res = run_timeline(t.env, t, tr, comp, num_ranks=3)
@@ -64,8 +66,10 @@ def test_dispatch_compute_combine_closed_form() -> None:
 
 def test_layers_run_in_order_per_rank() -> None:
     b = 8_000
-    rows = [{"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": b}
-            for ly in range(3)]  # fmt: skip
+    rows = [
+        {"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": b}
+        for ly in range(3)
+    ]
     t = FixedTransport()
     res = run_timeline(t.env, t, trace(rows), compute([]), num_ranks=2)
     d = b / RATE + LAT
@@ -75,12 +79,14 @@ def test_layers_run_in_order_per_rank() -> None:
 
 def test_stage1_forward_waits_for_stage0_arrivals_and_start_s() -> None:
     b = 16_000
-    tr = trace([
-        {"phase": "dispatch", "src_rank": 0, "dst_rank": 2, "bytes": b, "stage": 0},
-        {"phase": "dispatch", "src_rank": 1, "dst_rank": 2, "bytes": 2 * b, "stage": 0},
-        {"phase": "dispatch", "src_rank": 2, "dst_rank": 3, "bytes": b, "stage": 1},
-        {"phase": "dispatch", "src_rank": 3, "dst_rank": 0, "bytes": b, "start_s": 7e-6},
-    ])  # fmt: skip
+    tr = trace(
+        [
+            {"phase": "dispatch", "src_rank": 0, "dst_rank": 2, "bytes": b, "stage": 0},
+            {"phase": "dispatch", "src_rank": 1, "dst_rank": 2, "bytes": 2 * b, "stage": 0},
+            {"phase": "dispatch", "src_rank": 2, "dst_rank": 3, "bytes": b, "stage": 1},
+            {"phase": "dispatch", "src_rank": 3, "dst_rank": 0, "bytes": b, "start_s": 7e-6},
+        ]
+    )
     t = FixedTransport()
     res = run_timeline(t.env, t, tr, compute([]), num_ranks=4)
     posted = dict(t.posted)
@@ -93,10 +99,12 @@ def test_stage1_forward_waits_for_stage0_arrivals_and_start_s() -> None:
 
 
 def test_local_messages_skip_the_transport_and_bytes_are_counted() -> None:
-    tr = trace([
-        {"phase": "dispatch", "src_rank": 0, "dst_rank": 0, "bytes": 100, "hop": "local"},
-        {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 300},
-    ])  # fmt: skip
+    tr = trace(
+        [
+            {"phase": "dispatch", "src_rank": 0, "dst_rank": 0, "bytes": 100, "hop": "local"},
+            {"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 300},
+        ]
+    )
     t = FixedTransport()
     res = run_timeline(t.env, t, tr, compute([]), num_ranks=2)
     assert [m for m, _ in t.posted] == [1]
@@ -126,8 +134,10 @@ def test_time_limit_stops_the_run() -> None:
 
 
 def test_interrupt_keeps_what_was_done() -> None:
-    rows = [{"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": 8_000}
-            for ly in range(50)]  # fmt: skip
+    rows = [
+        {"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": 8_000}
+        for ly in range(50)
+    ]
     t = FixedTransport()
     calls = {"n": 0}
 
