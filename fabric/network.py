@@ -163,6 +163,9 @@ class Network:
             if b in self.switches:
                 port.connect(self.switches[b].receive)
         self.routing = Routing(sorted(keep), self.endpoints, self.switches, self._ports)
+        #: callables returning packets held outside queues and the event heap (a fault
+        #: model's link-level retry buffer, say); see :meth:`add_holder`
+        self._holders: list[Callable[[], Iterable[Packet]]] = []
 
     def _make_port(
         self, a: str, b: str, rate: float, prop: float, fec: float, length: float, tier: str
@@ -266,6 +269,17 @@ class Network:
         return self.routing.set_link(u, v, up) if reroute else []
 
     # ---- accounting -----------------------------------------------------------------------
+    def add_holder(self, held: Callable[[], Iterable[Packet]]) -> None:
+        """Register ``held()``: packets that a model keeps outside the ports' queues and the
+        event heap while they are still on their way (e.g. frames waiting for a link-level
+        retry, :mod:`fabric.faults`). :meth:`bytes_in_flight` and the invariant checks count
+        them as in flight."""
+        self._holders.append(held)
+
+    def held_packets(self) -> list[Packet]:
+        """Every packet the registered holders keep now (see :meth:`add_holder`)."""
+        return [pkt for held in self._holders for pkt in held()]
+
     def dropped_bytes(self) -> int:
         """Payload bytes lost anywhere in the fabric (buffer drops, dead links, no route)."""
         return sum(p.drop_bytes for p in self.ports) + sum(
@@ -294,6 +308,9 @@ class Network:
             ev = entry[3]
             if isinstance(ev, Packet) and ev.kind == kind:
                 total += ev.size
+        for pkt in self.held_packets():
+            if pkt.kind == kind:
+                total += pkt.size
         return total
 
     def packet_hops(self) -> int:
@@ -315,6 +332,8 @@ class Network:
                 "tx_pkts": [p.tx_pkts for p in self.ports],
                 "drops": [p.drops for p in self.ports],
                 "drop_bytes": [p.drop_bytes for p in self.ports],
+                "lost_pkts": [p.lost_pkts for p in self.ports],
+                "lost_bytes": [p.lost_bytes for p in self.ports],
                 "ecn_marks": [p.ecn_marks for p in self.ports],
                 "pauses_sent": [p.pauses_sent for p in self.ports],
                 "pauses_rcvd": [p.pauses_rcvd for p in self.ports],

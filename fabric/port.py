@@ -191,6 +191,8 @@ class Port:
         self.drops = 0
         self.lost_pkts = 0
         self.lost_bytes = 0
+        #: called as ``on_lost(port, pkt)`` for every packet lost on this wire (fault records)
+        self.on_lost: Callable[[Port, Packet], object] | None = None
         self.drop_bytes = 0
         self.ecn_marks = 0
         self.pauses_sent = 0
@@ -231,6 +233,8 @@ class Port:
         self.drop_bytes += pkt.size
         self.lost_pkts += 1
         self.lost_bytes += pkt.size
+        if self.on_lost is not None:
+            self.on_lost(self, pkt)
 
     @property
     def receiver(self) -> Callable[[Packet], object]:

@@ -127,6 +127,18 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
     )
 
 
+def _counting(progress: Progress | None, seen: dict[str, int | None]) -> Progress:
+    """The progress callback, also remembering the engine's last event count."""
+
+    def call(sim_t: float, events: int | None) -> None:
+        if events is not None:
+            seen["events"] = events
+        if progress is not None:
+            progress(sim_t, events)
+
+    return call
+
+
 def _with_bound(summary: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Every run also reports itself as a fraction of the physical lower bound (issue 7), when
     the bound engine's module provides ``bound_summary``/``add_bound``."""
@@ -172,13 +184,14 @@ def _run(
 ) -> Results:
     check_plugins(sc, allow_plugins)
     prep = prepare(sc)
+    seen: dict[str, int | None] = {"events": None}
     engine = ENGINES.get(sc.engine)
     ctx = RunContext(
         scenario=sc,
         cluster=prep.cluster,
         trace=prep.trace,
         compute=prep.compute,
-        progress=progress or (lambda t, n: None),
+        progress=_counting(progress, seen),
         allow_plugins=allow_plugins,
     )
     t0 = time.perf_counter()
@@ -189,6 +202,8 @@ def _run(
             f"engine {sc.engine!r} is not available: {exc}", path="engine"
         ) from None
     wall = time.perf_counter() - t0
+    if eo.events is None:
+        eo.events = seen["events"]
     res = _assemble(sc, prep, eo, wall)
     res.summary = _with_bound(res.summary, ctx)
     if write or out is not None:

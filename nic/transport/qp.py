@@ -410,9 +410,11 @@ class QueuePair:
             self.next_time = now + pkt.wire * 8.0 / r
         if self.rto_deadline == _INF:  # the timer was disarmed: nothing was outstanding
             self.rto_deadline = now + self.rto
-            if self._tlp_ok:
-                self.tlp_deadline = now + self._pto()
-            self._arm(self.tlp_deadline if self._tlp_ok else self.rto_deadline)
+            self._arm(self.rto_deadline)
+        if self._tlp_ok and snd.snd_nxt >= snd.end_psn:
+            # the tail has left: arm the tail-loss probe (no later packet would expose a loss)
+            self.tlp_deadline = now + self._pto()
+            self._arm(self.tlp_deadline)
         return pkt
 
     def _pto(self) -> float:
@@ -476,7 +478,8 @@ class QueuePair:
         if fcc.requests:
             self._requests(now)
         una = snd.snd_una
-        if newly and self.mode == 1 and snd.high_sent > una:
+        if newly and self.mode == 1 and snd.snd_nxt >= snd.end_psn and snd.high_sent > una:
+            # in the tail, each delivery re-arms the tail-loss probe (and re-enables it)
             pto = 2.0 * srtt
             self.tlp_deadline = now + (pto if pto > snd.reo_min_s else snd.reo_min_s)
             if not self._tlp_ok:
@@ -596,14 +599,14 @@ class QueuePair:
             self.rto_deadline = _INF
             return  # nothing outstanding: disarm until the next send
         now = self.nic.env._now
-        if self._tlp_ok and now >= self.tlp_deadline:
+        if self._tlp_ok and now >= self.tlp_deadline and snd.snd_nxt >= snd.end_psn:
             self._tlp_ok = False  # one probe per quiet period; an ACK re-enables it
             if snd.probe_tail():
                 self.tlp_probes += 1
                 self.nic.activate(self)
         if now < self.rto_deadline:
-            self._arm(min(self.tlp_deadline, self.rto_deadline) if self._tlp_ok
-                      else self.rto_deadline)  # fmt: skip
+            tlp = self.tlp_deadline
+            self._arm(tlp if self._tlp_ok and now < tlp < self.rto_deadline else self.rto_deadline)
             return
         evs = snd.inflight_evs()
         lost = snd.inflight_bytes
