@@ -10,7 +10,9 @@ experts, so an expert-parallel group spans at most 256 GPUs (one expert each); a
 GPUs runs N / EP groups side by side (data parallel), all dispatching and combining at once on
 the shared fabric. The EP group's trace is generated once (about 25 s at EP 256) and tiled over
 the groups with rank offsets; generation time is printed separately, not counted in the
-engine's time.
+engine's time. By default node j of group g is physical node j x groups + g (``--packed``:
+consecutive nodes), so each group spans many 64-server rail groups and its RDMA crosses the
+spines.
 
 Cluster: the ``h800-deepep`` preset (8 GPUs per node, NVLink 160 GB/s, one 400G NIC per GPU,
 rail-optimised 1:1 two-tier scale-out, 64-server rail groups) with N/8 nodes, SmartNIC defaults
@@ -79,7 +81,21 @@ def tile(tr: pd.DataFrame, ct: pd.DataFrame, ep: int, groups: int) -> tuple[pd.D
     return big, comp
 
 
-def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cache: Path) -> dict:
+def placement(gpus: int, ep: int, strided: bool) -> list[int] | str:
+    """Rank -> GPU: ``strided`` puts node j of EP group g on physical node j x groups + g, so
+    every group spans many rail groups and its RDMA crosses the spines; else groups are packed
+    (contiguous ranks)."""
+    groups = gpus // ep
+    if not strided or groups == 1:
+        return "contiguous"
+    r = np.arange(gpus)
+    g, q = r // ep, r % ep
+    node = (q // 8) * groups + g
+    return (node * 8 + q % 8).tolist()
+
+
+def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cache: Path,
+            strided: bool = True) -> dict:  # fmt: skip
     from scenarios.build import build_cluster
     from scenarios.engines import RunContext
     from scenarios.engines.flow import OPTIONS, run_flow
@@ -95,7 +111,8 @@ def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cach
             "name": f"scale-{gpus}",
             "engine": "flow",
             "seed": seed,
-            "cluster": {"preset": "h800-deepep", "params": {"nodes": gpus // 8}},
+            "cluster": {"preset": "h800-deepep", "params": {"nodes": gpus // 8},
+                        "rank_map": placement(gpus, min(ep, gpus), strided)},  # fmt: skip
             "workload": {"moe": {"model": "deepseek-v3", "ep_size": min(ep, gpus),
                                  "tokens_per_rank": tokens}},  # fmt: skip
             "outputs": {"plots": False},
@@ -138,11 +155,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=None, help="batching tolerance (default auto)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "podsim-bench")
+    ap.add_argument("--packed", action="store_true",
+                    help="EP groups on consecutive nodes (default: strided across rail groups)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.one:
-        res = run_one(args.gpus[0], args.ep, args.tokens, args.seed, args.rtol, args.cache)
+        res = run_one(args.gpus[0], args.ep, args.tokens, args.seed, args.rtol, args.cache,
+                      not args.packed)
         print("RESULT " + json.dumps(res))
         return
     rows = []
@@ -154,6 +174,8 @@ def main() -> None:
                str(args.cache)]  # fmt: skip
         if args.rtol is not None:
             cmd += ["--rtol", str(args.rtol)]
+        if args.packed:
+            cmd.append("--packed")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode or not line:

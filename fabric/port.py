@@ -80,9 +80,10 @@ class Port:
     ``qbytes`` bytes waiting (not counting the frame being serialised); ``max_qbytes``;
     ``tx_bytes``/``tx_pkts`` wire bytes and packets transmitted (PFC frames count in
     ``tx_bytes``, ``mac_frames`` and ``mac_bytes``); ``drops``/``drop_bytes`` packets and
-    payload bytes lost at this port (buffer admission, link down, frame errors), of which
-    ``lost_pkts``/``lost_bytes`` were lost on the wire after transmission (link down, frame
-    errors: see :mod:`fabric.faults`); ``ecn_marks``; ``pauses_sent`` (PFC pause frames
+    payload bytes lost at this port (buffer admission, link down, frame errors; ``drop_wire``
+    their wire bytes), of which ``lost_pkts``/``lost_bytes``/``lost_wire`` were lost on the
+    wire after transmission (link down, frame errors: see :mod:`fabric.faults`);
+    ``ecn_marks``; ``pauses_sent`` (PFC pause frames
     this port transmitted), ``pauses_rcvd`` (times this port was paused), ``paused`` (now),
     ``paused_s`` (total time paused); ``up``; ``reverse`` the port of the opposite direction;
     ``source`` the NIC's pull callback (see module docstring).
@@ -108,14 +109,20 @@ class Port:
         "_txcb",
         "_txev",
         "drop_bytes",
+        "drop_wire",
         "drops",
         "dst_node",
         "ecn_marks",
         "fec_s",
         "length_m",
+        "lost_bytes",
+        "lost_pkts",
+        "lost_wire",
+        "mac_bytes",
         "mac_frames",
         "max_qbytes",
         "name",
+        "on_lost",
         "paused",
         "paused_s",
         "pauses_rcvd",
@@ -189,8 +196,10 @@ class Port:
         self.mac_frames = 0
         self.mac_bytes = 0
         self.drops = 0
+        self.drop_wire = 0
         self.lost_pkts = 0
         self.lost_bytes = 0
+        self.lost_wire = 0
         #: called as ``on_lost(port, pkt)`` for every packet lost on this wire (fault records)
         self.on_lost: Callable[[Port, Packet], object] | None = None
         self.drop_bytes = 0
@@ -231,8 +240,10 @@ class Port:
     def _lost(self, pkt: Packet) -> None:
         self.drops += 1
         self.drop_bytes += pkt.size
+        self.drop_wire += pkt.wire
         self.lost_pkts += 1
         self.lost_bytes += pkt.size
+        self.lost_wire += pkt.wire
         if self.on_lost is not None:
             self.on_lost(self, pkt)
 

@@ -194,7 +194,8 @@ class Switch:
 
     Public state: ``name``, ``config``, ``ports`` (egress ports, by neighbour name order),
     ``buffer_bytes``, ``used`` (bytes buffered now), ``max_used``, ``noroute_drops`` /
-    ``noroute_bytes`` (packets with no next hop, e.g. after a link failure).
+    ``noroute_bytes`` / ``noroute_wire`` (packets, payload and wire bytes with no next hop,
+    e.g. after a link failure).
     """
 
     def __init__(
@@ -208,6 +209,7 @@ class Switch:
         self.max_used = 0
         self.noroute_drops = 0
         self.noroute_bytes = 0
+        self.noroute_wire = 0
         self.buffer_bytes = 0
         rng = random.Random(f"{seed}/switch/{name}")
         self._rng = rng
@@ -253,6 +255,7 @@ class Switch:
         else:
             self.noroute_drops += 1
             self.noroute_bytes += pkt.size
+            self.noroute_wire += pkt.wire
             return
         kind = pkt.kind
         if not port._tx_pending and (kind or not port.paused):
@@ -282,6 +285,7 @@ class Switch:
         ):
             port.drops += 1
             port.drop_bytes += pkt.size
+            port.drop_wire += w
             return
         self.used = used
         if used > self.max_used:

@@ -45,6 +45,7 @@ from fabric.packet import DATA as K_DATA
 from fabric.packet import NACK as K_NACK
 from fabric.packet import PROBE as K_PROBE
 from fabric.packet import ROCE_OVERHEAD
+from fabric.registry import Registry
 from fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
 from nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
 from nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
@@ -68,7 +69,7 @@ from nic.transport.selectors import PATH_SELECTORS, make_selector
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NicConfig", "RdmaNetwork", "SmartNic"]
+__all__ = ["NIC_MODELS", "NicConfig", "RdmaNetwork", "SmartNic", "nic_model"]
 
 _INF = math.inf
 _ACK_WIRE = ROCE_OVERHEAD + ACK_WIRE_EXTRA
@@ -167,7 +168,7 @@ class NicConfig:
             )
         out: dict[str, Any] = {}
         for key, val in values.items():
-            if val is None or isinstance(val, Mapping) or isinstance(val, bool):
+            if val is None or isinstance(val, (Mapping, bool)):
                 out[key] = val
             elif key == "pps":
                 out[key] = parse_packet_rate(val)
@@ -186,6 +187,36 @@ class NicConfig:
         d["selector_params"] = dict(self.selector_params)
         d["cc_params"] = dict(self.cc_params)
         return d
+
+
+#: Named NIC configurations (transport presets); scenarios refer to them by name and may
+#: override any field. Each entry is a function returning a :class:`NicConfig`.
+NIC_MODELS: Registry[Callable[[], NicConfig]] = Registry("NIC model")
+
+
+@NIC_MODELS.register(
+    "smartnic-400g",
+    "the brief's 400G SmartNIC: 400 Mpps, packet spraying + selective repeat, DCQCN",
+)
+def _smartnic_400g() -> NicConfig:
+    return NicConfig(selector="spray", reliability="sr", cc="dcqcn")
+
+
+@NIC_MODELS.register("roce", "classic RoCEv2 NIC: one ECMP path per QP, go-back-N, DCQCN")
+def _roce() -> NicConfig:
+    return NicConfig(selector="ecmp", reliability="gbn", cc="dcqcn")
+
+
+@NIC_MODELS.register("uec", "Ultra Ethernet-style: REPS spraying, selective repeat, NSCC")
+def _uec() -> NicConfig:
+    return NicConfig(selector="reps", reliability="sr", cc="nscc")
+
+
+def nic_model(name: str, **overrides: Any) -> NicConfig:
+    """The :data:`NIC_MODELS` preset ``name`` with ``overrides`` (human strings allowed)."""
+    base = NIC_MODELS.get(name)().to_dict()
+    base.update(overrides)
+    return NicConfig.from_mapping(base)
 
 
 class SmartNic:
@@ -222,9 +253,7 @@ class SmartNic:
         )
         self.rob = ReorderBuffer(config.reorder_buffer_bytes)
         self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
-        self.credit = (
-            ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
-        )
+        self.credit = ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
         self._credit_cb: Callback | None = None
         self._ready: list[deque[QueuePair]] = [deque() for _ in self.ports]
         self._heap: list[tuple[float, int, QueuePair]] = []
@@ -234,6 +263,7 @@ class SmartNic:
         self._rx_later = self._rx_deferred
         self.qps: dict[tuple[int, int], QueuePair] = {}
         self.pcie_rate_cap_bps: float | None = None
+        self.pcie_rx_cap_bps: float | None = None
         self.set_pcie_rate_cap(config.pcie_rate_cap_bps)
         # counters
         self.tx_data_pkts = 0
@@ -244,12 +274,16 @@ class SmartNic:
         self.rx_deferred = 0  # packets that waited for the RX pipeline
 
     # ------------------------------------------------------------------ hooks
-    def set_pcie_rate_cap(self, bps: float | None) -> None:
-        """Cap the NIC's payload DMA (both directions) at ``bps`` bit/s: the NIC's share of its
-        PCIe tree (set by the PCIe model, :mod:`nic.pcie`). None removes the cap."""
-        self.tx_pipe.set_dma_cap(bps)
-        self.rx_pipe.set_dma_cap(bps)
-        self.pcie_rate_cap_bps = bps
+    def set_pcie_rate_cap(self, tx_bps: float | None, rx_bps: float | str | None = "same") -> None:
+        """Cap the NIC's payload DMA at its share of the PCIe tree (bit/s; from
+        :func:`nic.pcie.nic_dma_caps`): ``tx_bps`` host-to-NIC reads for transmit, ``rx_bps``
+        NIC-to-host writes for receive (default: the same as ``tx_bps``). None removes a cap."""
+        if rx_bps == "same":
+            rx_bps = tx_bps
+        self.tx_pipe.set_dma_cap(tx_bps)
+        self.rx_pipe.set_dma_cap(rx_bps)  # type: ignore[arg-type]
+        self.pcie_rate_cap_bps = tx_bps
+        self.pcie_rx_cap_bps = rx_bps
 
     def call_at(self, when: float, fn: Callable[[Any], object], arg: Any = None) -> Callback:
         return call_at(self.env, when, fn, arg)
@@ -311,10 +345,8 @@ class SmartNic:
         for port in self.ports:
             if not port._tx_pending:
                 port.kick()
-        if self._heap and self._wake_t == _INF:
-            # work remains paced for later: make sure someone wakes for it
-            if any(not p._tx_pending for p in self.ports):
-                self._wake(self._heap[0][0])
+        if self._heap and self._wake_t == _INF and any(not p._tx_pending for p in self.ports):
+            self._wake(self._heap[0][0])  # work remains paced for later: wake up for it
 
     def _release(self, now: float) -> None:
         """Move QPs whose pacing time has come from the heap to their ready queues."""
@@ -343,9 +375,12 @@ class SmartNic:
         now = self.env._now
         pipe = self.tx_pipe
         nf = pipe.next_free
-        if nf > now:
+        # Like the RX side, the pipeline may start a packet up to one slot early (no event for
+        # a sub-slot wait); the reservation keeps the long-run rate at ``pps``.
+        if nf > now + pipe.interval:
             self._wake(nf)
             return None
+        start = nf if nf > now else now
         heap = self._heap
         if heap and heap[0][0] <= now:
             self._release(now)
@@ -358,23 +393,26 @@ class SmartNic:
                 qp.queued = False
                 if qp._fetched:
                     qp._fetched = False
+                elif cache.last == qp.id:
+                    cache.hits += 1
                 elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
                     # QP context miss: fetch it over PCIe; the QP waits, others go on
                     qp._fetched = True
-                    pipe.next_free = now + pipe.miss_busy_s
+                    start += pipe.miss_busy_s
+                    pipe.next_free = start
                     qp.queued = True
                     t = now + pipe.miss_penalty_s
                     heappush(heap, (t, next(self._seq), qp))
                     self._wake(t)
-                    if pipe.next_free > now:
-                        self._wake(pipe.next_free)
+                    if start > now + pipe.interval:
+                        self._wake(start)
                         return None
                     continue
                 pkt = qp.build(now)
                 if pkt is None:
                     continue
                 pipe.packets += 1
-                busy = now + pipe.interval
+                busy = start + pipe.interval
                 if pipe.dma_bps is not None:
                     d = pipe.dma_free
                     d = (d if d > now else now) + pkt.size * 8.0 / pipe.dma_bps
@@ -437,18 +475,35 @@ class SmartNic:
         """Ask ``qp``'s receiver for ``nbytes`` of credit (RCCC) with a control packet."""
         now = self.env._now
         pkt = RdmaPacket(
-            K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.dst_nic.eids[0], qp.id, 0, 0, now, qp,
+            K_PROBE,
+            0,
+            _ACK_WIRE,
+            self.eids[0],
+            qp.dst_nic.eids[0],
+            qp.id,
+            0,
+            0,
+            now,
+            qp,
             F_CREDIT_REQ,
-        )  # fmt: skip
+        )
         pkt.aux = nbytes
         self._send_ctrl(pkt, 0)
 
     def send_probe(self, qp: QueuePair, now: float) -> None:
         """An RTT probe for ``qp`` (the CC asked for one); the receiver echoes it."""
         pkt = RdmaPacket(
-            K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.dst_nic.eids[0], qp.id, 0, qp.sel.next_ev(now),
-            now, qp,
-        )  # fmt: skip
+            K_PROBE,
+            0,
+            _ACK_WIRE,
+            self.eids[0],
+            qp.dst_nic.eids[0],
+            qp.id,
+            0,
+            qp.sel.next_ev(now),
+            now,
+            qp,
+        )
         self._send_ctrl(pkt, 0)
 
     # ------------------------------------------------------------------ receive
@@ -477,12 +532,16 @@ class SmartNic:
             if d > out:
                 out = d
         # One QP's packets leave the pipeline in arrival order: a context miss on one packet
-        # holds the QP's later packets too (they need the same context).
+        # holds the QP's later packets too (they need the same context). A wait of at most one
+        # pipeline slot is not simulated as an event (an ACK 1.7 ns behind a data packet on the
+        # wire would otherwise cost one): the reservation above still advanced, so the rate
+        # limit holds over any longer span and a real backlog is deferred.
         qp = pkt.meta
         side = qp if qp.nic is self else qp.rx
-        if side.rx_hold > out:
-            out = side.rx_hold
-        if out > now:
+        hold = side.rx_hold
+        if hold > now or out > now + pipe.interval:
+            if hold > out:
+                out = hold
             side.rx_hold = out
             self.rx_deferred += 1
             call_at(self.env, out, self._rx_later, pkt)
@@ -546,9 +605,18 @@ class SmartNic:
                     rel.dup_pending = False
                     flags = F_DUP
                 a = RdmaPacket(
-                    K_ACK, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, rel.rcv_nxt, pkt.ev, now, qp,
+                    K_ACK,
+                    0,
+                    _ACK_WIRE,
+                    pkt.dst,
+                    pkt.src,
+                    pkt.flow,
+                    rel.rcv_nxt,
+                    pkt.ev,
+                    now,
+                    qp,
                     flags,
-                )  # fmt: skip
+                )
                 a.aux = rel.ooo_bits
                 rq.ack_pkts += 1
                 self.acks_sent += 1
@@ -586,9 +654,18 @@ class SmartNic:
             self.activate(qp)
         else:  # a probe at the receiver: echo it
             r = RdmaPacket(
-                K_PROBE, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, 0, pkt.ev, now, qp,
+                K_PROBE,
+                0,
+                _ACK_WIRE,
+                pkt.dst,
+                pkt.src,
+                pkt.flow,
+                0,
+                pkt.ev,
+                now,
+                qp,
                 F_PROBE_REPLY,
-            )  # fmt: skip
+            )
             r.ts_echo = pkt.ts
             self._send_ctrl(r, self._plane_of_link(pkt))
 
@@ -598,9 +675,18 @@ class SmartNic:
         now = self.env._now
         for qp, nbytes in credit.grant(now):
             g = RdmaPacket(
-                K_PROBE, 0, _ACK_WIRE, self.eids[0], qp.nic.eids[0], qp.id, 0, 0, now, qp,
+                K_PROBE,
+                0,
+                _ACK_WIRE,
+                self.eids[0],
+                qp.nic.eids[0],
+                qp.id,
+                0,
+                0,
+                now,
+                qp,
                 F_CREDIT_GRANT,
-            )  # fmt: skip
+            )
             g.aux = nbytes
             self._send_ctrl(g, 0)
         if credit.active:
@@ -662,12 +748,15 @@ class RdmaNetwork:
         self._ccs: dict[int, CongestionControl] = {}
         for card in wanted:
             if card not in by_card:
-                raise ValueError(f"NIC card {card!r} is not in the network; cards: "
-                                 f"{sorted(by_card)[:8]}...")  # fmt: skip
+                raise ValueError(
+                    f"NIC card {card!r} is not in the network; cards: {sorted(by_card)[:8]}..."
+                )
             cfg = overrides.get(card, self.config)
-            cc = self.cc if cfg is self.config else make_cc(
-                cfg.cc, cfg.cc_params, allow_plugins=cfg.allow_plugins
-            )  # fmt: skip
+            cc = (
+                self.cc
+                if cfg is self.config
+                else make_cc(cfg.cc, cfg.cc_params, allow_plugins=cfg.allow_plugins)
+            )
             eps = [n for _, n in sorted(by_card[card])]
             self.nics[card] = SmartNic(self, card, eps, cfg, cc)
         self.messages: list[Message] = []
@@ -703,17 +792,28 @@ class RdmaNetwork:
         qid = next(self._qp_ids)
         rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
         sel = make_selector(cfg.selector, cfg.n_evs, rng, src.planes, dict(cfg.selector_params))
-        line = src.ports[0].rate_bps if (sel.single_path or src.planes == 1) else (
-            src.line_rate_bps
-        )  # fmt: skip
+        line = (
+            src.ports[0].rate_bps if (sel.single_path or src.planes == 1) else (src.line_rate_bps)
+        )
         base_rtt, hops = self._base_rtt(src, dst, cfg.mtu)
         fcc = src.cc.new_flow(qid, line, base_rtt, cfg.mtu, hops, self.env.now)
         rq = RecvQp(dst.mode, dst.rob, dst.config.ack_every)
         qp = QueuePair(
-            qid, src, dst, index, mtu=cfg.mtu, mode=src.mode, selector=sel, cc=src.cc, fcc=fcc,
-            rx=rq, reo_factor=cfg.reo_factor, reo_min_s=cfg.reo_min_s, rto_min_s=cfg.rto_min_s,
+            qid,
+            src,
+            dst,
+            index,
+            mtu=cfg.mtu,
+            mode=src.mode,
+            selector=sel,
+            cc=src.cc,
+            fcc=fcc,
+            rx=rq,
+            reo_factor=cfg.reo_factor,
+            reo_min_s=cfg.reo_min_s,
+            rto_min_s=cfg.rto_min_s,
             rto_max_s=cfg.rto_max_s,
-        )  # fmt: skip
+        )
         self._qp_list.append(qp)
         return qp
 
@@ -865,8 +965,7 @@ class RdmaNetwork:
                 raise exc
         if self._pending:
             raise RuntimeError(
-                f"simulation ran dry at t={env._now:.9g}s with {self._pending} message(s) "
-                "pending"
+                f"simulation ran dry at t={env._now:.9g}s with {self._pending} message(s) pending"
             )
         return env._now
 
@@ -963,4 +1062,3 @@ class RdmaNetwork:
             f"RdmaNetwork({len(self.nics)} NICs, {len(self._qp_list)} QPs, "
             f"{len(self.messages)} messages, {self._pending} pending)"
         )
-

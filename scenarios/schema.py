@@ -75,10 +75,15 @@ __all__ = [
 # --------------------------------------------------------------------------- quantities
 
 
-def _exact(fmt: Any, parse: Any, value: float) -> str | float:
-    """The shortest human string that parses back to exactly ``value`` (else the number)."""
-    for digits in (4, 6, 9, 12, 15, 17):
-        text = fmt(value, digits)
+def _exact(fmt: Any, parse: Any, value: float, unit: str = "") -> str | float:
+    """The shortest human string that parses back to exactly ``value`` (else the number):
+    prefixed (``100us``) when that is exact, else the plain SI number with its unit
+    (``0.0001s``), else more digits."""
+    candidates = [fmt(value, 4), fmt(value, 6)]
+    if unit:
+        candidates.append(f"{value!r}{unit}")
+    candidates += [fmt(value, d) for d in (9, 12, 15, 17)]
+    for text in candidates:
         try:
             if parse(text) == value:
                 return text
@@ -115,7 +120,7 @@ def _positive(value: float) -> float:
 Rate = Annotated[
     float,
     BeforeValidator(_no_bool(parse_rate)),
-    PlainSerializer(lambda v: _exact(fmt_rate, parse_rate, v), when_used="json"),
+    PlainSerializer(lambda v: _exact(fmt_rate, parse_rate, v, "bps"), when_used="json"),
 ]
 PacketRate = Annotated[
     float,
@@ -133,12 +138,12 @@ Size = Annotated[
 Time = Annotated[
     float,
     BeforeValidator(_no_bool(parse_time)),
-    PlainSerializer(lambda v: _exact(fmt_time, parse_time, v), when_used="json"),
+    PlainSerializer(lambda v: _exact(fmt_time, parse_time, v, "s"), when_used="json"),
 ]
 Length = Annotated[
     float,
     BeforeValidator(_no_bool(parse_length)),
-    PlainSerializer(lambda v: _exact(fmt_length, parse_length, v), when_used="json"),
+    PlainSerializer(lambda v: _exact(fmt_length, parse_length, v, "m"), when_used="json"),
 ]
 PositiveRate = Annotated[Rate, AfterValidator(lambda v: _positive(v))]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
@@ -241,14 +246,19 @@ class MultipathConfig(Strict):
 class NicConfig(Strict):
     """The RDMA NIC on every scale-out port.
 
-    Defaults are the brief's SmartNIC: 4096 B MTU, 400 Mpps (physics.md, "The SmartNIC in the
-    design brief") [S]. The port's PHY and rate come from the topology (its ``nic_phy`` /
-    ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate`` here are checks: when given they
-    must match every NIC port's link, so a scenario cannot claim a NIC speed the fabric does
-    not have. ``rto`` 100 us is an estimate for a datacentre RTT of a few microseconds [E].
+    ``model`` names a transport preset of ``nic.NIC_MODELS`` (``smartnic-400g``: the brief's
+    SmartNIC, spraying + selective repeat + DCQCN; ``roce``: ECMP + go-back-N + DCQCN; ``uec``:
+    REPS + selective repeat + NSCC); every key not written in the file comes from the preset, so
+    ``model: roce`` alone gives a classic RoCE NIC and any key written overrides it (``show``
+    prints the result). Without the registry the defaults below apply: 4096 B MTU, 400 Mpps
+    (physics.md, "The SmartNIC in the design brief") [S]. The port's PHY and rate come from
+    the topology (its ``nic_phy`` / ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate``
+    here are checks: when given they must match every NIC port's link, so a scenario cannot
+    claim a NIC speed the fabric does not have. ``rto`` 100 us is an estimate for a
+    datacentre RTT of a few microseconds [E].
     """
 
-    model: NicModelName = "panmai-920"
+    model: NicModelName = "smartnic-400g"
     phy: PhyName | None = None
     rate: PositiveRate | None = None
     mtu: Size = 4096
@@ -261,12 +271,63 @@ class NicConfig(Strict):
     qp_cache: NonNegInt = 0
     qp_miss_penalty: Time = 0.0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_model(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        preset = _nic_preset(data.get("model", "smartnic-400g"))
+        if preset is None:
+            return data
+        out = dict(data)
+        for key in ("mtu", "packet_rate", "reliability", "ack_coalesce", "rto", "qp_cache",
+                    "qp_miss_penalty"):  # fmt: skip
+            out.setdefault(key, preset[key])
+        for key, name_key in (("cc", "name"), ("multipath", "selector")):
+            given = out.get(key)
+            if given is None:
+                out[key] = dict(preset[key])
+            elif isinstance(given, dict) and name_key not in given:
+                sub = dict(given)
+                for k, v in preset[key].items():
+                    sub.setdefault(k, v)
+                out[key] = sub
+            elif isinstance(given, dict) and key == "multipath" and "paths" not in given:
+                out[key] = {**given, "paths": preset[key]["paths"]}
+        return out
+
     @field_validator("mtu")
     @classmethod
     def _roce_mtu(cls, v: int) -> int:
         if v not in ROCE_MTUS:
             raise ValueError(f"MTU {v} B is not a RoCE path MTU; use one of {list(ROCE_MTUS)}")
         return v
+
+
+def _nic_preset(name: Any) -> dict[str, Any] | None:
+    """The scenario-shaped defaults of NIC model ``name`` (None: no registry or unknown name,
+    which the field validator then reports)."""
+    from scenarios.registries import get_registry
+
+    reg = get_registry("NIC model")
+    if reg is None or not isinstance(name, str) or name not in reg:
+        return None
+    cfg = reg.get(name)()
+    return {
+        "mtu": int(cfg.mtu),
+        "packet_rate": float(cfg.pps),
+        "reliability": "selective-repeat" if cfg.reliability == "sr" else "go-back-n",
+        "ack_coalesce": int(cfg.ack_every),
+        "rto": float(cfg.rto_min_s),
+        "qp_cache": int(cfg.qpc_entries or 0),
+        "qp_miss_penalty": float(cfg.qpc_miss_penalty_s),
+        "cc": {"name": cfg.cc, "params": dict(cfg.cc_params)},
+        "multipath": {
+            "selector": cfg.selector,
+            "paths": int(cfg.n_evs),
+            "params": dict(cfg.selector_params),
+        },
+    }
 
 
 class EcnConfig(Strict):

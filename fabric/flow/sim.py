@@ -22,10 +22,12 @@ inside the fabric (``switch_egress`` constraints) that two or more flows share d
 headroom; a flow alone on its path is not slowed (CC starts at line rate).
 
 Batching (``rtol`` > 0, a fidelity knob for very large runs): after a solve at time ``t`` no
-other solve happens before ``t + rtol x (t - t0)``; flows that finish inside that window finish
-at their exact times under the rates of ``t``, and flows posted inside it start at its end. The
-number of solves is then at most about ``ln(T / t_1) / rtol`` whatever the number of flows,
-and every completion time is late by at most a fraction ``rtol`` of the elapsed time.
+other solve happens before ``t + rtol x (t - t_a)``, ``t_a`` being the start of the oldest
+flow still active (so the window scales with the age of the current communication phase);
+flows that finish inside that window finish at their exact times under the rates of ``t``, and
+flows posted inside it start at its end. The number of solves per phase is then at most about
+``ln(T / t_1) / rtol`` whatever the number of flows, and completion times come out late by a
+small multiple of ``rtol`` (capacity freed inside a window is reused only at its end).
 ``rtol = 0`` is the exact event-driven model.
 """
 
@@ -53,7 +55,7 @@ class FlowSim:
 
     ``switch_egress`` marks the constraints that CC efficiency ``eta`` applies to; ``rtol`` is
     the batching tolerance (module docstring); ``on_deliver(flow_id)`` is called at each
-    flow's delivery time; ``t0`` is the time origin of the batching window (default: now).
+    flow's delivery time; ``t0`` is the earliest origin of the batching window (default: now).
     """
 
     def __init__(
@@ -245,7 +247,8 @@ class FlowSim:
         with np.errstate(divide="ignore", invalid="ignore"):
             t_fin = np.where(done, now, now + 8.0 * rem / rate)
         t_fin = np.where(np.isnan(t_fin), np.inf, t_fin)
-        window = now + self.rtol * max(now - self.t0, 0.0)
+        origin = max(self.t0, float(self.t_start[act].min())) if self.rtol > 0 else now
+        window = now + self.rtol * max(now - origin, 0.0)
         commit = t_fin <= window + 1e-12 * max(window, 1e-9)
         if commit.any():
             self._commit(act[commit], t_fin[commit])

@@ -9,9 +9,13 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
 * a path selector (:mod:`nic.transport.selectors`) choosing each packet's entropy value;
 * the congestion-control flow state (:class:`nic.congestion.FlowCC`): the NIC paces packets to
   ``flow.send_rate_bps`` and holds them to ``flow.window_bytes``/``credit_bytes``;
-* the retransmission timer: RTO = max(``rto_min_s``, srtt + 4 rttvar) (RFC 6298 shape), doubled
-  on each consecutive timeout up to ``rto_max_s``. It is one lazily re-armed event per RTO
-  period, not one per packet.
+* the timers, one lazily re-armed event per QP (never one per packet): the retransmission
+  timeout RTO = max(``rto_min_s``, srtt + 4 rttvar) (RFC 6298 shape), doubled on each
+  consecutive timeout up to ``rto_max_s``, which declares every in-flight packet lost and tells
+  the path selector about each EV they used (UEC keeps a timer per packet); and, in
+  selective-repeat mode, a tail-loss probe (RFC 8985 TLP): once the last new PSN has left,
+  2 x srtt without a delivery resends the highest in-flight PSN, whose SACK lets RACK find
+  the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO.
 
 The responder side (:class:`RecvQp`) lives on the destination NIC and owns the
 :class:`~nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
@@ -78,7 +82,7 @@ class RdmaPacket(Packet):
 
     __slots__ = ("aux", "dpsn", "flags")
 
-    def __init__(  # noqa: PLR0913 - one assignment per header field, on the hot path
+    def __init__(
         self,
         kind: int,
         size: int,
@@ -183,8 +187,8 @@ class QueuePair:
     """Requester side of one RDMA reliable connection (see the module docstring)."""
 
     __slots__ = (
-        "_ccev",
         "_cc_tx",
+        "_ccev",
         "_deliver_cb",
         "_fetched",
         "_last_tx",
@@ -194,6 +198,7 @@ class QueuePair:
         "_timer_at",
         "_tlp_ok",
         "cc",
+        "cnps_rcvd",
         "credit_wanted",
         "dst_eids",
         "dst_nic",
@@ -209,7 +214,6 @@ class QueuePair:
         "next_plane",
         "next_time",
         "nic",
-        "cnps_rcvd",
         "planes",
         "queued",
         "rto",
@@ -217,13 +221,13 @@ class QueuePair:
         "rto_max_s",
         "rto_min_s",
         "rttvar",
-        "tlp_deadline",
-        "tlp_probes",
         "rx",
         "rx_hold",
-        "sel",
         "seg",
+        "sel",
         "snd",
+        "tlp_deadline",
+        "tlp_probes",
         "tx_bytes",
         "tx_pkts",
         "undelivered",
@@ -636,4 +640,3 @@ class QueuePair:
             f"QueuePair({self.id}: nic{self.nic.card}->nic{self.dst_nic.card}#{self.index} "
             f"una={self.snd.snd_una} nxt={self.snd.snd_nxt} end={self.snd.end_psn})"
         )
-

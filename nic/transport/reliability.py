@@ -21,7 +21,8 @@ was full) marks that one PSN lost at once.
 
 Both modes fall back on a retransmission timeout: the queue pair calls
 :meth:`SenderReliability.on_timeout` when nothing was acknowledged for one RTO; ``gbn`` resends
-from the oldest unacknowledged PSN, ``sr`` resends every unacknowledged, un-SACKed PSN.
+from the oldest unacknowledged PSN, ``sr`` resends every unacknowledged, un-SACKed PSN. In
+``sr`` mode the queue pair may first send a tail-loss probe (:meth:`probe_tail`, RFC 8985).
 
 PSNs are plain unbounded ints (the 24-bit wrap of the BTH is irrelevant for correctness here as
 long as fewer than 2**23 packets are outstanding, which the window guarantees).
@@ -335,7 +336,7 @@ class SenderReliability:
         else:
             i = psn - self._base
             st = self._state[i]
-            if st == SENT or st == RESENT:
+            if st in (SENT, RESENT):
                 self._state[i] = LOST
                 self.inflight_bytes -= self._size[i]
                 self.n_lost += 1
@@ -362,7 +363,7 @@ class SenderReliability:
         seen: dict[int, None] = {}
         for i in range(self.snd_una - self._base, self.high_sent - self._base):
             st = state[i]
-            if st == SENT or st == RESENT:
+            if st in (SENT, RESENT):
                 seen[evs[i]] = None
         return list(seen)
 
@@ -391,7 +392,7 @@ class SenderReliability:
         n = 0
         for i in range(psn - base, self.high_sent - base):
             st = state[i]
-            if st == SENT or st == RESENT:
+            if st in (SENT, RESENT):
                 state[i] = LOST
                 self.inflight_bytes -= size[i]
                 n += 1
@@ -465,8 +466,8 @@ class ReceiverReliability:
         "_sizes",
         "ack_every",
         "delivered_bytes",
-        "dup_pkts",
         "dup_pending",
+        "dup_pkts",
         "mode",
         "nack_psn",
         "nak_sent",

@@ -74,9 +74,29 @@ ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine")
 #: Modules that register engines when imported (ours first, then other packages' adapters).
 ENGINE_MODULES = ("scenarios.engines.packet", "scenarios.engines.flow", "scenarios.engines.bound")
 
-for _mod in ENGINE_MODULES:
-    try:
-        importlib.import_module(_mod)
-    except ModuleNotFoundError as _exc:
-        if _exc.name != _mod:
-            raise
+
+def _unavailable(name: str, reason: str) -> Callable[[RunContext], EngineOutput]:
+    def engine(ctx: RunContext) -> EngineOutput:
+        raise EngineUnavailable(reason)
+
+    engine.__doc__ = f"{name} engine (unavailable: {reason})"
+    return engine
+
+
+def _load_engines() -> None:
+    """Import every engine module. One that fails to import (a substrate missing or broken)
+    leaves its engine registered as unavailable with the reason, so that the other engines,
+    validation and the rest of the command keep working."""
+    for mod in ENGINE_MODULES:
+        name = mod.rpartition(".")[2]
+        try:
+            importlib.import_module(mod)
+        except Exception as exc:  # reported when the engine is used
+            if isinstance(exc, ModuleNotFoundError) and exc.name == mod:
+                continue
+            reason = f"{mod} cannot be imported: {type(exc).__name__}: {exc}"
+            if name not in ENGINES:
+                ENGINES.add(name, _unavailable(name, reason), f"unavailable: {reason}")
+
+
+_load_engines()

@@ -352,3 +352,45 @@ def test_dma_cap_limits_payload_rate() -> None:
     assert out[-1] == pytest.approx(100 * 4096 * 8 / 100e9)
     with pytest.raises(ValueError, match="DMA cap"):
         pipe.set_dma_cap(0)
+
+
+def test_tail_loss_probe_resends_highest_in_flight() -> None:
+    s = SenderReliability("sr")
+    s.post(4)
+    for psn in range(4):
+        s.on_send(s.pick(), 100, psn * 1e-6, ev=10 + psn)
+    assert s.inflight_evs() == [10, 11, 12, 13]
+    assert s.probe_tail()
+    assert s.pick() == 3 and s.inflight_bytes == 300
+    g = SenderReliability("gbn")
+    g.post(1)
+    g.on_send(g.pick(), 100, 0.0)
+    assert not g.probe_tail()  # classic RoCE has no tail-loss probe
+
+
+def test_loss_callback_reports_the_lost_packets_path() -> None:
+    s, r = SenderReliability("sr", reo_factor=0.25, reo_min_s=0.0), ReceiverReliability("sr")
+    lost = []
+    s.loss_cb = lambda ev, now: lost.append(ev)
+    s.post(6)
+    for psn in range(6):
+        s.on_send(s.pick(), 100, psn * 1e-6, ev=100 + psn)
+    _deliver([0, 2, 3, 4, 5], s, r, now=10e-6)
+    assert lost == [101]
+
+
+def test_selector_feedback_variants() -> None:
+    bm = make_selector("bitmap", 8, random.Random(0))
+    bm.on_loss(3, 0.0)
+    assert bm.pen[3] == 15  # a vanished packet costs like a timeout
+    ecmp = make_selector("ecmp", 8, random.Random(0))
+    ev = ecmp.ev
+    ecmp.on_timeout(ev + 1, 0.0)  # another (stale) EV timing out does not move the QP
+    assert ecmp.ev == ev
+    ecmp.on_path_change(ev, 0.0)  # the CC asks to leave the current path
+    assert ecmp.ev != ev
+    reps = make_selector("reps", 64, random.Random(0))
+    for e in (1, 2, 3):
+        reps.on_ack(e, False, 0.0)
+    reps.on_path_change(2, 0.0)
+    assert list(reps.ring) == [1, 3]

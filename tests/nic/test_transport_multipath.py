@@ -22,8 +22,9 @@ def permutation(selector: str, reliability: str = "sr", seed: int = 3, size: int
     env = simpy.Environment()
     g = build_topology("leaf-spine", hosts_per_leaf=4, leaves=4, oversubscription=2)
     net = Network(env, g, seed=seed)
-    rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", selector=selector, reliability=reliability),
-                       seed=seed)  # fmt: skip
+    rdma = RdmaNetwork(
+        net, NicConfig(cc="dcqcn", selector=selector, reliability=reliability), seed=seed
+    )
     for i in range(16):
         rdma.post(i, (i + 4) % 16, size)
     rdma.run()
@@ -73,7 +74,7 @@ def test_go_back_n_under_spraying_storms_selective_repeat_does_not(perm_results)
 
 def test_go_back_n_is_fine_on_one_path(perm_results) -> None:
     """Control: classic RoCE (go-back-N) on ECMP has no reordering, hence no retransmission."""
-    net, rdma = permutation("ecmp", "gbn")
+    _net, rdma = permutation("ecmp", "gbn")
     assert int(rdma.qp_table().retx_pkts.sum()) == 0
     np.testing.assert_allclose(
         rdma.message_table().fct_s, perm_results[("ecmp", "sr")][1].fct_s, rtol=1e-9

@@ -1,0 +1,277 @@
+"""Faults and invariant checks of a packet-engine run, from the scenario's ``faults:`` list
+and ``sim.checks``.
+
+The scenario layer's side of :mod:`fabric.faults` and :mod:`fabric.invariants`:
+
+* :func:`build_injector` turns the validated ``faults:`` entries (``link_down``,
+  ``link_degrade``, ``ber``, ``switch_down``, ``nic_down``; ``straggler`` acts on compute in
+  :func:`scenarios.build.compute_table`) into a :class:`fabric.faults.FaultInjector` on the
+  run's network, with ``cluster.routing.reconvergence`` as the static-ECMP reconvergence delay.
+  A fault naming a link or node the packet network does not have is a
+  :class:`scenarios.errors.ScenarioError` at ``faults[i].link`` / ``faults[i].node``.
+* :class:`RdmaEndpoints` adapts the SmartNIC transport (:class:`nic.nic.RdmaNetwork`) to the
+  invariant checker; :class:`fabric.invariants.HostEndpoints` adapts the line-rate hosts.
+* :class:`FaultSession` is what the packet engine holds for one run: it applies the faults,
+  runs the invariant checks at the timeline's progress points (at most every
+  :data:`CHECK_EVERY_EVENTS` events) and at the end, and returns the fault record, the failed
+  messages with their reasons and the check count for the summary (:meth:`FaultSession.finish`).
+  A violated invariant raises :class:`fabric.invariants.InvariantViolation` and the run stops.
+
+The engine adapter needs three lines::
+
+    session = FaultSession(ctx, transport)          # after building the transport
+    progress = session.wrap_progress(ctx.progress)  # give this to run_timeline
+    extra.update(session.finish(tl.status))         # after the timeline returned
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fabric.faults import (
+    Fault,
+    FaultError,
+    FaultInjector,
+    LinkBer,
+    LinkDegrade,
+    LinkDown,
+    NicDown,
+    SwitchDown,
+)
+from fabric.invariants import Checker, HostEndpoints, explain_unfinished
+from scenarios.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from fabric.network import Network
+    from scenarios.engines import RunContext
+    from scenarios.schema import Scenario
+
+__all__ = [
+    "CHECK_EVERY_EVENTS",
+    "FaultSession",
+    "RdmaEndpoints",
+    "build_injector",
+    "fabric_faults",
+]
+
+#: invariant checks run at progress points, at most once per this many simulated events
+CHECK_EVERY_EVENTS = 200_000
+
+
+def fabric_faults(sc: Scenario, network: Network | None = None) -> list[tuple[int, Fault]]:
+    """(index in ``faults:``, fabric fault) for every fault the packet network acts on.
+
+    With ``network``, links and nodes are checked against it (and scale-up links, which the
+    packet engine does not simulate, are refused with a clear error)."""
+    out: list[tuple[int, Fault]] = []
+    g = network.graph if network is not None else None
+    for i, f in enumerate(sc.faults):
+        kind = f.kind
+        if kind == "straggler":
+            continue
+        span = {"at": f.at, "until": f.until}
+        try:
+            if kind == "link_down":
+                ff: Fault = LinkDown(link=tuple(f.link), **span)
+            elif kind == "link_degrade":
+                ff = LinkDegrade(link=tuple(f.link), rate_bps=f.rate, **span)
+            elif kind == "ber":
+                ff = LinkBer(
+                    link=tuple(f.link),
+                    pre_fec_ber=f.pre_fec_ber,
+                    llr=f.llr,
+                    burst_len=getattr(f, "burst_len", 1),
+                    **span,
+                )
+            elif kind == "switch_down":
+                ff = SwitchDown(node=f.node, **span)
+            elif kind == "nic_down":
+                ff = NicDown(node=f.node, **span)
+            else:  # pragma: no cover - the schema's discriminator lists every kind
+                raise ScenarioError(f"unknown fault kind {kind!r}.", path=f"faults[{i}].kind")
+        except FaultError as exc:
+            raise ScenarioError(f"{exc}.", path=f"faults[{i}]") from None
+        if g is not None:
+            _check_target(i, ff, network)  # type: ignore[arg-type]
+        out.append((i, ff))
+    return out
+
+
+def _check_target(i: int, f: Fault, net: Network) -> None:
+    g = net.graph
+    link = getattr(f, "link", None)
+    if link is not None:
+        u, v = link
+        if not g.has_edge(u, v):
+            near = sorted(g.neighbors(u))[:6] if u in g else []
+            hint = f"; {u!r} links to {near}" if near else f"; {u!r} is not a node"
+            raise ScenarioError(f"no link {u!r}-{v!r} in the cluster{hint}.",
+                                path=f"faults[{i}].link")  # fmt: skip
+        if g.edges[u, v].get("kind") == "scaleup":
+            raise ScenarioError(
+                f"{u!r}-{v!r} is a scale-up link; the packet engine simulates the scale-out "
+                "fabric only (faults on scale-up links are not modelled).",
+                path=f"faults[{i}].link",
+            )
+        return
+    node = f.node  # type: ignore[attr-defined]
+    role = g.nodes[node].get("role") if node in g else None
+    if isinstance(f, NicDown) and role != "nic":
+        raise ScenarioError(f"{node!r} is not a NIC port of the cluster (e.g. "
+                            f"{net.endpoints[0]!r}).", path=f"faults[{i}].node")  # fmt: skip
+    if isinstance(f, SwitchDown) and node not in net.switches:
+        what = "a scale-up switch (not simulated by the packet engine)" if role == "scaleup" \
+            else "not a switch of the cluster"  # fmt: skip
+        raise ScenarioError(f"{node!r} is {what}.", path=f"faults[{i}].node")
+
+
+def build_injector(sc: Scenario, network: Network, *, watch_flows: bool = True) -> FaultInjector:
+    """The run's :class:`FaultInjector` (reconvergence delay from ``cluster.routing``)."""
+    inj = FaultInjector(
+        network,
+        reconvergence_s=sc.cluster.routing.reconvergence,
+        seed=sc.seed,
+        watch_flows=watch_flows,
+    )
+    for i, f in fabric_faults(sc, network):
+        try:
+            inj.add(f)
+        except FaultError as exc:
+            raise ScenarioError(f"{exc}.", path=f"faults[{i}]") from None
+    return inj
+
+
+# --------------------------------------------------------------------------- NIC adapter
+
+
+class RdmaEndpoints:
+    """:class:`fabric.invariants.Endpoints` adapter for :class:`nic.nic.RdmaNetwork`.
+
+    Counts payload bytes of DATA packets per QP (``tx_bytes`` sent with retransmissions,
+    ``rx.rx_bytes`` received with duplicates), and every message's completions (through
+    ``rdma.on_done``) to catch a message completed twice. The transport retransmits, so an
+    unfinished message is explained only by the run stopping early or an unreachable
+    destination."""
+
+    def __init__(self, rdma: Any, *, name: str = "nic transport") -> None:
+        self.rdma = rdma
+        self.network = rdma.network
+        self.name = name
+        self._done: dict[int, int] = {}
+        rdma.on_done.append(self._count)
+
+    def _count(self, msg: Any) -> None:
+        self._done[msg.id] = self._done.get(msg.id, 0) + 1
+
+    def sent_bytes(self) -> int:
+        return sum(q.tx_bytes for q in self.rdma._qp_list)
+
+    def received_bytes(self) -> int:
+        return sum(q.rx.rx_bytes for q in self.rdma._qp_list)
+
+    def pending_bytes(self) -> int:
+        return 0  # the receive pipeline's deferred packets are found on the event heap
+
+    def duplicates(self) -> list[str]:
+        out = [f"message {mid} completed {n} times" for mid, n in self._done.items() if n > 1]
+        posted: dict[int, int] = {}
+        for m in self.rdma.messages:
+            posted[m.qp.id] = posted.get(m.qp.id, 0) + m.size
+        for q in self.rdma._qp_list:
+            got = q.rx.rel.delivered_bytes
+            if got > posted.get(q.id, 0):
+                out.append(f"QP {q.id}: {got} B delivered in order of {posted.get(q.id, 0)} posted")
+        return out
+
+    def unfinished(self, status: str) -> list[tuple[str, str | None]]:
+        out: list[tuple[str, str | None]] = []
+        for m in self.rdma.messages:
+            if not math.isnan(m.done_s):
+                continue
+            q = m.qp
+            reason = explain_unfinished(
+                self.network,
+                q.nic.eids[0],
+                q.dst_nic.eids[0],
+                missing_bytes=m.size,
+                status=status,
+                retransmits=True,
+            )
+            out.append((f"message {m.id} nic{q.nic.card}->nic{q.dst_nic.card} ({m.size} B)",
+                        reason))  # fmt: skip
+        return out
+
+
+# --------------------------------------------------------------------------- session
+
+
+class FaultSession:
+    """Faults and invariant checks of one packet-engine run (see the module docstring).
+
+    ``transport`` is the engine's transport: it has ``net`` (the Network) and either ``rdma``
+    (SmartNICs) or ``hosts`` (name -> fabric.host.Host)."""
+
+    def __init__(self, ctx: RunContext, transport: Any, *, check_every: int = CHECK_EVERY_EVENTS):
+        sc = ctx.scenario
+        net = transport.net
+        self.network = net
+        has_faults = any(f.kind != "straggler" for f in sc.faults)
+        self.injector = build_injector(sc, net) if has_faults else None
+        rdma = getattr(transport, "rdma", None)
+        if rdma is not None:
+            self.endpoints: Any = RdmaEndpoints(rdma)
+        else:
+            hosts = list(getattr(transport, "hosts", {}).values())
+            self.endpoints = HostEndpoints(net, hosts, injector=self.injector)
+        self.checker = Checker(net, endpoints=[self.endpoints]) if sc.sim.checks else None
+        self.check_every = check_every
+        self._last_check = 0
+
+    def wrap_progress(
+        self, progress: Callable[[float, int | None], None]
+    ) -> Callable[[float, int | None], None]:
+        """A progress callback that also runs the checks (at most every ``check_every``
+        events)."""
+        if self.checker is None:
+            return progress
+        checker = self.checker
+
+        def tick(t: float, events: int | None) -> None:
+            if events is None or events - self._last_check >= self.check_every:
+                self._last_check = events or 0
+                checker.check_all()
+            progress(t, events)
+
+        return tick
+
+    def finish(self, status: str) -> dict[str, Any]:
+        """The final checks (raise on a violation) and the summary entries of the run."""
+        extra: dict[str, Any] = {}
+        if self.checker is not None:
+            self.checker.check_all(final=True, status=status)
+            extra["invariant_checks"] = self.checker.checks_run
+        else:
+            extra["invariant_checks"] = "off"
+        failed = [
+            {"message": label, "reason": reason}
+            for label, reason in self.endpoints.unfinished(status)
+            if reason
+        ]
+        if failed:
+            extra["failed_messages"] = failed
+        if self.injector is not None:
+            inj = self.injector
+            extra["faults"] = _records(inj)
+            extra["fault_summary"] = inj.summary()
+        return extra
+
+
+def _records(inj: FaultInjector) -> list[dict[str, Any]]:
+    """The fault table as JSON-friendly rows (NaN -> None)."""
+    def plain(v: Any) -> Any:
+        v = v.item() if hasattr(v, "item") else v  # numpy scalars -> Python
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    return [{k: plain(v) for k, v in r.items()} for r in inj.table().to_dict(orient="records")]
