@@ -9,6 +9,7 @@ slower run, so the timing run is not disturbed; skip it with --no-mem). The even
 
     python benchmarks/bench_fabric.py                 # the issue's configuration
     python benchmarks/bench_fabric.py --packets 2000  # quick look
+    python benchmarks/bench_fabric.py --checked       # with the invariant checks (issue 9)
 
 Target (issue 2): >= 400,000 packet-hops/s and <= 5 events per packet-hop on one core.
 """
@@ -62,6 +63,11 @@ def run_once(args: argparse.Namespace) -> dict[str, float]:
     t0 = time.perf_counter()
     if args.simpy_run:
         env.run()
+    elif args.checked:
+        from fabric.invariants import Checker, HostEndpoints, run_checked
+
+        checker = Checker(net, endpoints=[HostEndpoints(net, hosts.values())])
+        run_checked(env, checker=checker, check_every=args.check_every)
     else:
         run(env)
     wall = time.perf_counter() - t0
@@ -109,12 +115,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--simpy-run", action="store_true", help="use simpy's env.run instead of fabric.kernel.run"
     )
+    ap.add_argument(
+        "--checked",
+        action="store_true",
+        help="fabric.invariants.run_checked: time checked per event, all invariants every "
+        "--check-every events",
+    )
+    ap.add_argument("--check-every", type=int, default=200_000)
     args = ap.parse_args(argv)
 
     runs = [run_once(args) for _ in range(args.repeat)]
     best = max(runs, key=lambda r: r["hops_per_s"])
     hosts = args.leaves * args.hosts_per_leaf
     loop = "simpy env.run" if args.simpy_run else "fabric.kernel.run"
+    if args.checked:
+        loop = f"fabric.invariants.run_checked (invariants every {args.check_every:,} events)"
     mode = "ECMP" if args.ecmp else "random spraying"
     print(
         f"leaf-spine {args.leaves}x{args.hosts_per_leaf} ({hosts} hosts), 400GbE, "

@@ -62,7 +62,9 @@ def ep_trace(ep: int, tokens: int, seed: int, cache: Path) -> tuple[pd.DataFrame
     return tr, ct
 
 
-def tile(tr: pd.DataFrame, ct: pd.DataFrame, ep: int, groups: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tile(
+    tr: pd.DataFrame, ct: pd.DataFrame, ep: int, groups: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``groups`` copies of one EP group's trace, group g on ranks g*ep .. g*ep+ep-1."""
     off = np.repeat(np.arange(groups, dtype=np.int64) * ep, len(tr))
     big = pd.DataFrame({c: np.tile(tr[c].to_numpy(), groups) for c in tr.columns})
@@ -94,8 +96,15 @@ def placement(gpus: int, ep: int, strided: bool) -> list[int] | str:
     return (node * 8 + q % 8).tolist()
 
 
-def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cache: Path,
-            strided: bool = True) -> dict:  # fmt: skip
+def run_one(
+    gpus: int,
+    ep: int,
+    tokens: int,
+    seed: int,
+    rtol: float | None,
+    cache: Path,
+    strided: bool = True,
+) -> dict:
     from scenarios.build import build_cluster
     from scenarios.engines import RunContext
     from scenarios.engines.flow import OPTIONS, run_flow
@@ -111,10 +120,14 @@ def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cach
             "name": f"scale-{gpus}",
             "engine": "flow",
             "seed": seed,
-            "cluster": {"preset": "h800-deepep", "params": {"nodes": gpus // 8},
-                        "rank_map": placement(gpus, min(ep, gpus), strided)},  # fmt: skip
-            "workload": {"moe": {"model": "deepseek-v3", "ep_size": min(ep, gpus),
-                                 "tokens_per_rank": tokens}},  # fmt: skip
+            "cluster": {
+                "preset": "h800-deepep",
+                "params": {"nodes": gpus // 8},
+                "rank_map": placement(gpus, min(ep, gpus), strided),
+            },
+            "workload": {
+                "moe": {"model": "deepseek-v3", "ep_size": min(ep, gpus), "tokens_per_rank": tokens}
+            },
             "outputs": {"plots": False},
         }
     )
@@ -126,9 +139,14 @@ def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cach
     out = run_flow(RunContext(sc, cluster, trace, compute))
     engine_s = time.perf_counter() - t1
     ph = conform("phases", out.phases)
-    s = summarise(messages=conform("messages", out.messages), phases=ph,
-                  links=conform("links", out.links), qps=conform("qps", out.qps),
-                  num_ranks=gpus, makespan_s=float(ph["end_s"].max()))  # fmt: skip
+    s = summarise(
+        messages=conform("messages", out.messages),
+        phases=ph,
+        links=conform("links", out.links),
+        qps=conform("qps", out.qps),
+        num_ranks=gpus,
+        makespan_s=float(ph["end_s"].max()),
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "gpus": gpus,
@@ -142,8 +160,10 @@ def run_one(gpus: int, ep: int, tokens: int, seed: int, rtol: float | None, cach
         "dispatch_s": s["phases"]["dispatch"]["completion_time_s"],
         "combine_s": s["phases"]["combine"]["completion_time_s"],
         "rdma_GBps": s["phases"]["dispatch"]["deepep_rdma_bw_per_gpu_Bps"] / 1e9,
-        **{k: out.extra[k] for k in ("flows", "solves", "solver_wall_s", "max_active_flows",
-                                     "rtol")},  # fmt: skip
+        **{
+            k: out.extra[k]
+            for k in ("flows", "solves", "solver_wall_s", "max_active_flows", "rtol")
+        },
     }
 
 
@@ -155,23 +175,39 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=None, help="batching tolerance (default auto)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "podsim-bench")
-    ap.add_argument("--packed", action="store_true",
-                    help="EP groups on consecutive nodes (default: strided across rail groups)")
+    ap.add_argument(
+        "--packed",
+        action="store_true",
+        help="EP groups on consecutive nodes (default: strided across rail groups)",
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.one:
-        res = run_one(args.gpus[0], args.ep, args.tokens, args.seed, args.rtol, args.cache,
-                      not args.packed)
+        res = run_one(
+            args.gpus[0], args.ep, args.tokens, args.seed, args.rtol, args.cache, not args.packed
+        )
         print("RESULT " + json.dumps(res))
         return
     rows = []
     for n in args.gpus:
         if n % 8 or n % min(args.ep, n):
             sys.exit(f"--gpus {n}: must be a multiple of 8 and of the EP size {args.ep}")
-        cmd = [sys.executable, __file__, "--one", "--gpus", str(n), "--ep", str(args.ep),
-               "--tokens", str(args.tokens), "--seed", str(args.seed), "--cache",
-               str(args.cache)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            "--gpus",
+            str(n),
+            "--ep",
+            str(args.ep),
+            "--tokens",
+            str(args.tokens),
+            "--seed",
+            str(args.seed),
+            "--cache",
+            str(args.cache),
+        ]
         if args.rtol is not None:
             cmd += ["--rtol", str(args.rtol)]
         if args.packed:
@@ -195,8 +231,7 @@ def main() -> None:
         x = np.log([r["gpus"] for r in rows])
         y = np.log([r["total_s"] for r in rows])
         slope = float(np.polyfit(x, y, 1)[0])
-        print(f"growth exponent of wall time with GPU count: {slope:.2f} "
-              f"(wall ~ GPUs^{slope:.2f})")  # fmt: skip
+        print(f"growth exponent of wall time with GPU count: {slope:.2f} (wall ~ GPUs^{slope:.2f})")
     worst = rows[-1]
     print(
         f"targets: 1024 GPUs < 30 s, 10240 GPUs < 600 s and < 8 GiB; largest run "

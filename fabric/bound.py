@@ -79,8 +79,7 @@ def lower_bound(
     n_f = idx.shape[0]
     if coef.shape != idx.shape or b.shape != (n_f,):
         raise ValueError(
-            f"idx {idx.shape}, coef {coef.shape} and nbytes {b.shape} must describe the same "
-            "flows"
+            f"idx {idx.shape}, coef {coef.shape} and nbytes {b.shape} must describe the same flows"
         )
     if n_f == 0:
         return PhaseBound(0.0, "", "none", -1, np.zeros(0), np.zeros(0))

@@ -13,11 +13,11 @@ queues and the event heap (no per-packet bookkeeping on the hot path):
                   links into a switch delivered (transmitted, minus lost on the wire, minus
                   still on the wire or held for a link-level retry) equals what the switch
                   transmitted, holds in its queues, dropped, or could not route;
+``delivery``      no packet is delivered twice to the application (endpoint adapters report
+                  messages whose delivered bytes exceed their size or that completed twice);
 ``end_to_end``    payload bytes the endpoints sent = bytes they received + bytes dropped in
                   the fabric + bytes in flight (queues, wires, retry buffers, endpoint receive
                   pipelines);
-``delivery``      no packet is delivered twice to the application (endpoint adapters report
-                  messages whose delivered bytes exceed their size or that completed twice);
 ``messages``      at the end of a run every message completed or is reported failed with a
                   reason (a time limit, an unreachable destination, packets lost on a failed
                   link by an endpoint that does not retransmit, ...).
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: every check, in the order :meth:`Checker.check_all` runs them
-CHECKS = ("time", "queues", "links", "end_to_end", "delivery", "messages")
+CHECKS = ("time", "queues", "links", "delivery", "end_to_end", "messages")
 
 _MAC = (PAUSE, RESUME)
 _MAX_LINES = 12
@@ -188,10 +188,10 @@ class Checker:
             wire, at_ep = _scan(self.env)
             if "links" not in skip:
                 self.check_links(wire)
-            if "end_to_end" not in skip and self.endpoints:
-                self.check_end_to_end(at_ep)
         if "delivery" not in skip:
             self.check_delivery()
+        if self.network is not None and "end_to_end" not in skip and self.endpoints:
+            self.check_end_to_end(at_ep)
         if final and "messages" not in skip:
             self.check_messages(status)
 
@@ -352,18 +352,18 @@ def explain_unfinished(
     """Why a message from endpoint ``src`` to ``dst`` (ids) did not complete, or None when
     nothing known explains it (which the ``messages`` check reports as a violation).
 
-    Reasons, first match: the run stopped early (``status`` ``time-limit``/``interrupted``);
-    no path from src to dst now (failed links or switches); the message's flow lost packets on
+    Reasons, first match: no path from src to dst now (failed links or switches); the run
+    stopped early (``status`` ``time-limit``/``interrupted``); the message's flow lost packets on
     a faulted link and the endpoint does not retransmit; the fabric dropped at least the
     missing bytes and the endpoint does not retransmit.
     """
+    a, b = network.endpoints[src], network.endpoints[dst]
+    if not network.routing.paths(a, b):
+        return f"destination unreachable: no path from {a} to {b} (failed links or switches)"
     if status == "time-limit":
         return "the run reached its time limit first"
     if status == "interrupted":
         return "the run was interrupted"
-    a, b = network.endpoints[src], network.endpoints[dst]
-    if not network.routing.paths(a, b):
-        return f"destination unreachable: no path from {a} to {b} (failed links or switches)"
     if not retransmits:
         if injector is not None and flow is not None:
             lost = [r for r in injector.records if flow in r.flows]
@@ -415,11 +415,11 @@ class HostEndpoints:
                 if id(m) in seen:
                     out.append(f"message {m.id} of {m.src}->{m.dst} completed twice")
                 seen.add(id(m))
-            for m in h.messages:
-                if m.rx_bytes > m.size:
-                    out.append(
-                        f"message {m.id} {m.src}->{m.dst}: {m.rx_bytes} B delivered of {m.size}"
-                    )
+            out.extend(
+                f"message {m.id} {m.src}->{m.dst}: {m.rx_bytes} B delivered of {m.size}"
+                for m in h.messages
+                if m.rx_bytes > m.size
+            )
         return out
 
     def unfinished(self, status: str) -> list[tuple[str, str | None]]:

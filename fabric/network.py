@@ -250,11 +250,19 @@ class Network:
             t += p.arrival_delay_s(wire_bytes)
         return t
 
+    def static_path(self, src: str, dst: str) -> list[str]:
+        """A shortest path between two endpoints over every link, failed or not (see
+        :meth:`Routing.static_path`)."""
+        return self.routing.static_path(src, dst)
+
     def base_rtt(self, src: str, dst: str, data_wire: int, ack_wire: int = 84) -> float:
-        """Unloaded round trip: a data packet src->dst plus an ACK back, on the first path."""
-        fwd = self.paths(src, dst)
-        back = self.paths(dst, src)
-        if not fwd or not back:
+        """Unloaded round trip: a data packet src->dst plus an ACK back, on the first path
+        (on the cabling's shortest path while failures leave no routed path: the base RTT is
+        a property of the topology, and a transport may set up a connection during an
+        outage)."""
+        fwd = self.paths(src, dst) or [self.static_path(src, dst)]
+        back = self.paths(dst, src) or [self.static_path(dst, src)]
+        if not fwd[0] or not back[0]:
             raise NetworkError(f"no path between {src!r} and {dst!r}")
         return self.unloaded_latency(fwd[0], data_wire) + self.unloaded_latency(back[0], ack_wire)
 

@@ -244,6 +244,34 @@ class Routing:
                 out[i] = ev
         return out
 
+    def static_path(self, src: str, dst: str) -> list[str]:
+        """A shortest node path from endpoint ``src`` to ``dst`` over every link, failed or
+        not (the cabling, not the current tables): what unloaded latencies and base RTTs are
+        measured on. Empty if the topology does not connect them."""
+        s, d = self._idx[self._endpoint_name(src)], self._idx[self._endpoint_name(dst)]
+        if s == d:
+            return []
+        prev = {s: s}
+        frontier = deque([s])
+        while frontier:
+            u = frontier.popleft()
+            if u != s and self._is_ep[u]:
+                continue  # endpoints do not forward
+            for v in self._adj[u]:
+                if v not in prev:
+                    prev[v] = u
+                    if v == d:
+                        path = [d]
+                        while path[-1] != s:
+                            path.append(prev[path[-1]])
+                        return [self._names[i] for i in reversed(path)]
+                    frontier.append(v)
+        return []
+
+    def _endpoint_name(self, name: str) -> str:
+        self._ep(name)
+        return name
+
     def _uplink_neighbours(self, ep: str) -> list[str]:
         i = self._idx[ep]
         return [

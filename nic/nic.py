@@ -32,7 +32,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
@@ -241,7 +241,7 @@ class SmartNic:
         self.planes = len(self.endpoints)
         self.ports = [net.attach(e, self) for e in self.endpoints]
         for plane, port in enumerate(self.ports):
-            port.source = self._puller(plane)
+            port.source = self._pull if plane == 0 else self._puller(plane)
         self.line_rate_bps = sum(p.rate_bps for p in self.ports)
         self.mode = check_mode(config.reliability)
         self.cache = QpContextCache(config.qpc_entries)
@@ -255,6 +255,9 @@ class SmartNic:
         self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
         self.credit = ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
         self._credit_cb: Callback | None = None
+        self._timers: list[tuple[float, int, QueuePair]] = []  # QP timers (TLP/RTO) by time
+        self._timer_cb: Callback | None = None
+        self._timer_cb_at = _INF
         self._ready: list[deque[QueuePair]] = [deque() for _ in self.ports]
         self._heap: list[tuple[float, int, QueuePair]] = []
         self._seq = itertools.count()
@@ -285,8 +288,30 @@ class SmartNic:
         self.pcie_rate_cap_bps = tx_bps
         self.pcie_rx_cap_bps = rx_bps
 
-    def call_at(self, when: float, fn: Callable[[Any], object], arg: Any = None) -> Callback:
-        return call_at(self.env, when, fn, arg)
+    def arm_timer(self, qp: QueuePair, t: float) -> None:
+        """Call ``qp._on_rto()`` at ``t`` unless ``qp`` re-arms earlier meanwhile (then this
+        entry is stale and skipped). One event-heap entry per NIC, whatever the QP count."""
+        heappush(self._timers, (t, next(self._seq), qp))
+        if t < self._timer_cb_at:
+            if self._timer_cb is not None:
+                self._timer_cb.cancel()
+            self._timer_cb_at = t
+            self._timer_cb = call_at(self.env, t, self._on_timers)
+
+    def _on_timers(self, _arg: object = None) -> None:
+        self._timer_cb = None
+        self._timer_cb_at = _INF
+        now = self.env._now
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            t, _, qp = heappop(timers)
+            if qp._timer_at == t:  # the QP's live timer (not superseded by an earlier one)
+                qp._timer_at = _INF
+                qp._on_rto()
+        if timers and timers[0][0] < self._timer_cb_at:
+            t = timers[0][0]
+            self._timer_cb_at = t
+            self._timer_cb = call_at(self.env, t, self._on_timers)
 
     # ------------------------------------------------------------------ QPs
     def qp_to(self, dst: SmartNic, index: int = 0) -> QueuePair:
@@ -371,7 +396,8 @@ class SmartNic:
 
         return pull
 
-    def _pull(self, plane: int) -> RdmaPacket | None:
+    def _pull(self, plane: int = 0) -> RdmaPacket | None:
+        """``Port.source`` of the port of ``plane``: the next data packet to send now."""
         now = self.env._now
         pipe = self.tx_pipe
         nf = pipe.next_free
@@ -386,45 +412,46 @@ class SmartNic:
             self._release(now)
         ready = self._ready[plane]
         cache = self.cache
-        self._in_pull = True
-        try:
-            while ready:
-                qp = ready.popleft()
-                qp.queued = False
-                if qp._fetched:
-                    qp._fetched = False
-                elif cache.last == qp.id:
-                    cache.hits += 1
-                elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
-                    # QP context miss: fetch it over PCIe; the QP waits, others go on
-                    qp._fetched = True
-                    start += pipe.miss_busy_s
-                    pipe.next_free = start
-                    qp.queued = True
-                    t = now + pipe.miss_penalty_s
-                    heappush(heap, (t, next(self._seq), qp))
-                    self._wake(t)
-                    if start > now + pipe.interval:
-                        self._wake(start)
-                        return None
-                    continue
-                pkt = qp.build(now)
-                if pkt is None:
-                    continue
-                pipe.packets += 1
-                busy = start + pipe.interval
-                if pipe.dma_bps is not None:
-                    d = pipe.dma_free
-                    d = (d if d > now else now) + pkt.size * 8.0 / pipe.dma_bps
-                    pipe.dma_free = d
-                    if d > busy:
-                        busy = d
-                pipe.next_free = busy
-                self.tx_data_pkts += 1
-                self._requeue(qp, now, now + pkt.wire * 8.0 / self.ports[plane].rate_bps)
-                return pkt
-        finally:
+        self._in_pull = True  # control packets sent from here wait for an event (re-entry)
+        while ready:
+            qp = ready.popleft()
+            qp.queued = False
+            if qp._fetched:
+                qp._fetched = False
+            elif qp.id in cache._ref:  # QpContextCache.touch's hit path, inlined
+                cache._ref[qp.id] = 1
+                cache.hits += 1
+            elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
+                # QP context miss: fetch it over PCIe; the QP waits, others go on
+                qp._fetched = True
+                start += pipe.miss_busy_s
+                pipe.next_free = start
+                qp.queued = True
+                t = now + pipe.miss_penalty_s
+                heappush(heap, (t, next(self._seq), qp))
+                self._wake(t)
+                if start > now + pipe.interval:
+                    self._in_pull = False
+                    self._wake(start)
+                    return None
+                continue
+            pkt = qp.build(now)
+            if pkt is None:
+                continue
+            pipe.packets += 1
+            busy = start + pipe.interval
+            if pipe.dma_bps is not None:
+                d = pipe.dma_free
+                d = (d if d > now else now) + pkt.size * 8.0 / pipe.dma_bps
+                pipe.dma_free = d
+                if d > busy:
+                    busy = d
+            pipe.next_free = busy
+            self.tx_data_pkts += 1
+            self._requeue(qp, now, now + pkt.wire * 8.0 / self.ports[plane].rate_bps)
             self._in_pull = False
+            return pkt
+        self._in_pull = False
         if heap:
             self._wake(heap[0][0])
         return None
@@ -518,9 +545,12 @@ class SmartNic:
         out = t
         busy = pipe.interval
         cache = self.cache
-        if cache.last == pkt.flow:
+        flow = pkt.flow
+        ref = cache._ref
+        if flow in ref:  # QpContextCache.touch's hit path, inlined
+            ref[flow] = 1
             cache.hits += 1
-        elif not cache.touch(pkt.flow):
+        elif not cache.touch(flow):
             busy += pipe.miss_busy_s
             out = t + pipe.miss_penalty_s
         pipe.next_free = t + busy
@@ -599,38 +629,40 @@ class SmartNic:
             self.cnps_sent += 1
             self._send_ctrl(c, self._plane_of_link(pkt))
         if v:
+            # The data packet is consumed here: turn the object itself into the ACK/NACK (the
+            # fabric keeps no reference to a delivered packet), saving an allocation per ACK.
+            plane = self._plane_of_link(pkt) if self.planes > 1 else 0
+            pkt.dpsn = pkt.psn
+            pkt.ts_echo = pkt.ts
+            pkt.ts = now
+            src = pkt.src
+            pkt.src = pkt.dst
+            pkt.dst = src
+            pkt.size = 0
+            pkt.wire = _ACK_WIRE  # ECN echo (pkt.ecn), INT echo (pkt.int_rec), EV kept as is
             if v == ACK:
-                flags = 0
+                pkt.kind = K_ACK
+                pkt.psn = rel.rcv_nxt
+                pkt.aux = rel.ooo_bits
                 if rel.dup_pending:
                     rel.dup_pending = False
-                    flags = F_DUP
-                a = RdmaPacket(
-                    K_ACK,
-                    0,
-                    _ACK_WIRE,
-                    pkt.dst,
-                    pkt.src,
-                    pkt.flow,
-                    rel.rcv_nxt,
-                    pkt.ev,
-                    now,
-                    qp,
-                    flags,
-                )
-                a.aux = rel.ooo_bits
+                    pkt.flags = F_DUP
+                else:
+                    pkt.flags = 0
                 rq.ack_pkts += 1
                 self.acks_sent += 1
             else:
-                a = RdmaPacket(
-                    K_NACK, 0, _ACK_WIRE, pkt.dst, pkt.src, pkt.flow, rel.nack_psn, pkt.ev, now, qp
-                )
+                pkt.kind = K_NACK
+                pkt.psn = rel.nack_psn
+                pkt.aux = 0
+                pkt.flags = 0
                 rq.nacks += 1
                 self.nacks_sent += 1
-            a.dpsn = pkt.psn
-            a.ts_echo = pkt.ts
-            a.ecn = pkt.ecn
-            a.int_rec = pkt.int_rec
-            self._send_ctrl(a, self._plane_of_link(pkt))
+            # _send_ctrl, inlined (never inside a pull: deliveries are events)
+            tx = self.tx_pipe
+            nf = tx.next_free
+            tx.next_free = (nf if nf > now else now) + tx.interval
+            self.ports[plane].send(pkt)
 
     def _plane_of_link(self, pkt: RdmaPacket) -> int:
         if self.planes == 1:
@@ -823,8 +855,8 @@ class RdmaNetwork:
         if hit is None:
             net = self.network
             a, b = src.endpoints[0], dst.endpoints[0]
-            paths = net.paths(a, b)
-            if not paths:
+            paths = net.paths(a, b) or [net.static_path(a, b)]  # set up during an outage
+            if not paths[0]:
                 raise ValueError(f"no path from {a!r} to {b!r} in the network")
             rtt = net.base_rtt(a, b, mtu + ROCE_OVERHEAD, _ACK_WIRE)
             hit = (rtt, len(paths[0]) - 2)
@@ -1052,10 +1084,6 @@ class RdmaNetwork:
                 "rob_drops": [n.rob.drops for n in ns],
             }
         )
-
-    def with_config(self, **changes: Any) -> NicConfig:
-        """A copy of the default config with ``changes`` (for building another run)."""
-        return replace(self.config, **changes)
 
     def __repr__(self) -> str:
         return (

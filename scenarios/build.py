@@ -6,7 +6,8 @@ This module is the adapter between the scenario schema and the packages below it
   builder with its parameters), checked with :func:`fabric.topology.validate_graph`;
 - ranks placed on GPUs with :func:`fabric.rankmap.map_ranks`;
 - switch settings as a :class:`fabric.switch.SwitchConfig`;
-- the node's PCIe layout from ``nic.pcie`` when it is available;
+- the node's PCIe layout (``nic.pcie``) built for every server and bound to the ranks
+  (:class:`scenarios.pcie_model.ClusterPcie`);
 - the workload trace (schema in the team brief / ``workloads.trace``) from the ``workloads``
   kernels (MoE), a trace file, or a synthetic pattern; and the per-rank expert-compute time.
 
@@ -87,7 +88,10 @@ class Cluster:
     rank_nic: np.ndarray
     gpus_per_pod: int
     switch: Any = None
+    #: the node's PCIe tree (of the first server; servers alike share it), None without layout
     layout: Any = None
+    #: every server's tree bound to the ranks (scenarios.pcie_model.ClusterPcie) or None
+    pcie: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -159,13 +163,24 @@ def switch_config(sc: Scenario) -> Any:
         )
 
 
-def _node_layout(sc: Scenario, graph: nx.Graph) -> tuple[Any, dict[str, Any]]:
-    """The node's PCIe tree (``nic.pcie`` layout built for this cluster's servers) and what it
-    implies: the NIC's payload DMA cap with every GPU driving it, and the GPU-NIC path
-    classes. (None, {}) without a layout."""
+def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
+    """The node's PCIe tree built for every server of the cluster and bound to the ranks
+    (:class:`scenarios.pcie_model.ClusterPcie`), or None without ``cluster.layout``.
+
+    GPUs per server, NIC cards per server and the GPUs each card serves come from the topology;
+    ``cluster.layout_params`` may add anything else the layout takes (``ssds``, lane widths,
+    ``link``/``switch``/``root``/``ssd`` specs) and may repeat ``gpus``/``nics``/
+    ``gpus_per_nic`` only in agreement with the topology (else an error names the key)."""
     name = sc.cluster.layout
+    storage = sc.workload.storage
     if name is None:
-        return None, {}
+        if storage is not None:
+            raise ScenarioError(
+                "GPUDirect Storage reads run on the node's PCIe tree; set cluster.layout "
+                "(e.g. on-card-switch) with layout_params.ssds > 0.",
+                path="workload.storage",
+            )
+        return None
     from scenarios.registries import get_registry
 
     reg = get_registry("node layout")
@@ -174,28 +189,39 @@ def _node_layout(sc: Scenario, graph: nx.Graph) -> tuple[Any, dict[str, Any]]:
             "node layouts need nic.pcie, which is not installed in this tree.",
             path="cluster.layout",
         )
-    per_server: dict[int, int] = {}
-    gpn = 1
-    for _, d in graph.nodes(data=True):
-        if d.get("role") == "nic" and d.get("gpu", -1) >= 0 and d.get("plane", 0) == 0:
-            per_server[d["server"]] = per_server.get(d["server"], 0) + int(d.get("gpu_count", 1))
-            gpn = max(gpn, int(d.get("gpu_count", 1)))
-    gpus = max(per_server.values(), default=1)
-    params = {"gpus": gpus, "gpus_per_nic": gpn, **sc.cluster.layout_params}
-    with at("cluster.layout_params", f"node layout {name!r}"):
-        tree = reg.get(name)(**params)
-    info: dict[str, Any] = {"layout": name, "gpus_per_server": gpus, "gpus_per_nic": gpn}
-    try:
-        from nic.pcie.streams import nic_dma_caps
-    except ImportError:
-        return tree, info
-    with at("cluster.layout_params", f"node layout {name!r}"):
-        caps = nic_dma_caps(tree)
-        info["nic_dma_cap_bps"] = min(min(v.values()) for v in caps.values()) if caps else None
-        info["gpu_nic_path_classes"] = sorted(
-            {tree.path_class(g, n) for n in tree.nics for g in tree.gpus_of_nic(n)}
-        )
-    return tree, info
+    from scenarios.pcie_model import ClusterPcie
+
+    pcie = ClusterPcie.build(
+        graph,
+        name,
+        reg.get(name),
+        sc.cluster.layout_params,
+        mtu=int(sc.cluster.nic.mtu),
+        rank_gpu=rm.gpu,
+        rank_server=rm.server,
+        rank_nic=rm.nic,
+    )
+    if storage is not None:
+        _check_storage(storage, pcie)
+    return pcie
+
+
+def _check_storage(storage: Any, pcie: Any) -> None:
+    ranks = range(pcie.num_ranks) if storage.ranks is None else storage.ranks
+    for i, r in enumerate(ranks):
+        if r >= pcie.num_ranks:
+            raise ScenarioError(
+                f"rank {r} is not one of the {pcie.num_ranks} ranks.",
+                path=f"workload.storage.ranks[{i}]",
+            )
+        try:
+            pcie.ssd_of(r)
+        except ValueError:
+            raise ScenarioError(
+                f"GPUDirect Storage reads need SSDs in the node layout {pcie.layout!r}; "
+                "set ssds (e.g. 4) in it.",
+                path="cluster.layout_params.ssds",
+            ) from None
 
 
 def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
@@ -238,7 +264,7 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
     with at("cluster.rank_map"):
         rm = map_ranks(g, n, placement if isinstance(placement, str) else list(placement))
     _check_nic_ports(sc, g)
-    tree, pcie = _node_layout(sc, g)
+    pcie = _node_layout(sc, g, rm)
     pods = rm.pod
     per_pod = np.bincount(pods - pods.min()) if n else np.array([1])
     gpus_per_pod = int(per_pod.max()) if per_pod.size else 1
@@ -252,8 +278,9 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
         rank_nic=np.asarray(rm.nic, dtype=np.int64),
         gpus_per_pod=gpus_per_pod,
         switch=switch_config(sc),
-        layout=tree,
-        extra={"pcie": pcie} if pcie else {},
+        layout=next(iter(pcie.nodes.values())).tree if pcie is not None and pcie.nodes else None,
+        pcie=pcie,
+        extra={"pcie": pcie.describe()} if pcie is not None else {},
     )
 
 

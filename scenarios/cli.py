@@ -70,6 +70,10 @@ def guarded(fn: F) -> F:
         except (FileNotFoundError, NotADirectoryError) as exc:
             _fail(f"error: {exc}", EXIT_BAD_INPUT)
         except Exception as exc:
+            from fabric.invariants import InvariantViolation
+
+            if isinstance(exc, InvariantViolation):  # a model bug caught by the checks
+                _fail(f"error: the run stopped. {exc}", EXIT_INTERNAL)
             path = save_traceback(exc)
             _fail(
                 f"internal error: {type(exc).__name__}: {exc}. This is a bug in podsim, not in "
@@ -166,17 +170,29 @@ def run(
     allow_plugins: Annotated[
         bool, typer.Option("--allow-plugins", help="Allow module:Class plug-ins to load.")
     ] = False,
+    no_checks: Annotated[
+        bool,
+        typer.Option("--no-checks", help="Skip the invariant checks (sim.checks: false)."),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Run even if the packet-level size estimate is too big."),
+    ] = False,
 ) -> None:
     """Run a scenario and write its results, plots and summary."""
     from scenarios.runner import output_dir
     from scenarios.runner import run as run_scenario
 
+    if no_checks:
+        sets = [*(sets or []), "sim.checks=false"]
     sc, doc = _load_doc(scenario, sets, seed)
     folder = output_dir(sc, out)
     bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
     try:
         with _located(doc):
-            res = run_scenario(sc, out=folder, progress=bar, allow_plugins=allow_plugins)
+            res = run_scenario(
+                sc, out=folder, progress=bar, allow_plugins=allow_plugins, force=force
+            )
     finally:
         bar.stop()
     if not quiet:
@@ -203,9 +219,11 @@ def validate(
     sc, doc = _load_doc(scenario, sets)
     if build:
         from scenarios.build import build_cluster, trace_ranks
+        from scenarios.faults import check_targets
 
         with _located(doc):
-            build_cluster(sc, trace_ranks(sc))
+            cluster = build_cluster(sc, trace_ranks(sc))
+            check_targets(sc, cluster.graph)  # faults name links/nodes the cluster has
     out_console.print(f"{scenario}: valid ({sc.name}, engine {sc.engine})", markup=False)
 
 

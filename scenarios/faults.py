@@ -44,6 +44,8 @@ from fabric.invariants import Checker, HostEndpoints, explain_unfinished
 from scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from fabric.network import Network
     from scenarios.engines import RunContext
     from scenarios.schema import Scenario
@@ -53,6 +55,8 @@ __all__ = [
     "FaultSession",
     "RdmaEndpoints",
     "build_injector",
+    "check_targets",
+    "check_termination",
     "fabric_faults",
 ]
 
@@ -60,13 +64,13 @@ __all__ = [
 CHECK_EVERY_EVENTS = 200_000
 
 
-def fabric_faults(sc: Scenario, network: Network | None = None) -> list[tuple[int, Fault]]:
+def fabric_faults(sc: Scenario, graph: nx.Graph | None = None) -> list[tuple[int, Fault]]:
     """(index in ``faults:``, fabric fault) for every fault the packet network acts on.
 
-    With ``network``, links and nodes are checked against it (and scale-up links, which the
-    packet engine does not simulate, are refused with a clear error)."""
+    With the cluster's ``graph``, links and nodes are checked against it (and scale-up links,
+    which the packet engine does not simulate, are refused with a clear error)."""
     out: list[tuple[int, Fault]] = []
-    g = network.graph if network is not None else None
+    g = graph
     for i, f in enumerate(sc.faults):
         kind = f.kind
         if kind == "straggler":
@@ -94,13 +98,21 @@ def fabric_faults(sc: Scenario, network: Network | None = None) -> list[tuple[in
         except FaultError as exc:
             raise ScenarioError(f"{exc}.", path=f"faults[{i}]") from None
         if g is not None:
-            _check_target(i, ff, network)  # type: ignore[arg-type]
+            _check_target(i, ff, g)
         out.append((i, ff))
     return out
 
 
-def _check_target(i: int, f: Fault, net: Network) -> None:
-    g = net.graph
+def check_targets(sc: Scenario, graph: nx.Graph) -> None:
+    """Raise a ScenarioError at ``faults[i]...`` for a fault naming a link or node the cluster
+    does not have (what ``podsim validate`` checks without running)."""
+    fabric_faults(sc, graph)
+
+
+_SWITCH_ROLES = ("leaf", "spine", "core")
+
+
+def _check_target(i: int, f: Fault, g: nx.Graph) -> None:
     link = getattr(f, "link", None)
     if link is not None:
         u, v = link
@@ -119,9 +131,10 @@ def _check_target(i: int, f: Fault, net: Network) -> None:
     node = f.node  # type: ignore[attr-defined]
     role = g.nodes[node].get("role") if node in g else None
     if isinstance(f, NicDown) and role != "nic":
-        raise ScenarioError(f"{node!r} is not a NIC port of the cluster (e.g. "
-                            f"{net.endpoints[0]!r}).", path=f"faults[{i}].node")  # fmt: skip
-    if isinstance(f, SwitchDown) and node not in net.switches:
+        eg = next((n for n, r in g.nodes(data="role") if r == "nic"), "nic0.p0")
+        raise ScenarioError(f"{node!r} is not a NIC port of the cluster (e.g. {eg!r}).",
+                            path=f"faults[{i}].node")  # fmt: skip
+    if isinstance(f, SwitchDown) and role not in _SWITCH_ROLES:
         what = "a scale-up switch (not simulated by the packet engine)" if role == "scaleup" \
             else "not a switch of the cluster"  # fmt: skip
         raise ScenarioError(f"{node!r} is {what}.", path=f"faults[{i}].node")
@@ -135,12 +148,53 @@ def build_injector(sc: Scenario, network: Network, *, watch_flows: bool = True) 
         seed=sc.seed,
         watch_flows=watch_flows,
     )
-    for i, f in fabric_faults(sc, network):
+    for i, f in fabric_faults(sc, network.graph):
         try:
             inj.add(f)
         except FaultError as exc:
             raise ScenarioError(f"{exc}.", path=f"faults[{i}]") from None
     return inj
+
+
+def check_termination(sc: Scenario, graph: nx.Graph, trace: Any, rank_ports: Any) -> None:
+    """Refuse a run that could never end: with the NIC transport (which retransmits until it
+    gets through) and no ``sim.time_limit``, faults without ``until`` must not cut a pair of
+    NIC ports that the trace's ``rdma`` messages connect. The error names the first such
+    fault and pair and suggests ``until`` or ``sim.time_limit``."""
+    if sc.sim.endpoint != "nic" or sc.sim.time_limit is not None:
+        return
+    permanent = [(i, f) for i, f in fabric_faults(sc, graph) if f.until is None
+                 and isinstance(f, LinkDown | SwitchDown | NicDown)]  # fmt: skip
+    if not permanent:
+        return
+    import networkx as nx
+
+    rows = trace[trace["hop"] == "rdma"][["src_rank", "dst_rank"]].drop_duplicates()
+    pairs = [(int(a), int(b)) for a, b in rows.itertuples(index=False) if a != b]
+    live = graph.edge_subgraph(
+        [(u, v) for u, v, d in graph.edges(data=True) if d.get("kind", "scaleout") != "scaleup"]
+    ).copy()
+    for i, f in permanent:
+        if isinstance(f, LinkDown):
+            if live.has_edge(*f.link):
+                live.remove_edge(*f.link)
+        elif f.node in live:  # type: ignore[attr-defined]
+            live.remove_node(f.node)  # type: ignore[attr-defined]
+        comp = {n: k for k, c in enumerate(nx.connected_components(live)) for n in c}
+        for a, b in pairs:
+            pa, pb = rank_ports[a], rank_ports[b]
+            if set(pa) & set(pb):
+                continue  # the same NIC port: no network transfer
+            ok = any(
+                x in comp and y in comp and comp[x] == comp[y] for x, y in zip(pa, pb, strict=False)
+            )
+            if not ok:
+                raise ScenarioError(
+                    f"{f.kind} {f.target()} (no 'until') cuts rank {a} ({pa[0]}) off from rank "
+                    f"{b} ({pb[0]}) for good; the NIC transport would retransmit forever. Give "
+                    "the fault an 'until', or set sim.time_limit.",
+                    path=f"faults[{i}]",
+                )
 
 
 # --------------------------------------------------------------------------- NIC adapter
@@ -218,6 +272,9 @@ class FaultSession:
         net = transport.net
         self.network = net
         has_faults = any(f.kind != "straggler" for f in sc.faults)
+        if has_faults:
+            cl = ctx.cluster
+            check_termination(sc, cl.graph, ctx.trace, cl.rank_ports)
         self.injector = build_injector(sc, net) if has_faults else None
         rdma = getattr(transport, "rdma", None)
         if rdma is not None:
@@ -270,6 +327,7 @@ class FaultSession:
 
 def _records(inj: FaultInjector) -> list[dict[str, Any]]:
     """The fault table as JSON-friendly rows (NaN -> None)."""
+
     def plain(v: Any) -> Any:
         v = v.item() if hasattr(v, "item") else v  # numpy scalars -> Python
         return None if isinstance(v, float) and math.isnan(v) else v

@@ -63,6 +63,9 @@ __all__ = [
     "TABLES",
     "Results",
     "empty_table",
+    "flatten",
+    "json_safe",
+    "layer_time_s",
     "link_table",
     "message_table",
     "summarise",
@@ -270,12 +273,12 @@ def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> 
     ]
 
 
-def _clean(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
     """JSON-safe scalars: NaN/inf -> None, NumPy -> Python."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
+        return [json_safe(v) for v in x]
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
@@ -324,7 +327,7 @@ def summarise(
             }
     fct = messages["fct_s"].to_numpy(float)
     fct = fct[np.isfinite(fct)]
-    return _clean(
+    return json_safe(
         {
             "makespan_s": makespan_s,
             "ranks": num_ranks,
@@ -349,6 +352,32 @@ def summarise(
     )
 
 
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts -> ``{"a.b.c": value}``; lists and other containers are dropped."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif v is None or isinstance(v, bool | int | float | str):
+            out[key] = v
+    return out
+
+
+def layer_time_s(phases: pd.DataFrame) -> float:
+    """Mean over (step, layer) of max(end_s) - min(start_s) across ranks and phases: the
+    simulated MoE layer time (dispatch, compute and combine of the whole layer)."""
+    if phases.empty:
+        return float("nan")
+    g = phases.groupby(["step", "layer"])
+    span = g["end_s"].max() - g["start_s"].min()
+    return float(span.mean())
+
+
+#: summary keys that measure the host running the simulation, not the simulated system
+_VOLATILE = ("wall_s", "events_per_s", "engine_info")
+
+
 # --------------------------------------------------------------------------- results object
 
 
@@ -364,6 +393,12 @@ class Results:
     summary: dict[str, Any]
     scenario: dict[str, Any] = field(default_factory=dict)
     out_dir: Path | None = None
+    #: the cost of the simulated cluster (``cost.json``: ``summary``, ``tco``,
+    #: ``capex_by_category``, ``power_by_category``, ``efficiency``; or ``{"error": why}``
+    #: when the cluster could not be priced), see :mod:`scenarios.cost.scenario`
+    cost: dict[str, Any] | None = None
+    #: the bill of materials (``bom.csv``), one row per BOM line
+    bom: pd.DataFrame | None = None
 
     @property
     def status(self) -> str:
@@ -375,6 +410,52 @@ class Results:
     def per_phase(self) -> pd.DataFrame:
         """Per (step, layer, phase): completion time and the bandwidth figures."""
         return _per_phase(self.phases, self.messages, int(self.summary.get("ranks", 0)))
+
+    def performance(self) -> dict[str, Any]:
+        """The run's figures as one flat row (what a study stores per point):
+
+        - the summary flattened to dotted keys (``phases.dispatch.completion_time_s``), numbers
+          and short strings only; host figures (``wall_s``, ``events_per_s``) left out so that
+          the row depends on the scenario alone;
+        - ``layer_time_s``: the simulated MoE layer time (:func:`layer_time_s`);
+        - ``a2a_algbw_per_gpu_Bps``: mean of the dispatch and combine (or ``other``) algorithm
+          bandwidth per GPU (NCCL definition, module docstring);
+        - ``tokens_per_s``: for an MoE workload, ranks x tokens per rank / layer time.
+        """
+        row = flatten({k: v for k, v in self.summary.items() if k not in _VOLATILE})
+        row["layer_time_s"] = layer_time_s(self.phases)
+        bws = [
+            row.get(f"phases.{ph}.algbw_per_gpu_Bps")
+            for ph in ("dispatch", "combine", "other")
+            if isinstance(row.get(f"phases.{ph}.algbw_per_gpu_Bps"), int | float)
+        ]
+        row["a2a_algbw_per_gpu_Bps"] = float(sum(bws) / len(bws)) if bws else float("nan")
+        moe = (self.scenario.get("workload") or {}).get("moe")
+        t = row["layer_time_s"]
+        if moe and isinstance(t, float) and math.isfinite(t) and t > 0:
+            row["tokens_per_s"] = moe["ep_size"] * moe["tokens_per_rank"] / t
+        return row
+
+    def cost_table(self) -> pd.DataFrame:
+        """Capex (USD) and power (W) per cost category, with each one's share of the total;
+        empty when the run was not priced."""
+        cols = ["category", "capex_usd", "capex_share", "power_w", "power_share"]
+        if not self.cost or "capex_by_category" not in self.cost:
+            return pd.DataFrame(columns=cols)
+        capex = self.cost["capex_by_category"]
+        power = self.cost.get("power_by_category") or {}
+        df = pd.DataFrame(
+            {
+                "category": list(capex),
+                "capex_usd": [float(capex[c] or 0.0) for c in capex],
+                "power_w": [float(power.get(c) or 0.0) for c in capex],
+            }
+        )
+        df = df[(df["capex_usd"] != 0) | (df["power_w"] != 0)].reset_index(drop=True)
+        for col, share in (("capex_usd", "capex_share"), ("power_w", "power_share")):
+            total = df[col].sum()
+            df[share] = df[col] / total if total > 0 else np.nan
+        return df[cols]
 
     def gpu_bandwidth(self) -> pd.DataFrame:
         """Per rank and communication phase: mean over layers of bytes_out / duration (B/s)."""
@@ -403,12 +484,16 @@ class Results:
                 df.to_csv(p, index=False)
                 written.append(p)
         p = out / "summary.json"
-        p.write_text(json.dumps(_clean(self.summary), indent=2, sort_keys=False) + "\n")
+        p.write_text(json.dumps(json_safe(self.summary), indent=2, sort_keys=False) + "\n")
         written.append(p)
         if self.scenario:
             p = out / "resolved.yaml"
             p.write_text(yaml.safe_dump(self.scenario, sort_keys=False))
             written.append(p)
+        if self.cost is not None:
+            from scenarios.cost.scenario import write_cost_files
+
+            written += write_cost_files(out, self.cost, self.bom)
         self.out_dir = out
         return written
 
@@ -433,7 +518,17 @@ class Results:
         summary = json.loads((out / "summary.json").read_text())
         scen_path = out / "resolved.yaml"
         scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}
-        return cls(**tables, summary=summary, scenario=scenario or {}, out_dir=out)
+        cost_path, bom_path = out / "cost.json", out / "bom.csv"
+        cost = json.loads(cost_path.read_text()) if cost_path.is_file() else None
+        bom = pd.read_csv(bom_path) if bom_path.is_file() else None
+        return cls(
+            **tables,
+            summary=summary,
+            scenario=scenario or {},
+            out_dir=out,
+            cost=cost,
+            bom=bom,
+        )
 
     # ----------------------------------------------------------------- printing
 
@@ -490,7 +585,39 @@ class Results:
             str(c.get("timeouts", 0)),
             _t(s.get("makespan_s")),
         )
-        return [head, util, cnt]
+        tables = [head, util, cnt]
+        if self.cost is not None:
+            tables.append(self._cost_summary_table())
+        return tables
+
+    def _cost_summary_table(self) -> Table:
+        """Capex, power, TCO and the cost per unit of all-to-all bandwidth (``podsim cost``
+        prints the whole BOM)."""
+        from rich.table import Table
+
+        from scenarios.cost.tables import usd
+
+        t = Table(title="cost of the cluster (podsim cost: full BOM)", title_justify="left")
+        cost = self.cost or {}
+        if "error" in cost:
+            t.add_column("not priced")
+            t.add_row(str(cost["error"]))
+            return t
+        head = cost.get("summary") or {}
+        tco = cost.get("tco") or {}
+        eff = cost.get("efficiency") or {}
+        cells = {
+            "capex": usd(head.get("capex_usd")),
+            "per GPU": usd(eff.get("usd_per_gpu")),
+            "power": _kw(head.get("power_w")),
+            f"TCO {tco.get('years', 0):g} y": usd(tco.get("tco_usd")),
+            "interconnect": _pct(head.get("interconnect_fraction")),
+            "$ per GB/s/GPU": usd(eff.get("usd_per_GBps_per_gpu")),
+        }
+        for col in cells:
+            t.add_column(col, justify="right")
+        t.add_row(*cells.values())
+        return t
 
 
 def _t(x: float | None) -> str:
@@ -503,3 +630,7 @@ def _gbs(x: float | None) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f} %"
+
+
+def _kw(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x / 1000:,.1f} kW"

@@ -28,7 +28,7 @@ from scenarios.loader import Document, load_scenario
 from scenarios.results import Results, conform, summarise
 from scenarios.schema import Scenario
 
-__all__ = ["Prepared", "output_dir", "prepare", "run"]
+__all__ = ["Prepared", "output_dir", "prepare", "price", "run", "write_outputs"]
 
 Progress = Callable[[float, int | None], None]
 
@@ -162,15 +162,18 @@ def run(
     write: bool = False,
     progress: Progress | None = None,
     allow_plugins: bool = False,
+    force: bool = False,
 ) -> Results:
     """Run a scenario (object, mapping, file path or built-in name) and return its Results.
 
     Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
-    scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on.
+    scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on. A
+    packet-engine run estimated to exceed the resource budget is refused up front
+    (:mod:`scenarios.limits`) unless ``force``.
     """
     sc, doc = _as_scenario(scenario, overrides, seed)
     try:
-        return _run(sc, out, write, progress, allow_plugins)
+        return _run(sc, out, write, progress, allow_plugins, force)
     except ScenarioError as exc:
         raise (doc.locate(exc) if doc is not None else exc) from None
 
@@ -181,9 +184,14 @@ def _run(
     write: bool,
     progress: Progress | None,
     allow_plugins: bool,
+    force: bool = False,
 ) -> Results:
     check_plugins(sc, allow_plugins)
+    _check_cost(sc)
     prep = prepare(sc)
+    from scenarios.limits import check_limits
+
+    check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
     seen: dict[str, int | None] = {"events": None}
     engine = ENGINES.get(sc.engine)
     ctx = RunContext(
@@ -201,18 +209,57 @@ def _run(
         raise ScenarioError(
             f"engine {sc.engine!r} is not available: {exc}", path="engine"
         ) from None
+    except ValueError as exc:
+        # a user CC plug-in that set NaN/negative rates or raised (nic.congestion's guard)
+        from nic.congestion.api import CongestionControlError
+
+        if not isinstance(exc, CongestionControlError):
+            raise
+        raise ScenarioError(
+            f"the congestion-control plug-in stopped the run: {exc}", path="cluster.nic.cc.name"
+        ) from None
     wall = time.perf_counter() - t0
     if eo.events is None:
         eo.events = seen["events"]
     res = _assemble(sc, prep, eo, wall)
     res.summary = _with_bound(res.summary, ctx)
+    if len(res.phases):
+        from scenarios.analysis import analyse
+
+        # stragglers, critical ranks/links, GPU idle and bubbles (issue 9)
+        res.summary["analysis"] = analyse(res, prep.cluster).summary()
+    res.cost, res.bom = price(sc, prep.cluster.graph, res)
     if write or out is not None:
         write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph)
     return res
 
 
+def _check_cost(sc: Scenario) -> None:
+    from scenarios.cost.scenario import check_catalog
+
+    try:
+        check_catalog(sc)
+    except ValueError as exc:
+        raise ScenarioError(str(exc), path="cost") from None
+
+
+def price(
+    sc: Scenario, graph: Any, res: Results
+) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """The cost document and BOM of the run's cluster (:mod:`scenarios.cost.scenario`), with
+    the efficiency figures of ``res``. A cluster the catalog cannot price (e.g. a switch radix
+    no catalog box has) does not fail the run: the document then says why it has no cost."""
+    from scenarios.cost.scenario import cost_report
+
+    try:
+        return cost_report(sc, graph=graph, performance=res.performance())
+    except ValueError as exc:
+        return {"error": str(exc)}, None
+
+
 def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> list[Path]:
-    """Tables, summary, resolved scenario, plots (and the report when asked) under ``out``."""
+    """Tables, summary, cost (``bom.csv``, ``cost.json``), resolved scenario, plots (and the
+    report when asked) under ``out``."""
     written = res.write(out, sc.outputs.formats)
     write_graphml = topology_io("write_graphml")
     if graph is not None and write_graphml is not None:

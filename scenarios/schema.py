@@ -49,6 +49,7 @@ from fabric.units import (
     parse_size,
     parse_time,
 )
+from scenarios.cost.spec import CostSpec
 from scenarios.registries import check_name
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "Scenario",
     "SimConfig",
     "SkewConfig",
+    "StorageReads",
     "SwitchConfig",
     "SyntheticWorkload",
     "TopologyConfig",
@@ -513,12 +515,34 @@ class SyntheticWorkload(Strict):
         return v
 
 
+class StorageReads(Strict):
+    """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
+    rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
+    into GPU memory, starting at ``start`` (simulated time), as a stream on the node's PCIe tree
+    that competes with the network traffic (Gen5 NVMe 14 GB/s read, physics.md [S]). Needs a
+    ``cluster.layout`` with SSDs (``layout_params.ssds``). The reads run in the background: a
+    run ends when the workload's phases end, whether or not they finished."""
+
+    reads_per_gpu: Size
+    start: Time = 0.0
+    ranks: list[NonNegInt] | None = None
+
+    @field_validator("reads_per_gpu")
+    @classmethod
+    def _reads_pos(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("reads_per_gpu must be greater than zero bytes")
+        return v
+
+
 class WorkloadConfig(Strict):
-    """Exactly one of ``moe``, ``trace`` or ``synthetic``."""
+    """Exactly one of ``moe``, ``trace`` or ``synthetic``; optionally background ``storage``
+    reads alongside it."""
 
     moe: MoeWorkload | None = None
     trace: TraceWorkload | None = None
     synthetic: SyntheticWorkload | None = None
+    storage: StorageReads | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> WorkloadConfig:
@@ -656,7 +680,7 @@ class Scenario(Strict):
     workload: WorkloadConfig
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     faults: list[Fault] = Field(default_factory=list)
-    cost: dict[str, Any] | None = None
+    cost: CostSpec | None = None
 
     @field_validator("name")
     @classmethod

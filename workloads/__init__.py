@@ -3,8 +3,9 @@
 Modules, one job each: ``models`` (MoE presets), ``gating`` (router top-k, limited routing,
 popularity/skew models, replay), ``placement`` (experts on ranks, EPLB-style replicas),
 ``layout`` (DeepEP's get_dispatch_layout), ``precision`` (FP8 E4M3 / BF16 wire formats),
-``dispatch`` and ``combine`` (the kernels on real token tensors), ``compute`` (expert grouped-GEMM
-time), ``traffic`` (per-mode messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
+``dispatch`` and ``combine`` (the kernels on real token tensors), ``workspace`` (their reusable
+buffers, as DeepEP's Buffer), ``compute`` (expert grouped-GEMM time), ``traffic`` (per-mode
+messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
 ``moe`` (moe_layer_trace), ``synthetic`` (fabric test patterns), ``splits`` (all-to-all split
 matrices) and ``catalog`` (the WORKLOADS registry).
 
@@ -19,12 +20,14 @@ from workloads.catalog import WORKLOADS, build_workload
 from workloads.models import MODELS, MoEModel, get_model
 from workloads.moe import moe_layer, moe_layer_trace
 from workloads.trace import TraceError, compute_table, read_trace, validate_trace, write_trace
+from workloads.workspace import Workspace
 
 __all__ = [
     "MODELS",
     "WORKLOADS",
     "MoEModel",
     "TraceError",
+    "Workspace",
     "build_workload",
     "compute_table",
     "get_model",

@@ -9,7 +9,9 @@ Three modes (the ``MODES`` registry), after the kernels they model (physics.md, 
   source rank, then token, with ``recv_topk_idx`` (local expert ids, -1 where the expert is
   elsewhere) and ``recv_topk_weights``, as DeepEP returns them.
 - ``deepep-low-latency`` (DeepEP low-latency kernels): one message per (token, expert), each with
-  a 16 B header; received rows are grouped per local expert.
+  a 16 B header; received rows are grouped per local expert. The kernels put every message
+  straight to its rank over RDMA (IBGDA), intra-node peers included, unless the Buffer was built
+  with ``allow_nvlink_for_low_latency_mode`` (see workloads.traffic).
 - ``megatron-alltoall`` (Megatron-LM's all-to-all token dispatcher): one row per (token, expert),
   no dedup; rows grouped per expert, as the grouped GEMM wants them.
 
@@ -28,18 +30,24 @@ import numpy as np
 from fabric.registry import Registry
 from workloads.layout import check_topk, token_rank_matrix
 from workloads.precision import WireTokens
+from workloads.workspace import Workspace
 
 __all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode"]
 
 
 @dataclass(frozen=True)
 class DispatchMode:
-    """How a mode turns routed (token, expert) copies into messages."""
+    """How a mode turns routed (token, expert) copies into messages.
+
+    ``rdma_peers``: the kernel reaches every other rank over RDMA, peers in its own node too
+    (DeepEP low-latency: IBGDA puts), unless NVLink is allowed for them (workloads.traffic).
+    """
 
     name: str
     dedup: bool
     hierarchical: bool
     header_bytes: int
+    rdma_peers: bool = False
 
 
 MODES: Registry[DispatchMode] = Registry("dispatch mode")
@@ -50,8 +58,10 @@ MODES.add(
 )
 MODES.add(
     "deepep-low-latency",
-    DispatchMode("deepep-low-latency", dedup=False, hierarchical=False, header_bytes=16),
-    "DeepEP low-latency: one message per (token, expert), 16 B header, direct",
+    DispatchMode(
+        "deepep-low-latency", dedup=False, hierarchical=False, header_bytes=16, rdma_peers=True
+    ),
+    "DeepEP low-latency: one message per (token, expert), 16 B header, direct over RDMA",
 )
 MODES.add(
     "megatron-alltoall",
@@ -71,9 +81,10 @@ class DispatchHandle:
     Received rows of rank r are ``rank_offsets[r]:rank_offsets[r+1]``; ``row_token`` is each
     row's source token. Per-copy modes set ``row_expert`` (physical expert) and ``row_weight``;
     ``deepep-normal`` sets ``recv_topk_idx`` (local expert id or -1) and ``recv_topk_weights``.
-    ``combine_rows[t]`` lists the rows of token t, padded with row 0 at ``combine_weight`` 0;
-    ``combine_weight`` is the gate weight of each row (1 for ``deepep-normal``, whose rows come
-    back already weighted).
+    ``combine_rows[t]`` lists the rows of token t (per-copy modes: one per top-k slot, in slot
+    order; ``deepep-normal``: one per destination rank, ascending), padded with row 0 at
+    ``combine_weight`` 0; ``combine_weight`` is the gate weight of each row (1 for
+    ``deepep-normal``, whose rows come back already weighted).
     """
 
     mode: DispatchMode
@@ -110,19 +121,48 @@ def _check_routing(
     return topk_idx, topk_weights
 
 
-def _combine_plan(
-    row_token: np.ndarray, row_weight: np.ndarray | None, num_tokens: int
+def _sort_key(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values`` (0 <= v < bound) in the narrowest unsigned type: NumPy's stable argsort is a
+    radix sort (linear time) for 8- and 16-bit keys, a merge sort for wider ones."""
+    if bound <= 1 << 8:
+        return values.astype(np.uint8)
+    if bound <= 1 << 16:
+        return values.astype(np.uint16)
+    return values
+
+
+def _copy_plan(
+    order: np.ndarray, topk_idx: np.ndarray, topk_weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """[tokens, max rows per token] row ids and weights; padding is row 0 with weight 0."""
-    rows = np.argsort(row_token, kind="stable")
-    counts = np.bincount(row_token, minlength=num_tokens)
+    """Combine plan of a per-copy mode: row of each (token, slot), the inverse of ``order``.
+
+    Masked slots point at row 0 with weight 0; the plan is [tokens, k] in slot order, the order
+    in which DeepEP's low-latency combine and Megatron's unpermute add a token's copies.
+    """
+    n, k = topk_idx.shape
+    plan = np.zeros(n * k, dtype=np.int64)
+    plan[order] = np.arange(order.shape[0])
+    weight = np.where(topk_idx >= 0, topk_weights, np.float32(0))
+    return plan.reshape(n, k), np.ascontiguousarray(weight, dtype=np.float32)
+
+
+def _dedup_plan(in_rank: np.ndarray, rank_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Combine plan of ``deepep-normal``: each token's rows, by destination rank, weight 1.
+
+    Row of (token t, rank r) = rank_offsets[r] + number of tokens before t sent to r. The plan is
+    [tokens, max ranks per token]; padding is row 0 with weight 0.
+    """
+    n = in_rank.shape[0]
+    before = np.cumsum(in_rank, axis=0, dtype=np.int64)
+    tok, dst = np.nonzero(in_rank)  # row-major: grouped by token, ranks ascending
+    rows = before[tok, dst] - 1 + rank_offsets[dst]
+    counts = in_rank.sum(axis=1)
     width = max(int(counts.max(initial=0)), 1)
-    tok = row_token[rows]
-    slot = np.arange(rows.shape[0]) - (np.cumsum(counts) - counts)[tok]
-    plan = np.zeros((num_tokens, width), dtype=np.int64)
-    weight = np.zeros((num_tokens, width), dtype=np.float32)
+    slot = np.arange(tok.shape[0]) - (np.cumsum(counts) - counts)[tok]
+    plan = np.zeros((n, width), dtype=np.int64)
+    weight = np.zeros((n, width), dtype=np.float32)
     plan[tok, slot] = rows
-    weight[tok, slot] = 1.0 if row_weight is None else row_weight[rows]
+    weight[tok, slot] = 1.0
     return plan, weight
 
 
@@ -147,6 +187,14 @@ def _gather(x: WireTokens, rows: np.ndarray, out: WireTokens | None) -> WireToke
     return WireTokens(x.dtype, data, scales)
 
 
+def _workspace_tokens(ws: Workspace, x: WireTokens, rows: int) -> WireTokens:
+    data = ws.array("dispatch.data", (rows, x.hidden), x.data.dtype)
+    scales = None
+    if x.scales is not None:
+        scales = ws.array("dispatch.scales", (rows, x.scales.shape[1]), np.float32)
+    return WireTokens(x.dtype, data, scales)
+
+
 def dispatch(
     x: WireTokens,
     topk_idx: np.ndarray,
@@ -156,41 +204,47 @@ def dispatch(
     mode: str | DispatchMode = "deepep-normal",
     *,
     out: WireTokens | None = None,
+    workspace: Workspace | None = None,
 ) -> tuple[WireTokens, DispatchHandle]:
     """Dispatch the tokens of a whole EP group (all ranks' tokens stacked, any order).
 
     ``topk_idx`` holds *physical* expert ids (see workloads.placement), expert p on rank
     p // (num_experts / num_ranks). Returns the receive rows of all ranks (rank r's rows are
     ``handle.rank_offsets[r]:...[r+1]``) and the handle for :func:`workloads.combine.combine`.
-    ``out`` may be a preallocated buffer (like DeepEP's ``Buffer``) to avoid page faults.
+    ``out`` may be a preallocated receive buffer (its first rows are filled); without it,
+    ``workspace`` (workloads.workspace, DeepEP's ``Buffer``) provides one that is reused across
+    calls (valid until the next dispatch with that workspace), else a new one is allocated.
     """
     m = get_mode(mode)
     topk_idx, topk_weights = _check_routing(x, topk_idx, topk_weights, num_experts, num_ranks)
     n, k = topk_idx.shape
     per_rank = num_experts // num_ranks
+    rank_offsets = np.zeros(num_ranks + 1, dtype=np.int64)
     if m.dedup:
         # is_token_in_rank read as [rank, token] in row-major order yields the (dst, token)
         # pairs deduplicated and sorted by destination, then source token (DeepEP's order).
         in_rank = token_rank_matrix(topk_idx, per_rank, num_ranks)
         dst, row_token = np.divmod(np.flatnonzero(in_rank.T), n)
+        np.cumsum(in_rank.sum(axis=0), out=rank_offsets[1:])
         row_topk = topk_idx[row_token]
         here = (row_topk >= 0) & (row_topk // per_rank == dst[:, None])
         recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)
         recv_w = np.where(here, topk_weights[row_token], np.float32(0))
         extra = {"recv_topk_idx": recv_idx, "recv_topk_weights": recv_w}
-        row_weight = None
+        combine_rows, combine_weight = _dedup_plan(in_rank, rank_offsets)
     else:
         flat_e = topk_idx.ravel()
         pos = np.flatnonzero(flat_e >= 0)
-        order = pos[np.argsort(flat_e[pos], kind="stable")]  # by expert, then token
+        key = _sort_key(flat_e[pos], num_experts)
+        order = pos[np.argsort(key, kind="stable")]  # by expert, then token
         row_token = order // k
         row_expert = flat_e[order]
-        dst = row_expert // per_rank
         row_weight = topk_weights.ravel()[order]
+        np.cumsum(np.bincount(row_expert // per_rank, minlength=num_ranks), out=rank_offsets[1:])
         extra = {"row_expert": row_expert, "row_weight": row_weight}
-    rank_offsets = np.zeros(num_ranks + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_ranks), out=rank_offsets[1:])
-    combine_rows, combine_weight = _combine_plan(row_token, row_weight, n)
+        combine_rows, combine_weight = _copy_plan(order, topk_idx, topk_weights)
+    if out is None and workspace is not None:
+        out = _workspace_tokens(workspace, x, row_token.shape[0])
     recv = _gather(x, row_token, out)
     handle = DispatchHandle(
         mode=m,

@@ -182,6 +182,7 @@ def moe_layer_trace(
     combine_dtype: str = "bf16",
     achieved_flops: float = DEFAULT_ACHIEVED_FLOPS,
     compute_overhead_s: float = 0.0,
+    allow_nvlink_for_low_latency_mode: bool = False,
 ) -> pd.DataFrame:
     """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
 
@@ -192,6 +193,9 @@ def moe_layer_trace(
     'model' (the model's group limit), 'none', or 'node' (at most ``max_nodes`` nodes per
     token, default the model's topk_groups). ``placement``: a PLACEMENTS name. Dtypes: wire
     formats of dispatch and combine (workloads.precision). Compute: workloads.compute.
+    ``allow_nvlink_for_low_latency_mode``: DeepEP's Buffer argument; for
+    ``deepep-low-latency`` False (default) sends every message to another rank over RDMA,
+    True sends same-node ones over the scale-up domain (workloads.traffic).
 
     Returns a validated trace (workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
@@ -245,7 +249,14 @@ def moe_layer_trace(
             for k, v in lt.layout.stats().items():
                 stats.setdefault(k, []).append(v)
             for phase, bpt in (("dispatch", bpt_d), ("combine", bpt_c)):
-                parts.append((st, ly, phase, phase_messages(lt.layout, mode_, phase, bpt)))
+                msgs = phase_messages(
+                    lt.layout,
+                    mode_,
+                    phase,
+                    bpt,
+                    allow_nvlink_for_low_latency_mode=allow_nvlink_for_low_latency_mode,
+                )
+                parts.append((st, ly, phase, msgs))
             (comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly]) = (
                 rank_compute(
                     lt.layout.layout.num_tokens_per_expert,
@@ -291,6 +302,7 @@ def moe_layer_trace(
         dispatch_bytes_per_token=bpt_d,
         combine_bytes_per_token=bpt_c,
         achieved_flops=achieved_flops,
+        allow_nvlink_for_low_latency_mode=bool(allow_nvlink_for_low_latency_mode),
         **{k: float(np.mean(v)) for k, v in stats.items()},
         compute=comp,
     )

@@ -14,9 +14,21 @@ bytes        int64    payload bytes (>= 0; wire overhead is the fabric's busines
 tokens       int64    token rows carried (>= 0; 0 for non-token traffic)
 start_s      float64  earliest start in seconds, relative to the phase start (>= 0)
 hop          str      "rdma" | "scaleup" | "local" (same node = scale-up domain)
-stage        int64    OPTIONAL route stage: 0 first hop; 1 rows forward what stage-0
-                      rows delivered to their src_rank (deepep-normal); default 0
+stage        int64    OPTIONAL route stage, 0 or 1 (absent: every row is stage 0);
+                      see "Route stages" below
 ===========  =======  ============================================================
+
+Route stages (the optional ``stage`` column). Stage 0: the message can start at the phase
+start (plus its ``start_s``). Stage 1: the message is sent by a forwarder and waits for the
+stage-0 messages of the same (step, layer, phase) that arrive at its ``src_rank``. In
+``deepep-normal`` dispatch (workloads.traffic) stage 1 is the intra-node NVLink forward that
+waits for the RDMA stage's arrival at that forwarder (the GPU with the same local index as the
+source on the target node); in combine it is the mirror image: the forwarder's RDMA send back
+waits for the intra-node partial sums arriving at it. ``start_s`` of a stage-1 row is still
+relative to the phase start (a lower bound next to the dependency). Validation rejects a stage
+other than 0 or 1 and a stage-1 row whose ``src_rank`` receives no stage-0 row in its (step,
+layer, phase): it could never start. An engine that ignores the column treats all rows as
+stage 0 (simultaneous), an optimistic bound.
 
 ``df.attrs`` carries ``num_ranks`` (required) and free metadata (model, mode, gpus_per_node,
 pattern, routing statistics, ...). Per-rank expert-compute durations for the
@@ -201,6 +213,8 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
             raise TraceError(
                 f"column {c!r} has {v[i]!r} at row {i}; expected one of {', '.join(allowed)}"
             )
+    if "stage" in df.columns:
+        _check_stages(df)
     casts = {
         c: np.int64
         for c in (*INT_COLUMNS, *OPTIONAL)
@@ -214,6 +228,36 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
         df.attrs = attrs
     df.attrs["num_ranks"] = num_ranks
     return df
+
+
+def _check_stages(df: pd.DataFrame) -> None:
+    """Stage values are 0/1 and every stage-1 sender receives a stage-0 row in its phase."""
+    stage = df["stage"].to_numpy(dtype=np.int64)
+    if (stage > 1).any():
+        i = _first_bad(stage > 1)
+        raise TraceError(
+            f"column 'stage' has {stage[i]} at row {i}; expected 0 (starts at the phase start) "
+            "or 1 (waits for the stage-0 rows arriving at its src_rank)"
+        )
+    second = stage == 1
+    if not second.any():
+        return
+    keys = ["step", "layer", "phase"]
+    arrivals = pd.MultiIndex.from_arrays(
+        [df[c].to_numpy()[~second] for c in keys] + [df["dst_rank"].to_numpy()[~second]]
+    )
+    senders = pd.MultiIndex.from_arrays(
+        [df[c].to_numpy()[second] for c in keys] + [df["src_rank"].to_numpy()[second]]
+    )
+    fed = senders.isin(arrivals)
+    if not fed.all():
+        i = int(np.flatnonzero(second)[np.flatnonzero(~fed)[0]])
+        row = df.iloc[i]
+        raise TraceError(
+            f"column 'stage' is 1 at row {i} (step {row['step']}, layer {row['layer']}, "
+            f"{row['phase']}, src_rank {row['src_rank']}) but no stage-0 row of that phase "
+            f"arrives at rank {row['src_rank']}; a stage-1 row forwards what stage 0 delivered"
+        )
 
 
 def _first_non_integer(s: pd.Series) -> tuple[int, Any] | None:

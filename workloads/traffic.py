@@ -6,6 +6,13 @@ same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is
 
 - ``megatron-alltoall`` / ``deepep-low-latency``: direct messages carrying pair_copies[s, t]
   (token, expert) rows each way; the low-latency dispatch adds its 16 B header per row.
+  Megatron's all-to-all (NCCL) uses the scale-up domain inside a node, so its hops follow
+  locality. DeepEP's low-latency kernels put every message over RDMA (IBGDA), peers in the same
+  node included; only a rank's copies to itself are ``local``. With
+  ``allow_nvlink_for_low_latency_mode=True`` (DeepEP's Buffer argument: NVSHMEM P2P over NVLink
+  for intra-node peers) same-node messages become ``scaleup``. Here the default is False, the
+  pure-RDMA path the low-latency design is described with; note that DeepEP's own ``Buffer``
+  defaults the argument to True, so a stock deployment on NVLink nodes should pass True.
 - ``deepep-normal`` (physics.md: RDMA to the same local index on each target node, then NVLink
   to the experts there). Dispatch stage 0: RDMA s -> (node b, local index of s) carrying
   node_tokens[s, b] for every other node b, and direct scale-up s -> t inside s's node carrying
@@ -67,12 +74,17 @@ def _matrix_rows(mat: np.ndarray, stage: int) -> tuple[np.ndarray, ...]:
 
 
 def _assemble(
-    parts: list[tuple[np.ndarray, ...]], bytes_per_token: int, gpn: int | None
+    parts: list[tuple[np.ndarray, ...]],
+    bytes_per_token: int,
+    gpn: int | None,
+    rdma_peers: bool = False,
 ) -> Messages:
     src, dst, tok, stage = (
         np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(4)
     )
-    return Messages(src, dst, tok, tok * bytes_per_token, classify_hops(src, dst, gpn), stage)
+    # DeepEP low-latency: IBGDA puts to every other rank, NVLink peers included
+    hop = np.where(src == dst, "local", "rdma") if rdma_peers else classify_hops(src, dst, gpn)
+    return Messages(src, dst, tok, tok * bytes_per_token, hop, stage)
 
 
 def _forward_matrix(pair_tokens: np.ndarray, gpn: int) -> np.ndarray:
@@ -88,21 +100,34 @@ def _forward_matrix(pair_tokens: np.ndarray, gpn: int) -> np.ndarray:
 
 
 def phase_messages(
-    lay: EPLayout, mode: str | DispatchMode, phase: str, bytes_per_token: int
+    lay: EPLayout,
+    mode: str | DispatchMode,
+    phase: str,
+    bytes_per_token: int,
+    *,
+    allow_nvlink_for_low_latency_mode: bool = False,
 ) -> Messages:
     """Messages of ``phase`` ('dispatch' or 'combine') for ``mode`` (module docstring).
 
     ``bytes_per_token`` is the payload per token row (workloads.precision.bytes_per_token);
-    the mode's per-message header is added here.
+    the mode's per-message header is added here. ``allow_nvlink_for_low_latency_mode`` only
+    matters for modes that reach their peers over RDMA (``deepep-low-latency``): True sends
+    same-node messages over the scale-up domain instead.
     """
     m = get_mode(mode)
     if phase not in ("dispatch", "combine"):
         raise ValueError(f"phase must be 'dispatch' or 'combine'; got {phase!r}")
     gpn = lay.gpus_per_node
     header = m.header_bytes if phase == "dispatch" else 0
+    if not isinstance(allow_nvlink_for_low_latency_mode, (bool, np.bool_)):
+        raise ValueError(
+            "allow_nvlink_for_low_latency_mode must be True or False; "
+            f"got {allow_nvlink_for_low_latency_mode!r}"
+        )
     if not m.dedup:
         mat = lay.pair_copies if phase == "dispatch" else lay.pair_copies.T
-        return _assemble([_matrix_rows(mat, 0)], bytes_per_token + header, gpn)
+        rdma_peers = m.rdma_peers and not allow_nvlink_for_low_latency_mode
+        return _assemble([_matrix_rows(mat, 0)], bytes_per_token + header, gpn, rdma_peers)
     r = lay.num_ranks
     if gpn is None or gpn >= r:  # one node: every pair is direct
         mat = lay.pair_tokens if phase == "dispatch" else lay.pair_tokens.T

@@ -284,9 +284,7 @@ class FlowPaths:
                 sa, ca = np.asarray(s_list), np.asarray(c_list)
                 label = f"spines{{{nodes[key[0]]}..}}"
                 self.group_up[g] = add(f"up({label})", list(self._lookup(sa, ca)), "spine-core")
-                self.group_down[g] = add(
-                    f"down({label})", list(self._lookup(ca, sa)), "spine-core"
-                )
+                self.group_down[g] = add(f"down({label})", list(self._lookup(ca, sa)), "spine-core")
 
         # ---- scale-up ports: one egress and one ingress constraint per GPU
         self.gpu_egress = np.full(nn, -1, dtype=np.int64)
@@ -329,8 +327,9 @@ class FlowPaths:
     def n_constraints(self) -> int:
         return int(self.capacity.size)
 
-    def add_constraints(self, names: list[str], capacity: np.ndarray, tier: str,
-                        switch_egress: bool = False) -> np.ndarray:  # fmt: skip
+    def add_constraints(
+        self, names: list[str], capacity: np.ndarray, tier: str, switch_egress: bool = False
+    ) -> np.ndarray:
         """Append caller-defined constraints (NIC packet rate, PCIe, ...); returns their ids."""
         cap = np.asarray(capacity, dtype=float)
         if cap.shape != (len(names),):
@@ -435,8 +434,15 @@ class FlowPaths:
         with np.errstate(over="ignore"):
             return mix64(k ^ mix64(np.uint64(self.seed * 1_000_003 + salt)))
 
-    def route(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray, *, mode: str = "hash",
-              n_paths: int = 1) -> Route:  # fmt: skip
+    def route(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        key: np.ndarray,
+        *,
+        mode: str = "hash",
+        n_paths: int = 1,
+    ) -> Route:
         """Routes from NIC port nodes ``src`` to ``dst`` (node indices, same plane).
 
         ``mode`` ``"hash"``: ``n_paths`` hashed equal-cost paths (1 = ECMP), even split;

@@ -131,9 +131,23 @@ class FlowSim:
         new_k = max(cur_k, k)
         old = {
             name: getattr(self, name)
-            for name in ("idx", "coef", "frac", "size", "rem", "pkts", "latency_s", "cap",
-                         "weight", "rate", "t_post", "t_start", "t_sent", "t_deliver",
-                         "committed")  # fmt: skip
+            for name in (
+                "idx",
+                "coef",
+                "frac",
+                "size",
+                "rem",
+                "pkts",
+                "latency_s",
+                "cap",
+                "weight",
+                "rate",
+                "t_post",
+                "t_start",
+                "t_sent",
+                "t_deliver",
+                "committed",
+            )
         }
         self._alloc(new_n, new_k)
         m = self.n
@@ -233,6 +247,12 @@ class FlowSim:
             self.t_start[new] = now
             act = np.concatenate([act, new])
         self._t_last = now
+        # flows that have sent their last byte leave before the rates are re-solved
+        done = self.rem[act] <= 1e-9 * self.size[act] + 1e-6
+        if done.any():
+            self.rate[act[done]] = 0.0
+            self._commit(act[done], np.full(int(done.sum()), now))
+            act = act[~done]
         self._active = act
         if not act.size:
             return
@@ -243,9 +263,8 @@ class FlowSim:
         self.solves += 1
         self.rate[act] = rate
         rem = np.maximum(self.rem[act], 0.0)
-        done = rem <= 1e-9 * self.size[act] + 1e-6
         with np.errstate(divide="ignore", invalid="ignore"):
-            t_fin = np.where(done, now, now + 8.0 * rem / rate)
+            t_fin = now + 8.0 * rem / rate
         t_fin = np.where(np.isnan(t_fin), np.inf, t_fin)
         origin = max(self.t0, float(self.t_start[act].min())) if self.rtol > 0 else now
         window = now + self.rtol * max(now - origin, 0.0)

@@ -43,8 +43,9 @@ def wire_bytes(
     return full + np.maximum(last + overhead, MIN_WIRE_BYTES) + first_extra
 
 
-def goodput_fraction(nbytes: np.ndarray | int, mtu: int, overhead: int = ROCE_OVERHEAD,
-                     first_extra: int = 0) -> np.ndarray:  # fmt: skip
+def goodput_fraction(
+    nbytes: np.ndarray | int, mtu: int, overhead: int = ROCE_OVERHEAD, first_extra: int = 0
+) -> np.ndarray:
     """Payload bytes per wire byte of each message (``B / wire(B)``; 1 for an empty one)."""
     b = np.asarray(nbytes, dtype=np.int64)
     w = wire_bytes(b, mtu, overhead, first_extra)

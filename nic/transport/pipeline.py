@@ -9,7 +9,8 @@ Model:
   595 Mpps) [D]. The ceiling is a reservation on a time line (no event per packet): a packet
   arriving while the pipeline is idle passes at once; only a backlog costs a scheduled event.
 * QP-context cache. Each packet needs its QP's context (PSNs, rate, keys). The NIC caches
-  ``entries`` contexts (LRU, shared by TX and RX); a miss fetches the context from host memory
+  ``entries`` contexts (shared by TX and RX; CLOCK replacement, the hardware approximation
+  of LRU); a miss fetches the context from host memory
   over PCIe, which delays that packet by ``miss_penalty_s`` and occupies the pipeline for
   ``miss_penalty_s / parallel_fetches`` (the NIC overlaps a few fetches). Defaults are
   estimates [E]: 4096 entries, 1 us per miss (a PCIe read round trip), 16 fetches in flight.
@@ -22,8 +23,6 @@ Model:
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 __all__ = ["DEFAULT_PPS", "PacketPipeline", "QpContextCache"]
 
 #: Default packet-rate ceiling, packets/s (physics.md: the brief's SmartNIC, 400 Mpps [S]).
@@ -31,33 +30,46 @@ DEFAULT_PPS = 400e6
 
 
 class QpContextCache:
-    """LRU cache of QP contexts; :meth:`touch` returns True on a hit."""
+    """The NIC's QP-context cache; :meth:`touch` returns True on a hit.
 
-    __slots__ = ("_lru", "entries", "hits", "last", "misses")
+    Replacement is CLOCK (second chance), the usual hardware approximation of LRU: a hit sets
+    the entry's reference bit (one dict store, no reordering); a miss in a full cache sweeps the
+    clock hand, clearing reference bits, and evicts the first entry found without one.
+    ``entries=None`` is an unbounded cache (only cold misses).
+    """
+
+    __slots__ = ("_hand", "_ref", "_ring", "entries", "hits", "misses")
 
     def __init__(self, entries: int | None = 4096) -> None:
         if entries is not None and (isinstance(entries, bool) or entries < 1):
             raise ValueError(f"QP-context cache entries {entries!r}; expected an int >= 1 or None")
         self.entries = entries
-        self._lru: OrderedDict[int, None] = OrderedDict()
-        self.last = -1
+        self._ref: dict[int, int] = {}  # cached QP -> reference bit
+        self._ring: list[int] = []  # cached QPs in clock order
+        self._hand = 0
         self.hits = 0
         self.misses = 0
 
     def touch(self, qp: int) -> bool:
-        if qp == self.last:  # back-to-back packets of one QP: already most recent
-            self.hits += 1
-            return True
-        self.last = qp
-        lru = self._lru
-        if qp in lru:
-            lru.move_to_end(qp)
+        ref = self._ref
+        if qp in ref:
+            ref[qp] = 1
             self.hits += 1
             return True
         self.misses += 1
-        lru[qp] = None
-        if self.entries is not None and len(lru) > self.entries:
-            lru.popitem(last=False)
+        ring = self._ring
+        if self.entries is None or len(ring) < self.entries:
+            ring.append(qp)
+        else:
+            h = self._hand
+            n = len(ring)
+            while ref[ring[h]]:
+                ref[ring[h]] = 0
+                h = h + 1 if h + 1 < n else 0
+            del ref[ring[h]]
+            ring[h] = qp
+            self._hand = h + 1 if h + 1 < n else 0
+        ref[qp] = 1
         return False
 
 

@@ -193,7 +193,6 @@ class QueuePair:
         "_fetched",
         "_last_tx",
         "_last_wire",
-        "_rto_cb",
         "_sel_ack",
         "_timer_at",
         "_tlp_ok",
@@ -288,8 +287,7 @@ class QueuePair:
         self.tlp_deadline = _INF
         self._tlp_ok = mode == 1  # tail-loss probes in selective-repeat mode only
         self.tlp_probes = 0
-        self._rto_cb: Any = None
-        self._timer_at = _INF
+        self._timer_at = _INF  # when the NIC's timer wheel calls _on_rto next (inf: never)
         self._ccev = CCEvent(0.0)
         self._cc_tx = cc.uses_tx
         self.want_int = cc.requires_int
@@ -351,7 +349,9 @@ class QueuePair:
         psn = snd.pick()
         if psn < 0:
             return None
-        m = self._msg_of(psn)
+        m = self.seg
+        if m is None or not m.first_psn <= psn < m.end_psn:
+            m = self._msg_of(psn)
         mtu = self.mtu
         idx = psn - m.first_psn
         last = idx == m.npkts - 1
@@ -431,13 +431,12 @@ class QueuePair:
         return pto if pto > snd.reo_min_s else snd.reo_min_s
 
     def _arm(self, t: float) -> None:
-        """Make sure the timer fires no later than ``t`` (one live timer per QP)."""
-        if self._rto_cb is not None:
-            if self._timer_at <= t:
-                return
-            self._rto_cb.cancel()
+        """Make sure the timer fires no later than ``t`` (one live timer per QP, kept by the
+        NIC's timer heap so that thousands of QPs add one event-heap entry per NIC)."""
+        if self._timer_at <= t:
+            return
         self._timer_at = t
-        self._rto_cb = self.nic.call_at(t, self._on_rto)
+        self.nic.arm_timer(self, t)
 
     def repace(self, now: float) -> None:
         """Re-read the CC rate after a timer tick: recompute the next departure time."""
@@ -595,9 +594,8 @@ class QueuePair:
         while und and und[0].end_psn <= rcv_nxt:
             und.popleft().t_delivered = now
 
-    def _on_rto(self, _arg: object = None) -> None:
-        self._rto_cb = None
-        self._timer_at = _INF
+    def _on_rto(self) -> None:
+        """The timer fired (the NIC has cleared ``_timer_at``): TLP, then RTO if due."""
         snd = self.snd
         if snd.high_sent <= snd.snd_una:
             self.rto_deadline = _INF

@@ -6,25 +6,14 @@ Typical use::
     from scenarios.cost import cost_cluster, efficiency
     cost = cost_cluster(graph, {"years": 4}, nic_model="panmai-920", layout="on-card-switch")
     cost.capex_by_category(); cost.tco(); efficiency(cost, results_summary)
+
+Names load lazily, so that the scenario schema can use :mod:`scenarios.cost.spec` without
+importing the BOM machinery (networkx, pandas).
 """
 
 from __future__ import annotations
 
-from scenarios.cost.bom import (
-    CATEGORIES,
-    COST_ITEMS,
-    INTERCONNECT_CATEGORIES,
-    BomContext,
-    BomError,
-    BomLine,
-    bom_frame,
-    build_bom,
-    choose_link,
-    choose_switch,
-)
-from scenarios.cost.catalog import Catalog, CatalogError, load_catalog
-from scenarios.cost.model import CostBreakdown, cost_cluster, efficiency
-from scenarios.cost.spec import CostSpec, CostSpecError, parse_cost_spec
+from typing import Any
 
 __all__ = [
     "CATEGORIES",
@@ -47,3 +36,32 @@ __all__ = [
     "load_catalog",
     "parse_cost_spec",
 ]
+
+_HOME = {
+    **dict.fromkeys(
+        (
+            "CATEGORIES",
+            "COST_ITEMS",
+            "INTERCONNECT_CATEGORIES",
+            "BomContext",
+            "BomError",
+            "BomLine",
+            "bom_frame",
+            "build_bom",
+            "choose_link",
+            "choose_switch",
+        ),
+        "scenarios.cost.bom",
+    ),
+    **dict.fromkeys(("Catalog", "CatalogError", "load_catalog"), "scenarios.cost.catalog"),
+    **dict.fromkeys(("CostBreakdown", "cost_cluster", "efficiency"), "scenarios.cost.model"),
+    **dict.fromkeys(("CostSpec", "CostSpecError", "parse_cost_spec"), "scenarios.cost.spec"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        import importlib
+
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'scenarios.cost' has no attribute {name!r}")

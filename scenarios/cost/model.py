@@ -180,16 +180,6 @@ def cost_cluster(
     )
 
 
-def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _pick(summary: dict[str, Any], what: str) -> float | None:
     for key in SUMMARY_KEYS[what]:
         v = summary.get(key)
@@ -212,7 +202,9 @@ def efficiency(cost: CostBreakdown, summary: Mapping[str, Any]) -> dict[str, flo
     ``summary`` may be flat or nested (a run's ``summary.json``: ``phases.dispatch...``).
     Figures whose inputs are missing are NaN, never guessed.
     """
-    summary = _flat(summary)
+    from scenarios.results import flatten
+
+    summary = flatten(dict(summary))
     nan = float("nan")
     gpus = cost.gpus
     bw = _pick(summary, "bw_per_gpu_Bps")

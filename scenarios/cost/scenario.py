@@ -4,18 +4,26 @@ The graph comes from :func:`scenarios.build.build_graph` (the same preset or bui
 against the topology contract); the NIC model is ``cluster.nic.model`` (catalog item
 ``nic-<model>`` when the catalog has one), the node layout ``cluster.layout``, and the options
 the scenario's ``cost:`` section (:class:`scenarios.cost.spec.CostSpec`).
+
+Every ``podsim run`` prices its cluster with :func:`cost_report` and writes the two files of
+:func:`write_cost_files` (``bom.csv``, ``cost.json``) next to its other results.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scenarios.cost.model import CostBreakdown, cost_cluster
+import pandas as pd
+
+from scenarios.cost.model import CostBreakdown, cost_cluster, efficiency
 from scenarios.cost.spec import parse_cost_spec
 
-__all__ = ["cost_of_scenario", "write_cost"]
+__all__ = [
+    "check_catalog",
+    "cost_document", "cost_of_scenario", "cost_report", "write_cost", "write_cost_files"]
 
 
 def cost_of_scenario(
@@ -35,7 +43,8 @@ def cost_of_scenario(
     if not isinstance(scenario, Scenario) or overrides:
         ref = scenario if not isinstance(scenario, Path) else str(scenario)
         scenario, _ = load_scenario(ref, list(overrides))
-    spec = parse_cost_spec({**(scenario.cost or {}), **(cost or {})})
+    own = scenario.cost.model_dump() if scenario.cost is not None else {}
+    spec = parse_cost_spec({**own, **(cost or {})}) if cost else parse_cost_spec(scenario.cost)
     if graph is None:
         graph = build_graph(scenario)
     return cost_cluster(
@@ -46,6 +55,64 @@ def cost_of_scenario(
     )
 
 
+def check_catalog(scenario: Any) -> None:
+    """Load the catalog a scenario's ``cost:`` section names (with its price overrides), so
+    that a bad catalog file or price is reported before anything is simulated.
+
+    Raises :class:`scenarios.cost.catalog.CatalogError` (a ``ValueError``)."""
+    from scenarios.cost.catalog import load_catalog
+
+    spec = parse_cost_spec(scenario.cost)
+    if spec.catalog is not None or spec.prices:
+        load_catalog(spec.catalog, spec.prices)
+
+
+def cost_document(
+    cost: CostBreakdown, performance: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What ``cost.json`` holds: ``summary`` (capex and power totals and per category, TCO,
+    interconnect fraction next to the rule of thumb), ``tco``, ``capex_by_category``,
+    ``power_by_category`` and, given a run's figures (its summary or
+    :meth:`scenarios.results.Results.performance`), ``efficiency``."""
+    doc: dict[str, Any] = {
+        "summary": cost.summary(),
+        "tco": cost.tco(),
+        "capex_by_category": cost.capex_by_category(),
+        "power_by_category": cost.power_by_category(),
+    }
+    if performance is not None:
+        doc["efficiency"] = efficiency(cost, performance)
+    return doc
+
+
+def cost_report(
+    scenario: Any, *, graph: Any = None, performance: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The :func:`cost_document` and the BOM table of a scenario's cluster."""
+    cost = cost_of_scenario(scenario, graph=graph)
+    return cost_document(cost, performance), cost.bom
+
+
+def write_cost_files(
+    out_dir: str | Path, doc: Mapping[str, Any], bom: pd.DataFrame | None
+) -> list[Path]:
+    """Write ``bom.csv`` (when there is a BOM) and ``cost.json`` (NaN as null) under
+    ``out_dir``; returns the paths."""
+    from scenarios.results import json_safe
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if bom is not None:
+        p = out / "bom.csv"
+        bom.to_csv(p, index=False)
+        written.append(p)
+    p = out / "cost.json"
+    p.write_text(json.dumps(json_safe(dict(doc)), indent=2) + "\n")
+    written.append(p)
+    return written
+
+
 def write_cost(
     scenario: Any,
     out_dir: str | Path,
@@ -53,33 +120,7 @@ def write_cost(
     graph: Any = None,
     summary: Mapping[str, Any] | None = None,
 ) -> list[Path]:
-    """Write a run's cost files under ``out_dir``: ``bom.csv`` (the BOM lines) and
-    ``cost.json`` (capex and power by category, TCO, interconnect fraction next to the rule of
-    thumb, and, given the run's ``summary``, the efficiency figures). Returns the paths."""
-    import json
-    import math
-
-    from scenarios.cost.model import efficiency
-
-    cost = cost_of_scenario(scenario, graph=graph)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    bom = out / "bom.csv"
-    cost.bom.to_csv(bom, index=False)
-    doc: dict[str, Any] = {
-        "summary": cost.summary(),
-        "tco": cost.tco(),
-        "capex_by_category": cost.capex_by_category(),
-        "power_by_category": cost.power_by_category(),
-    }
-    if summary is not None:
-        doc["efficiency"] = efficiency(cost, summary)
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        return None if isinstance(x, float) and not math.isfinite(x) else x
-
-    path = out / "cost.json"
-    path.write_text(json.dumps(clean(doc), indent=2) + "\n")
-    return [bom, path]
+    """Price ``scenario`` and write its cost files under ``out_dir``: ``bom.csv`` (the BOM
+    lines) and ``cost.json`` (:func:`cost_document`; the efficiency figures given the run's
+    ``summary``). Returns the paths."""
+    return write_cost_files(out_dir, *cost_report(scenario, graph=graph, performance=summary))

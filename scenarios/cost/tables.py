@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from rich.table import Table
@@ -12,8 +13,10 @@ from scenarios.cost.model import CostBreakdown
 __all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd"]
 
 
-def usd(x: float) -> str:
-    """``1234567.0`` -> ``'$1,234,567'``."""
+def usd(x: float | None) -> str:
+    """``1234567.0`` -> ``'$1,234,567'``; ``-`` for a missing figure (None, NaN)."""
+    if x is None or not math.isfinite(x):
+        return "-"
     return f"${x:,.0f}"
 
 

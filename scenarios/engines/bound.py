@@ -53,9 +53,15 @@ class PhaseBounds:
     receives; ``fc`` the :class:`FlowCluster`.
     """
 
-    def __init__(self, table: pd.DataFrame, msg_time_s: np.ndarray, offered_bits: np.ndarray,
-                 offered_packets: np.ndarray, own_s: dict[tuple[int, int, str], np.ndarray],
-                 fc: FlowCluster) -> None:  # fmt: skip
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        msg_time_s: np.ndarray,
+        offered_bits: np.ndarray,
+        offered_packets: np.ndarray,
+        own_s: dict[tuple[int, int, str], np.ndarray],
+        fc: FlowCluster,
+    ) -> None:
         self.table = table
         self.msg_time_s = msg_time_s
         self.offered_bits = offered_bits
@@ -97,16 +103,25 @@ def phase_bounds(ctx: RunContext) -> PhaseBounds:
         rows = grp.index.to_numpy()
         rows = rows[moving[rows]]
         own_r = np.zeros(num_ranks)
-        rec: dict[str, Any] = {"step": int(s), "layer": int(l_), "phase": str(ph),
-                               "messages": len(grp)}  # fmt: skip
+        rec: dict[str, Any] = {
+            "step": int(s),
+            "layer": int(l_),
+            "phase": str(ph),
+            "messages": len(grp),
+        }
         if rows.size:
             r = fc.route(rows, src[rows], dst[rows], nbytes[rows], hop[rows])
             go = r.kind == 0
             rr = rows[go]
             b = lower_bound(
-                p.capacity, r.idx[go], r.coef[go], nbytes[rr].astype(float), r.latency_s[go],
-                groups=groups, names=p.names,
-            )  # fmt: skip
+                p.capacity,
+                r.idx[go],
+                r.coef[go],
+                nbytes[rr].astype(float),
+                r.latency_s[go],
+                groups=groups,
+                names=p.names,
+            )
             msg_t[rr] = b.flow_time_s
             valid = r.idx[go] >= 0
             offered += np.bincount(
@@ -123,12 +138,20 @@ def phase_bounds(ctx: RunContext) -> PhaseBounds:
             np.maximum.at(own_r, dst[rr], b.flow_time_s)
             if b.limit_kind == "constraint":
                 cid = int(np.flatnonzero(groups == b.limit_index)[0])
-                rec.update(bound_s=b.time_s, limit=b.limit, limit_kind=_kind(fc, cid),
-                           limit_tier=str(p.tier[cid]))  # fmt: skip
+                rec.update(
+                    bound_s=b.time_s,
+                    limit=b.limit,
+                    limit_kind=_kind(fc, cid),
+                    limit_tier=str(p.tier[cid]),
+                )
             elif b.limit_kind == "flow":
                 m = int(rr[b.limit_index])
-                rec.update(bound_s=b.time_s, limit=f"message {m} ({src[m]}->{dst[m]})",
-                           limit_kind="message", limit_tier="")  # fmt: skip
+                rec.update(
+                    bound_s=b.time_s,
+                    limit=f"message {m} ({src[m]}->{dst[m]})",
+                    limit_kind="message",
+                    limit_tier="",
+                )
             else:
                 rec.update(bound_s=0.0, limit="", limit_kind="none", limit_tier="")
         else:
@@ -165,10 +188,17 @@ def _plan(ctx: RunContext) -> list[tuple[int, int, list[str]]]:
         for s, l_ in comp[["step", "layer"]].drop_duplicates().itertuples(index=False):
             have[(int(s), int(l_))].add("compute")
     return [
-        (s, l_, [p for p in PHASE_ORDER
-                 if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)])
+        (
+            s,
+            l_,
+            [
+                p
+                for p in PHASE_ORDER
+                if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)
+            ],
+        )
         for (s, l_), ph in sorted(have.items())
-    ]  # fmt: skip
+    ]
 
 
 def _chain(ctx: RunContext, pb: PhaseBounds, paced: bool) -> tuple[np.ndarray, pd.DataFrame]:
@@ -209,9 +239,20 @@ def _chain(ctx: RunContext, pb: PhaseBounds, paced: bool) -> tuple[np.ndarray, p
                     if busy.any():
                         floor = start[busy].min() + bound_of.get(key, 0.0)
                         end = np.where(busy, np.maximum(end, floor), end)
-            frames.append(pd.DataFrame({"step": s, "layer": l_, "phase": ph, "rank": ranks,
-                                        "start_s": start, "end_s": end, "bytes_out": bo,
-                                        "bytes_in": bi}))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "step": s,
+                        "layer": l_,
+                        "phase": ph,
+                        "rank": ranks,
+                        "start_s": start,
+                        "end_s": end,
+                        "bytes_out": bo,
+                        "bytes_in": bi,
+                    }
+                )
+            )
             t = end
     if not frames:
         return t, pd.DataFrame()

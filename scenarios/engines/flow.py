@@ -131,8 +131,9 @@ class FlowCluster:
     ``spread_all`` routes every RDMA message over all equal-cost paths (what the bound needs).
     """
 
-    def __init__(self, ctx: RunContext, *, spread_all: bool = False,
-                 options: FlowOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, ctx: RunContext, *, spread_all: bool = False, options: FlowOptions | None = None
+    ) -> None:
         opts = options or OPTIONS
         sc, cl = ctx.scenario, ctx.cluster
         sw = cl.switch
@@ -171,20 +172,34 @@ class FlowCluster:
             if rank_nic is not None
             else p.card_of[self.rank_port[:, 0]]
         )
-        gpu_nodes = np.array([p.node_index.get(f"gpu{int(g)}", -1) for g in cl.rank_gpu],
-                             dtype=np.int64)  # fmt: skip
+        gpu_nodes = np.array(
+            [p.node_index.get(f"gpu{int(g)}", -1) for g in cl.rank_gpu], dtype=np.int64
+        )
         self.rank_gpu_node = gpu_nodes
-        self.rank_has_su = np.where(gpu_nodes >= 0, p.gpu_egress[np.maximum(gpu_nodes, 0)] >= 0,
-                                    False)  # fmt: skip
+        self.rank_has_su = np.where(
+            gpu_nodes >= 0, p.gpu_egress[np.maximum(gpu_nodes, 0)] >= 0, False
+        )
         # NIC-side constraints per card: packet rate (tx, rx) and the PCIe path (tx, rx)
         cards = np.unique(self.rank_card)
-        self.card_pos = {int(c): i for i, c in enumerate(cards)}
+        self.card_pos = np.full(int(cards.max(initial=0)) + 1, -1, dtype=np.int64)
+        self.card_pos[cards] = np.arange(cards.size)
         names = [f"nic{int(c)}" for c in cards]
         pps = float(nic.packet_rate)
-        self.pps_tx = p.add_constraints([f"{m}:tx-pps" for m in names], np.full(cards.size, pps),
-                                        "nic-pps")  # fmt: skip
-        self.pps_rx = p.add_constraints([f"{m}:rx-pps" for m in names], np.full(cards.size, pps),
-                                        "nic-pps")  # fmt: skip
+        self.pps_tx = p.add_constraints(
+            [f"{m}:tx-pps" for m in names], np.full(cards.size, pps), "nic-pps"
+        )
+        self.pps_rx = p.add_constraints(
+            [f"{m}:rx-pps" for m in names], np.full(cards.size, pps), "nic-pps"
+        )
+        # QP-context cache of the SmartNIC (nic.transport.pipeline): a message on a queue pair
+        # whose context is not cached waits ``qp_miss_penalty`` at the sender before its first
+        # packet and at the receiver before delivering it
+        self.qp_penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
+        self.qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
+        if self.endpoint != "nic" or self.qp_cache <= 0:
+            self.qp_penalty = 0.0
+        self._qp_seen: set[int] = set()
+        self._qp_held = np.zeros(0, dtype=np.int64)
         cap = getattr(cl.layout, "nic_rate_cap_bps", None)
         self.pcie_cap = float(cap) if isinstance(cap, int | float) and cap > 0 else None
         self.pcie_tx = self.pcie_rx = None
@@ -195,8 +210,9 @@ class FlowCluster:
 
     # ------------------------------------------------------------------ routes
 
-    def route(self, msg: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-              hop: np.ndarray) -> MessageRoutes:  # fmt: skip
+    def route(
+        self, msg: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, hop: np.ndarray
+    ) -> MessageRoutes:
         """Routes of messages (arrays; ``hop`` strings); local messages are not allowed here."""
         p = self.paths
         msg = np.asarray(msg, dtype=np.int64)
@@ -244,8 +260,13 @@ class FlowCluster:
                 for pl in range(top):
                     use = pl < n_pl
                     plane = np.where(use, pl, 0)
-                    r = p.route(self.rank_port[s, plane], self.rank_port[d, plane], key + pl,
-                                mode=self.mode, n_paths=max(1, self.n_paths))  # fmt: skip
+                    r = p.route(
+                        self.rank_port[s, plane],
+                        self.rank_port[d, plane],
+                        key + pl,
+                        mode=self.mode,
+                        n_paths=max(1, self.n_paths),
+                    )
                     idx_l.append(np.where(use[:, None], r.idx, -1))
                     frac_l.append(np.where(use[:, None], r.frac / n_pl[:, None], 0.0))
                     r_lat = np.maximum(r_lat, np.where(use, r.latency_s, 0.0))
@@ -255,8 +276,8 @@ class FlowCluster:
             n_paths[rows] = (
                 max(1, self.n_paths) if self.mode == "hash" else 0
             )  # 0 = all equal-cost paths
-            cs = np.array([self.card_pos[int(c)] for c in self.rank_card[s]], dtype=np.int64)
-            cd = np.array([self.card_pos[int(c)] for c in self.rank_card[d]], dtype=np.int64)
+            cs = self.card_pos[self.rank_card[s]]
+            cd = self.card_pos[self.rank_card[d]]
             nic_idx = [self.pps_tx[cs], self.pps_rx[cd]]
             if self.pcie_tx is not None and self.pcie_rx is not None:
                 nic_idx += [self.pcie_tx[cs], self.pcie_rx[cd]]
@@ -265,6 +286,10 @@ class FlowCluster:
             first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
             sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + ROCE_OVERHEAD) / first
             lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)
+            if self.qp_penalty > 0:
+                lat[rows] += self._qp_miss_delay(
+                    self.rank_card[s], self.rank_card[d], b[rows], first
+                )
             if self.endpoint == "nic":
                 ack[rows] = lat[rows] + 8.0 * ACK_WIRE_BYTES / first
             parts.append((rows, idx, frac))
@@ -286,8 +311,42 @@ class FlowCluster:
             per_bit = np.where(b > 0, pk / (8.0 * np.maximum(b, 1)), 0.0)
         coef = np.where(is_pps, per_bit[:, None], coef)
         kind = np.where(same_card, 1, 0)
-        return MessageRoutes(kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths,
-                             src_port, dst_port)  # fmt: skip
+        return MessageRoutes(
+            kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port
+        )
+
+    def _qp_miss_delay(
+        self, cs: np.ndarray, cd: np.ndarray, nbytes: np.ndarray, rate: np.ndarray
+    ) -> np.ndarray:
+        """Extra latency of QP-context misses: the first message of each (card, card) queue pair
+        misses at both ends (cold), and every message of a card that talks to more peers than
+        its cache holds misses (LRU capacity misses). The sender's miss delays the first packet;
+        the receiver's is hidden behind the rest of the message's serialisation."""
+        code = cs * (1 << 31) + cd
+        uniq, first_pos = np.unique(code, return_index=True)
+        seen = self._qp_seen
+        fresh = np.fromiter((int(u) not in seen for u in uniq.tolist()), bool, uniq.size)
+        seen.update(uniq[fresh].tolist())
+        cold = np.zeros(code.size, dtype=bool)
+        cold[first_pos[fresh]] = True
+        # QP contexts a card holds: the pairs it sends on plus those it receives on
+        top = int(max(cs.max(initial=0), cd.max(initial=0))) + 1
+        if top > self._qp_held.size:
+            self._qp_held = np.concatenate(
+                [self._qp_held, np.zeros(top - self._qp_held.size, dtype=np.int64)]
+            )
+        np.add.at(self._qp_held, uniq[fresh] // (1 << 31), 1)
+        np.add.at(self._qp_held, uniq[fresh] % (1 << 31), 1)
+        held = self._qp_held
+        busy = (held[cs] > self.qp_cache) | (held[cd] > self.qp_cache)
+        miss = cold | busy
+        wire = wire_bytes(nbytes, self.mtu, ROCE_OVERHEAD, self.first_extra)
+        first_wire = wire_bytes(
+            np.minimum(nbytes, self.mtu), self.mtu, ROCE_OVERHEAD, self.first_extra
+        )
+        hidden = 8.0 * (wire - first_wire) / rate
+        p = self.qp_penalty
+        return np.where(miss, p + np.maximum(0.0, p - hidden), 0.0)
 
     # ------------------------------------------------------------------ tables
 
@@ -328,8 +387,14 @@ class FlowTransport:
         if rtol is None:
             rtol = 0.0 if len(ctx.trace) <= AUTO_EXACT_FLOWS else AUTO_RTOL
         p = self.fc.paths
-        self.sim = FlowSim(self.env, p.capacity, switch_egress=p.switch_egress,
-                           eta=self.fc.efficiency, rtol=float(rtol), on_deliver=self._delivered)  # fmt: skip
+        self.sim = FlowSim(
+            self.env,
+            p.capacity,
+            switch_egress=p.switch_egress,
+            eta=self.fc.efficiency,
+            rtol=float(rtol),
+            on_deliver=self._delivered,
+        )
         n = len(ctx.trace)
         self.end_s = np.full(n, np.nan)
         self.flow_msg = np.zeros(1024, dtype=np.int64)
@@ -338,10 +403,17 @@ class FlowTransport:
         self._cb: Callable[[int], None] | None = None
         self._flush_scheduled = False
         self.pcie_local = 0
-        self.qp_rows: list[pd.DataFrame] = []
+        self.qp_rows: list[tuple[np.ndarray, ...]] = []
 
-    def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
-             on_done: Callable[[int], None]) -> None:  # fmt: skip
+    def send(
+        self,
+        msg: int,
+        src_rank: int,
+        dst_rank: int,
+        nbytes: int,
+        hop: str,
+        on_done: Callable[[int], None],
+    ) -> None:
         self._cb = on_done
         self._buf.append((msg, src_rank, dst_rank, nbytes, hop))
         if not self._flush_scheduled:
@@ -368,9 +440,13 @@ class FlowTransport:
         if not go.any():
             return
         ids = self.sim.add(
-            r.idx[go], r.coef[go], nbytes[go], latency_s=r.latency_s[go], frac=r.frac[go],
+            r.idx[go],
+            r.coef[go],
+            nbytes[go],
+            latency_s=r.latency_s[go],
+            frac=r.frac[go],
             packets=r.packets[go],
-        )  # fmt: skip
+        )
         need = int(ids.max()) + 1
         if need > self.flow_msg.size:
             grow = max(need, 2 * self.flow_msg.size)
@@ -380,17 +456,15 @@ class FlowTransport:
         self.flow_ack[ids] = r.ack_s[go]
         qp = r.src_port[go] >= 0  # RDMA flows (scale-up transfers have no QP)
         self.qp_rows.append(
-            pd.DataFrame(
-                {
-                    "flow": ids[qp],
-                    "src_rank": src[go][qp],
-                    "dst_rank": dst[go][qp],
-                    "src_port": r.src_port[go][qp],
-                    "dst_port": r.dst_port[go][qp],
-                    "bytes": nbytes[go][qp],
-                    "packets": r.packets[go][qp],
-                    "paths_used": r.n_paths[go][qp],
-                }
+            (
+                ids[qp],
+                src[go][qp],
+                dst[go][qp],
+                r.src_port[go][qp],
+                r.dst_port[go][qp],
+                nbytes[go][qp],
+                r.packets[go][qp],
+                r.n_paths[go][qp],
             )
         )
 
@@ -412,7 +486,11 @@ class FlowTransport:
     def qp_table(self) -> pd.DataFrame:
         if not self.qp_rows:
             return pd.DataFrame()
-        df = pd.concat(self.qp_rows, ignore_index=True)
+        cols = ["flow", "src_rank", "dst_rank", "src_port", "dst_port", "bytes", "packets",
+                "paths_used"]
+        df = pd.DataFrame(
+            {c: np.concatenate([row[i] for row in self.qp_rows]) for i, c in enumerate(cols)}
+        )
         sim = self.sim
         fid = df["flow"].to_numpy()
         df["t0"] = sim.t_start[fid]

@@ -10,8 +10,27 @@ a transport that turns each trace message into a transfer:
   them round-robin by message id);
 - ``scaleup`` messages use :class:`scenarios.engines.scaleup.ScaleUpPipes` (the scale-out
   packet engine does not carry them); between GPUs without a scale-up fabric they go ``rdma``;
-- two ranks behind the same NIC port exchange data over PCIe inside the node: delivered at once
-  until the PCIe model of ``nic`` is wired in (recorded in the summary).
+- two ranks behind the same NIC card exchange data over the node's PCIe tree: a fluid GPU -> GPU
+  copy at its max-min share of the tree, delivered one path latency after its last byte left
+  (:mod:`scenarios.pcie_runtime`); without ``cluster.layout`` there is no tree to model and
+  they are delivered at once (counted in ``engine_info.pcie_local_messages``).
+
+PCIe (with ``cluster.layout``; :mod:`scenarios.pcie_model`, :mod:`scenarios.pcie_runtime`):
+every RDMA message crosses its sender's GPU -> NIC path and its receiver's NIC -> GPU path.
+It is posted to the NIC one GPU -> NIC path latency after the timeline posts it (the NIC reads
+the payload from GPU memory through the tree: 115 ns per Gen5 switch hop, the root complex's
+latency on the slow path), and counts as delivered one NIC -> GPU path latency after its last
+byte reached the receiving NIC (``end_s``; the sender's phase bookkeeping waits for the later of
+that and the ACK). While a message is in flight its GPU -> NIC and NIC -> GPU streams are
+active on the two servers' trees; each time a server's active set changes (not per packet) its
+tree is re-solved max-min and every NIC on it gets its transmit and receive DMA caps
+(:meth:`nic.nic.SmartNic.set_pcie_rate_cap`). The cap is per NIC, not per QP or per GPU
+(that is the hook the SmartNIC offers): when several GPUs share a NIC, the NIC's QP
+round-robin, not the PCIe arbitration, splits the capped rate between them. With
+``sim.endpoint: host`` the line-rate hosts have no DMA hook, so the caps are not applied there
+(latency, P2P copies and storage reads are). ``workload.storage`` adds GPUDirect Storage reads
+(SSD -> GPU) to the same trees; ``engine_info.pcie`` reports the reads, the solver counters and
+every rank's network goodput (``gpu_network_goodput``).
 
 Endpoints (``sim.endpoint``): ``nic`` (default) is the SmartNIC of :mod:`nic`
 (:class:`nic.nic.RdmaNetwork`: QPs, congestion control, path selection, reliability, packet-rate
@@ -37,9 +56,10 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from fabric.kernel import call_at
 from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
 from scenarios.engines.scaleup import ScaleUpPipes
-from scenarios.errors import ScenarioError
+from scenarios.faults import FaultSession
 from scenarios.results import link_table, message_table
 from scenarios.timeline import run_timeline
 
@@ -83,6 +103,21 @@ class _Transport:
         self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed)
         self.scaleup = ScaleUpPipes(self.env, cl.graph)
         self.pcie_local = 0
+        self.pcie = None
+        if getattr(cl, "pcie", None) is not None:
+            from scenarios.pcie_runtime import PcieRuntime
+
+            self.pcie = PcieRuntime(self.env, cl.pcie)
+        #: trace rows that crossed the scale-out network
+        self.net_msgs: list[int] = []
+
+    def tx_latency(self, rank: int) -> float:
+        """GPU -> NIC PCIe path latency of ``rank`` (0 without a node layout)."""
+        return float(self.cluster.pcie.tx_latency_s[rank]) if self.pcie is not None else 0.0
+
+    def rx_latency(self, rank: int) -> float:
+        """NIC -> GPU PCIe path latency of ``rank`` (0 without a node layout)."""
+        return float(self.cluster.pcie.rx_latency_s[rank]) if self.pcie is not None else 0.0
 
     def _side_path(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
                    on_done: Callable[[int], None]) -> bool:  # fmt: skip
@@ -94,8 +129,12 @@ class _Transport:
             return True
         if cl.rank_nic[src_rank] == cl.rank_nic[dst_rank]:
             self.pcie_local += 1
-            on_done(msg)
+            if self.pcie is not None:
+                self.pcie.p2p(src_rank, dst_rank, nbytes, on_done, msg)
+            else:
+                on_done(msg)
             return True
+        self.net_msgs.append(msg)
         return False
 
     def link_counters(self) -> pd.DataFrame:
@@ -124,7 +163,6 @@ def nic_config(ctx: RunContext) -> Any:
     from nic.nic import NicConfig
 
     n = ctx.scenario.cluster.nic
-    cap = ctx.cluster.extra.get("pcie", {}).get("nic_dma_cap_bps")
     return NicConfig(
         mtu=n.mtu,
         reliability="sr" if n.reliability == "selective-repeat" else "gbn",
@@ -139,7 +177,7 @@ def nic_config(ctx: RunContext) -> Any:
         qpc_entries=n.qp_cache or None,
         qpc_miss_penalty_s=n.qp_miss_penalty,
         rto_min_s=n.rto,
-        pcie_rate_cap_bps=cap if isinstance(cap, float | int) and cap > 0 else None,
+        # PCIe DMA caps change with the traffic: the node's PcieRuntime sets them per NIC
     )
 
 
@@ -161,26 +199,52 @@ class NicTransport(_Transport):
             cards = sorted({int(c) for c in ctx.cluster.rank_nic.tolist()})
             self.rdma = RdmaNetwork(self.net, cfg, seed=ctx.scenario.seed, cards=cards)
         self.rdma.on_done.append(self._complete)
-        self._cb: dict[int, Callable[[int], None]] = {}
+        self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
+        self._msg_dst: dict[int, int] = {}
+        if self.pcie is not None:
+            self.pcie.set_nic_cap = self._set_nic_cap
+
+    def _set_nic_cap(self, card: int, tx_bps: float | None, rx_bps: float | None) -> None:
+        nic = self.rdma.nics.get(card)
+        if nic is not None:
+            nic.set_pcie_rate_cap(tx_bps, rx_bps)
 
     def _complete(self, m: Any) -> None:
-        self._cb.pop(m.id)(m.tag)
+        on_done, src_rank, dst_rank = self._cb.pop(m.id)
+        if self.pcie is None:
+            on_done(m.tag)
+            return
+        self.pcie.rdma_end(src_rank, dst_rank)
+        # the receiver's GPU holds the data one NIC -> GPU path latency after its NIC did
+        t = m.t_delivered + self.rx_latency(dst_rank)
+        if math.isfinite(t) and t > self.env.now:
+            call_at(self.env, t, on_done, m.tag)
+        else:
+            on_done(m.tag)
 
     def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
              on_done: Callable[[int], None]) -> None:  # fmt: skip
         if self._side_path(msg, src_rank, dst_rank, nbytes, hop, on_done):
             return
         cl = self.cluster
+        if self.pcie is not None:
+            self.pcie.rdma_start(src_rank, dst_rank)
         m = self.rdma.post(
-            int(cl.rank_nic[src_rank]), int(cl.rank_nic[dst_rank]), int(nbytes), tag=msg
+            int(cl.rank_nic[src_rank]),
+            int(cl.rank_nic[dst_rank]),
+            int(nbytes),
+            tag=msg,
+            at=self.env.now + self.tx_latency(src_rank),
         )
-        self._cb[m.id] = on_done
+        self._cb[m.id] = (on_done, src_rank, dst_rank)
+        self._msg_dst[msg] = dst_rank
 
     def end_times(self, end_s: np.ndarray) -> np.ndarray:
         out = end_s.copy()
         for m in self.rdma.messages:
             if math.isfinite(m.t_delivered):
-                out[int(m.tag)] = m.t_delivered
+                tag = int(m.tag)
+                out[tag] = m.t_delivered + self.rx_latency(self._msg_dst.get(tag, 0))
         return out
 
     def qp_table(self, trace: pd.DataFrame) -> pd.DataFrame:
@@ -248,12 +312,17 @@ class HostTransport(_Transport):
                         spray=spray,
                         on_complete=self._complete,
                     )
-        self._pending: dict[Any, tuple[int, Callable[[int], None]]] = {}
+        self._pending: dict[Any, tuple[int, Callable[[int], None], int, int]] = {}
         self.records: list[tuple[int, str, str, Any]] = []
 
     def _complete(self, m: Any) -> None:
-        msg, cb = self._pending.pop(m)
-        cb(msg)
+        msg, cb, src_rank, dst_rank = self._pending.pop(m)
+        if self.pcie is None:
+            cb(msg)
+            return
+        self.pcie.rdma_end(src_rank, dst_rank)
+        # the receiver's GPU holds the data one NIC -> GPU path latency after its NIC did
+        call_at(self.env, self.env.now + self.rx_latency(dst_rank), cb, msg)
 
     def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
              on_done: Callable[[int], None]) -> None:  # fmt: skip
@@ -263,8 +332,10 @@ class HostTransport(_Transport):
         sp, dp = cl.rank_ports[src_rank], cl.rank_ports[dst_rank]
         plane = msg % min(len(sp), len(dp))
         a, b = sp[plane], dp[plane]
-        m = self.hosts[a].add_message(b, int(nbytes), self.env.now)
-        self._pending[m] = (msg, on_done)
+        if self.pcie is not None:
+            self.pcie.rdma_start(src_rank, dst_rank)
+        m = self.hosts[a].add_message(b, int(nbytes), self.env.now + self.tx_latency(src_rank))
+        self._pending[m] = (msg, on_done, src_rank, dst_rank)
         self.records.append((msg, a, b, m))
 
     # ----------------------------------------------------------------- tables
@@ -343,74 +414,18 @@ class QueueSampler:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def schedule_faults(ctx: RunContext, transport: _Transport) -> list[dict[str, Any]]:
-    """Put the scenario's link/switch/NIC-port failures on the event heap.
-
-    A failed link stops delivering at once (its packets count as drops); the switches' ECMP
-    tables learn of it only ``cluster.routing.reconvergence`` later (static routing keeps
-    hashing into the dead link until then), while the NIC's multipath selectors react to the
-    losses themselves. ``until`` restores the link the same way. Stragglers act on compute
-    (:func:`scenarios.build.compute_table`). Link degradation and pre-FEC BER are not modelled
-    by this engine yet: a scenario that asks for them is refused rather than run without them.
-    Returns the fault log rows (what failed, when) for the summary.
-    """
-    from fabric.kernel import call_at
-
-    sc, g, net = ctx.scenario, ctx.cluster.graph, transport.net
-    delay = sc.cluster.routing.reconvergence
-    log: list[dict[str, Any]] = []
-
-    def set_state(u: str, v: str, up: bool) -> None:
-        net.set_link_state(u, v, up, reroute=False)
-        call_at(transport.env, transport.env.now + delay, lambda _a: net.routing.set_link(u, v, up))
-
-    for i, f in enumerate(sc.faults):
-        kind = f.kind
-        if kind == "straggler":
-            continue
-        if kind not in ("link_down", "switch_down", "nic_down"):
-            raise ScenarioError(
-                f"fault kind {kind!r} is not modelled by the packet engine yet; remove it or "
-                "use link_down / switch_down / nic_down / straggler.",
-                path=f"faults[{i}].kind",
-            )
-        if kind == "link_down":
-            u, v = f.link
-            if not g.has_edge(u, v):
-                raise ScenarioError(
-                    f"no link {u!r}-{v!r} in the cluster.", path=f"faults[{i}].link"
-                )
-            links = [(u, v)]
-        else:
-            node = f.node
-            want = "nic" if kind == "nic_down" else None
-            role = g.nodes[node].get("role") if node in g else None
-            if role is None or (want and role != want) or (not want and role in ("nic", "gpu")):
-                raise ScenarioError(
-                    f"{node!r} is not a {'NIC port' if want else 'switch'} of the cluster.",
-                    path=f"faults[{i}].node",
-                )
-            links = [(node, nb) for nb in sorted(g.neighbors(node))]
-        for u, v in links:
-            if g.edges[u, v].get("kind") == "scaleup":
-                continue  # the scale-up domain is not part of the packet network
-            call_at(transport.env, f.at, lambda _a, u=u, v=v: set_state(u, v, False))
-            if f.until is not None:
-                call_at(transport.env, f.until, lambda _a, u=u, v=v: set_state(u, v, True))
-        log.append({"fault": i, "kind": kind, "links": len(links), "at_s": f.at,
-                    "until_s": f.until})  # fmt: skip
-    return log
-
-
 @ENGINES.register("packet", "packet-level SimPy simulation: every packet through every queue")
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
     sc = ctx.scenario
     transport = HostTransport(ctx) if sc.sim.endpoint == "host" else NicTransport(ctx)
-    fault_log = schedule_faults(ctx, transport)
+    # faults (fabric.faults) and invariant checks (fabric.invariants): scenarios/faults.py
+    session = FaultSession(ctx, transport)
     sampler = None
     if sc.outputs.queue_series:
         sampler = QueueSampler(transport.env, transport.net.ports, sc.sim.sample_interval)
+    if transport.pcie is not None and sc.workload.storage is not None:
+        transport.pcie.schedule_storage(sc.workload.storage)
     tl = run_timeline(
         transport.env,
         transport,
@@ -418,12 +433,17 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         ctx.compute,
         num_ranks=ctx.cluster.num_ranks,
         time_limit=sc.sim.time_limit,
-        progress=ctx.progress,
+        progress=session.wrap_progress(ctx.progress),
     )
+    checked = session.finish(tl.status)
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
+    messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s))
+    pcie = {}
+    if transport.pcie is not None:
+        pcie = {"pcie": transport.pcie.report(messages, transport.net_msgs)}
     return EngineOutput(
-        messages=message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s)),
+        messages=messages,
         phases=tl.phases,
         links=links,
         qps=transport.qp_table(ctx.trace),
@@ -435,7 +455,8 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             "transport": transport.name,
             "pcie_local_messages": transport.pcie_local,
             "packet_hops": transport.net.packet_hops(),
-            "faults": fault_log,
             "dropped_bytes": transport.net.dropped_bytes(),
+            **pcie,
+            **checked,
         },
     )

@@ -30,15 +30,12 @@ Resolver = Callable[[Any, dict[str, Any]], dict[str, Any]]
 def resolve_scenario(base: str | dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Base scenario (name, path or mapping) + ``{key.path: value}`` -> the resolved scenario
     as a dict."""
-    from scenarios.cost.catalog import load_catalog
-    from scenarios.cost.spec import parse_cost_spec
+    from scenarios.cost.scenario import check_catalog
     from scenarios.loader import load_scenario
 
     sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     scenario, _ = load_scenario(base, sets)
-    # the cost section is free-form in the scenario schema: check it now, not mid-sweep
-    spec = parse_cost_spec(scenario.cost)
-    load_catalog(spec.catalog, spec.prices)
+    check_catalog(scenario)  # a bad catalog or price fails now, not mid-sweep
     return scenario.resolved()
 
 

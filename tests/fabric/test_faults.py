@@ -7,7 +7,6 @@ import math
 
 import pandas as pd
 import pytest
-from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 from fabric.faults import (
     FAULT_KINDS,
@@ -23,6 +22,7 @@ from fabric.faults import (
 from fabric.host import conservation
 from fabric.kernel import run
 from fabric.topology import leaf_spine, star
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 MTU = 4096
 
@@ -79,7 +79,7 @@ def test_link_down_loses_until_reconvergence_then_reroutes():
 
 
 def test_zero_reconvergence_reroutes_at_once():
-    env, net, _hosts, m, _spine, inj = ecmp_setup(0.0)
+    env, _net, _hosts, m, _spine, inj = ecmp_setup(0.0)
     run(env)
     rec = inj.records[0]
     assert rec.rerouted_s == 5e-6
@@ -90,7 +90,7 @@ def test_zero_reconvergence_reroutes_at_once():
 
 
 def test_link_comes_back_up_and_routes_return_after_delay():
-    env, net, hosts = build(leaf_spine(hosts_per_leaf=2, leaves=2), mtu=MTU)
+    env, net, _hosts = build(leaf_spine(hosts_per_leaf=2, leaves=2), mtu=MTU)
     inj = FaultInjector(
         net, [LinkDown(link=("leaf0", "spine0"), at=1e-6, until=4e-6)], reconvergence_s=2e-6
     )
@@ -142,6 +142,9 @@ def test_nic_down_makes_the_destination_unreachable():
     run(env)
     assert inj.records[0].links == [("leaf1", "nic2.p0")]
     assert m.rx_bytes == 0 and net.paths("nic0.p0", "nic2.p0") == []
+    # the cabling is still there: base RTTs are measured on it
+    assert net.static_path("nic0.p0", "nic2.p0")[-2:] == ["leaf1", "nic2.p0"]
+    assert net.base_rtt("nic0.p0", "nic2.p0", 4178) > 0
     # leaf0 has no route: everything is a no-route drop there, none reaches the dead link
     assert net.switches["leaf0"].noroute_drops == 16
     assert net.dropped_bytes() == m.size
@@ -166,9 +169,7 @@ def test_degraded_link_into_a_switch_is_stored_and_forwarded():
     """A cut-through switch cannot forward a 300G ingress onto a 400G egress before the tail
     is in; one packet's latency is then the closed form with both serialisations."""
     env, net, hosts = build(star(hosts=2), mtu=MTU)
-    FaultInjector(
-        net, [LinkDegrade(link=("nic0.p0", "leaf0"), rate_bps=300e9, at=0.0, until=1e-3)]
-    )
+    FaultInjector(net, [LinkDegrade(link=("nic0.p0", "leaf0"), rate_bps=300e9, at=0.0, until=1e-3)])
     m = hosts["nic0.p0"].add_message("nic1.p0", MTU)
     run(env)
     w = MTU + OVERHEAD
@@ -189,7 +190,7 @@ def test_validation_names_the_bad_link_or_node():
     _, net, _ = build(leaf_spine(hosts_per_leaf=2, leaves=2))
     with pytest.raises(FaultError, match="no link 'leaf0'-'leaf1'"):
         FaultInjector(net, [LinkDown(link=("leaf0", "leaf1"), at=0.0)])
-    with pytest.raises(FaultError, match="'nic0.p0' is not a switch"):
+    with pytest.raises(FaultError, match=r"'nic0\.p0' is not a switch"):
         FaultInjector(net, [SwitchDown(node="nic0.p0", at=0.0)])
     with pytest.raises(FaultError, match="'spine0' is not a NIC port"):
         FaultInjector(net, [NicDown(node="spine0", at=0.0)])
@@ -218,8 +219,8 @@ def test_registry_builds_faults_by_name():
         "nic_down",
     }
     f = make_fault("link_down", link=["leaf0", "spine0"], at=1e-6)
-    assert isinstance(f, LinkDown) and f.link == ("leaf0", "spine0") and f.target() == (
-        "leaf0-spine0"
+    assert (
+        isinstance(f, LinkDown) and f.link == ("leaf0", "spine0") and f.target() == ("leaf0-spine0")
     )
     with pytest.raises(FaultError, match="link_down fault"):
         make_fault("link_down", node="x")
@@ -242,7 +243,7 @@ def test_tables_and_summary():
 
 def test_same_seed_same_record():
     def once():
-        env, net, _h, _m, _s, inj = ecmp_setup(10e-6, seed=7)
+        env, _net, _h, _m, _s, inj = ecmp_setup(10e-6, seed=7)
         run(env)
         return inj.table(), inj.flow_table()
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 from fabric.faults import FaultInjector, LinkBer
 from fabric.kernel import run
 from fabric.phy import get_phy
 from fabric.topology import star
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 N_SYM, T, SYM_BITS, K_BITS = 544, 15, 10, 514 * 10
 PAYLOAD = 1024
@@ -43,10 +43,7 @@ def binom_sf(t: int, n: int, p: float) -> float:
 def expected_frame_loss(ber: float, burst: int = 1, frame: int = FRAME) -> float:
     p_sym = 1 - (1 - ber) ** SYM_BITS
     codewords = math.ceil(frame * 8 * 257 / 256 / K_BITS)
-    if burst == 1:
-        p_cw = binom_sf(T, N_SYM, p_sym)
-    else:
-        p_cw = binom_sf(T // burst, N_SYM, p_sym / burst)
+    p_cw = binom_sf(T, N_SYM, p_sym) if burst == 1 else binom_sf(T // burst, N_SYM, p_sym / burst)
     return -math.expm1(codewords * math.log1p(-p_cw))  # 1-(1-p)^n without underflow
 
 
@@ -163,4 +160,4 @@ def test_scaleup_link_without_fec_needs_a_phy():
     nx.set_edge_attributes(net.graph, "scaleup", "phy")
     nx.set_edge_attributes(net.graph, 900e9, "rate_bps")  # no Ethernet profile runs at that
     with pytest.raises(FaultError, match="no Ethernet PHY"):
-        FaultInjector(net, [LinkBer(link=("leaf0", "nic1.p0"), pre_fec_ber=1e-4)]).records
+        FaultInjector(net, [LinkBer(link=("leaf0", "nic1.p0"), pre_fec_ber=1e-4)])

@@ -193,10 +193,13 @@ def test_route_latency_matches_closed_form():
     path = ["nic0.p0", "leaf0", "spine0", "leaf1", "nic3.p0"]
     from fabric.phy import get_phy
 
-    expect = sum(
-        g.edges[u, v]["length_m"] * 5e-9 + get_phy(g.edges[u, v]["phy"]).fec_latency_s
-        for u, v in itertools.pairwise(path)
-    ) + 3 * 600e-9
+    expect = (
+        sum(
+            g.edges[u, v]["length_m"] * 5e-9 + get_phy(g.edges[u, v]["phy"]).fec_latency_s
+            for u, v in itertools.pairwise(path)
+        )
+        + 3 * 600e-9
+    )
     assert r.latency_s[0] == pytest.approx(expect, rel=1e-12)
     assert r.switches[0] == 3
 

@@ -114,11 +114,54 @@ def test_csv_errors_name_the_file(tmp_path, trace):
 
 def test_make_and_concat():
     a = make_trace(src_rank=[0, 1], dst_rank=[1, 0], bytes=5, num_ranks=2, gpus_per_node=1)
-    b = make_trace(src_rank=[1], dst_rank=[1], bytes=[7], num_ranks=2, step=1, stage=[1])
+    b = make_trace(
+        src_rank=[0, 1], dst_rank=[1, 1], bytes=[3, 7], num_ranks=2, step=1, stage=[0, 1]
+    )
     c = concat_traces([a, b], note="x")
-    assert c.bytes.tolist() == [5, 5, 7] and c.stage.tolist() == [0, 0, 1]
-    assert c.hop.tolist() == ["rdma", "rdma", "local"] and c.attrs["note"] == "x"
+    assert c.bytes.tolist() == [5, 5, 3, 7] and c.stage.tolist() == [0, 0, 0, 1]
+    assert c.hop.tolist() == ["rdma", "rdma", "rdma", "local"] and c.attrs["note"] == "x"
     with pytest.raises(TraceError, match="different num_ranks"):
         concat_traces([a, make_trace(src_rank=[0], dst_rank=[0], bytes=1, num_ranks=3)])
     with pytest.raises(TraceError, match="different lengths: src_rank 2, dst_rank 3"):
         make_trace(src_rank=[0, 1], dst_rank=[1, 0, 1], bytes=1, num_ranks=2)
+
+
+def test_stage_column_values_and_dependencies(trace):
+    """stage is optional, 0 or 1; a stage-1 row needs a stage-0 arrival at its src_rank."""
+    assert "stage" not in validate_trace(trace.drop(columns=["stage"])).columns
+    with pytest.raises(TraceError, match=r"'stage' has 2 at row 3; expected 0 .* or 1"):
+        validate_trace(_bad(trace, stage=np.where(np.arange(len(trace)) == 3, 2, 0)))
+    with pytest.raises(TraceError, match="'stage' has negative value -1 at row 0"):
+        validate_trace(_bad(trace, stage=np.where(np.arange(len(trace)) == 0, -1, 0)))
+    with pytest.raises(TraceError, match="'stage' has dtype float64"):
+        validate_trace(_bad(trace, stage=0.5))
+    # forwarding rank 1's stage-1 row is fed by the stage-0 row 0 -> 1 of the same phase ...
+    ok = make_trace(
+        src_rank=[0, 1], dst_rank=[1, 2], bytes=[4, 4], num_ranks=3, phase="dispatch", stage=[0, 1]
+    )
+    assert ok.stage.tolist() == [0, 1]
+    # ... but not by one of another layer, nor by rows it sends itself
+    with pytest.raises(
+        TraceError, match=r"'stage' is 1 at row 1 \(step 0, layer 1, dispatch, src_rank 1\)"
+    ):
+        make_trace(
+            src_rank=[0, 1],
+            dst_rank=[1, 2],
+            bytes=4,
+            num_ranks=3,
+            layer=[0, 1],
+            stage=[0, 1],
+            phase="dispatch",
+        )
+    with pytest.raises(TraceError, match="no stage-0 row of that phase arrives at rank 1"):
+        make_trace(src_rank=[1, 1], dst_rank=[0, 2], bytes=4, num_ranks=3, stage=[0, 1])
+
+
+def test_deepep_normal_stages_pass_validation():
+    """The generated hierarchical trace satisfies the stage contract in both phases."""
+    t = moe_layer_trace("deepseek-v3", 16, 8, 8, "deepep-normal", seed=2)
+    assert set(t.stage) == {0, 1}
+    d, c = t[t.phase == "dispatch"], t[t.phase == "combine"]
+    # dispatch: RDMA first, then the intra-node forward; combine: the mirror image
+    assert (d.stage[d.hop == "rdma"] == 0).all() and (d.hop[d.stage == 1] != "rdma").all()
+    assert (c.hop[c.stage == 1] == "rdma").all() and (c.hop[c.stage == 0] != "rdma").all()

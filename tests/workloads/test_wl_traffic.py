@@ -147,6 +147,52 @@ def test_single_node_deepep_is_direct():
     )
 
 
+@pytest.mark.parametrize("phase", ["dispatch", "combine"])
+def test_low_latency_goes_over_rdma_unless_nvlink_is_allowed(layer, phase):
+    """DeepEP LL puts every message over RDMA (IBGDA), same-node peers too; only self-copies are
+    local. allow_nvlink_for_low_latency_mode moves same-node messages to the scale-up domain;
+    the bytes per (src, dst) never change."""
+    lay, gpn = layer.layout, 8
+    rdma_only = phase_messages(lay, "deepep-low-latency", phase, BF16)
+    nvl = phase_messages(
+        lay, "deepep-low-latency", phase, BF16, allow_nvlink_for_low_latency_mode=True
+    )
+    self_msg = rdma_only.src == rdma_only.dst
+    same_node = rdma_only.src // gpn == rdma_only.dst // gpn
+    assert self_msg.any() and (same_node & ~self_msg).any()  # the case exercises both kinds
+    np.testing.assert_array_equal(rdma_only.hop, np.where(self_msg, "local", "rdma"))
+    np.testing.assert_array_equal(nvl.hop, classify_hops(nvl.src, nvl.dst, gpn))
+    for f in ("src", "dst", "tokens", "bytes", "stage"):
+        np.testing.assert_array_equal(getattr(rdma_only, f), getattr(nvl, f))
+    # RDMA bytes = every (token, expert) copy that leaves its rank, with the 16 B LL header
+    # on dispatch messages
+    mat = lay.pair_copies if phase == "dispatch" else lay.pair_copies.T
+    off_rank = mat.sum() - np.trace(mat)
+    row = BF16 + (16 if phase == "dispatch" else 0)
+    assert rdma_only.bytes[rdma_only.hop == "rdma"].sum() == off_rank * row
+    # Megatron's NCCL all-to-all is not affected by the DeepEP flag
+    meg = phase_messages(lay, "megatron-alltoall", phase, BF16)
+    meg_nvl = phase_messages(
+        lay, "megatron-alltoall", phase, BF16, allow_nvlink_for_low_latency_mode=True
+    )
+    np.testing.assert_array_equal(meg.hop, classify_hops(meg.src, meg.dst, gpn))
+    np.testing.assert_array_equal(meg.hop, meg_nvl.hop)
+
+
+def test_low_latency_flag_reaches_the_trace():
+    kw = {"model": "mixtral-8x7b", "ep_size": 8, "tokens_per_rank": 16, "gpus_per_node": 4}
+    t = moe_layer_trace(mode="deepep-low-latency", seed=3, **kw)
+    t_nvl = moe_layer_trace(
+        mode="deepep-low-latency", seed=3, allow_nvlink_for_low_latency_mode=True, **kw
+    )
+    assert t.attrs["allow_nvlink_for_low_latency_mode"] is False
+    assert t_nvl.attrs["allow_nvlink_for_low_latency_mode"] is True
+    assert set(t.hop) == {"rdma", "local"} and "scaleup" in set(t_nvl.hop)
+    assert (t.bytes.to_numpy() == t_nvl.bytes.to_numpy()).all()
+    with pytest.raises(ValueError, match="allow_nvlink_for_low_latency_mode must be True or"):
+        moe_layer_trace(mode="deepep-low-latency", allow_nvlink_for_low_latency_mode="yes", **kw)
+
+
 @pytest.mark.slow
 def test_full_size_deepseek_v3_ep64():
     """The benchmark's scale as a trace: EP64, 4096 tokens per rank, 8 GPUs per node."""

@@ -1,0 +1,450 @@
+"""The node PCIe trees of a built cluster: which tree device every rank, GPU and NIC card is,
+and what the engines ask of them.
+
+:meth:`ClusterPcie.build` builds the scenario's node layout (``cluster.layout``, a
+``nic.pcie.NODE_LAYOUTS`` preset, with ``cluster.layout_params``) for every server of the
+topology, sized from the topology itself (GPUs per server, NIC cards per server and the GPUs
+each card serves, from the NIC ports' ``gpu``/``gpu_count`` attrs), and checks that the tree
+agrees with the topology: same GPU count, same NIC count, and card j of a server serving the
+same GPUs as the tree's ``nic{j}``. Servers that look alike share one tree and one
+:class:`nic.pcie.coupling.NodeCoupling` (and so its memo). A GPU's global id maps to the tree's
+``gpu{i}`` by its position among the server's GPU ids, a card to ``nic{j}`` likewise.
+
+What the engines use:
+
+- per rank, the GPUDirect RDMA stream keys (``tx``: GPU -> its NIC on the rank's server;
+  ``rx``: NIC -> GPU) and their idle path latencies (switch hops 115 ns each, the root
+  complex's extra latency; physics.md "PCIe 5.0", :mod:`nic.pcie.devices`);
+- for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
+- for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
+- :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet
+  engine's runtime (:mod:`scenarios.pcie_runtime`);
+- for the flow engine, :meth:`ClusterPcie.flow_caps` (per-flow PCIe caps for a set of
+  concurrent flows) and the exact alternative, the tree resources as extra max-min constraints
+  (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps` and
+  :meth:`ClusterPcie.flow_resources`).
+
+NIC network goodput, the NIC's cap in the couplings: the sum of its ports' MAC rates x MTU /
+(MTU + 82 B) (RoCEv2 framing, team brief "Packet overhead").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from fabric.packet import ROCE_OVERHEAD
+from nic.pcie.coupling import NodeCoupling, NodeRates, StreamKey
+from nic.pcie.tree import PcieTree
+from scenarios.errors import ScenarioError
+
+__all__ = ["ClusterPcie", "NodeMap", "nic_goodput_bps"]
+
+LAYOUT_PARAMS = "cluster.layout_params"
+
+
+def nic_goodput_bps(mac_bps: float, mtu: int) -> float:
+    """RoCEv2 payload rate of a port: MAC rate x MTU / (MTU + 82 B)."""
+    return mac_bps * mtu / (mtu + ROCE_OVERHEAD)
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    """One server: its tree (via the coupling) and global ids -> tree device names."""
+
+    server: int
+    coupling: NodeCoupling
+    gpu: Mapping[int, str]
+    nic: Mapping[int, str]
+
+    @property
+    def tree(self) -> PcieTree:
+        return self.coupling.tree
+
+
+@dataclass(frozen=True)
+class _ServerShape:
+    gpus: list[int]  # global GPU ids, sorted
+    cards: list[int]  # global NIC card ids, sorted
+    serves: dict[int, list[int]]  # card -> global GPU ids it serves
+    mac_bps: dict[int, float]  # card -> sum of its ports' MAC rates
+
+
+def _server_shapes(graph: nx.Graph) -> dict[int, _ServerShape]:
+    from fabric.topology import gpu_table
+
+    gpus: dict[int, list[int]] = defaultdict(list)
+    for gid, (server, _pod) in gpu_table(graph).items():
+        gpus[int(server)].append(int(gid))
+    cards: dict[int, set[int]] = defaultdict(set)
+    serves: dict[int, list[int]] = {}
+    mac: dict[int, float] = defaultdict(float)
+    for n, d in graph.nodes(data=True):
+        if d.get("role") != "nic":
+            continue
+        card = int(d["nic"])
+        cards[int(d["server"])].add(card)
+        first, count = int(d.get("gpu", -1)), int(d.get("gpu_count", 1))
+        serves[card] = list(range(first, first + count)) if first >= 0 else []
+        mac[card] += sum(float(graph.edges[n, nb].get("rate_bps", 0.0)) for nb in graph[n]
+                         if graph.edges[n, nb].get("kind", "scaleout") == "scaleout")  # fmt: skip
+    out = {}
+    for s in sorted(set(gpus) | set(cards)):
+        cs = sorted(cards.get(s, ()))
+        out[s] = _ServerShape(
+            sorted(gpus.get(s, [])), cs, {c: serves[c] for c in cs}, {c: mac[c] for c in cs}
+        )
+    return out
+
+
+class ClusterPcie:
+    """The cluster's node trees bound to its ranks (see the module docstring)."""
+
+    def __init__(
+        self,
+        layout: str,
+        nodes: Mapping[int, NodeMap],
+        rank_gpu: np.ndarray,
+        rank_server: np.ndarray,
+        rank_nic: np.ndarray,
+        card_goodput_bps: Mapping[int, float],
+    ) -> None:
+        self.layout = layout
+        self.nodes = dict(nodes)
+        self.rank_gpu = np.asarray(rank_gpu, dtype=np.int64)
+        self.rank_server = np.asarray(rank_server, dtype=np.int64)
+        self.rank_nic = np.asarray(rank_nic, dtype=np.int64)
+        self.card_goodput_bps = dict(card_goodput_bps)
+        n = self.rank_gpu.size
+        self.rank_gpu_dev: list[str] = []
+        self.rank_nic_dev: list[str] = []
+        for r in range(n):
+            node = self.node(int(self.rank_server[r]))
+            self.rank_gpu_dev.append(node.gpu[int(self.rank_gpu[r])])
+            self.rank_nic_dev.append(node.nic[int(self.rank_nic[r])])
+        #: idle path latency GPU -> NIC (transmit) and NIC -> GPU (receive) of every rank, s
+        self.tx_latency_s = np.array(
+            [self._tree(r).latency(self.rank_gpu_dev[r], self.rank_nic_dev[r]) for r in range(n)]
+        )
+        self.rx_latency_s = np.array(
+            [self._tree(r).latency(self.rank_nic_dev[r], self.rank_gpu_dev[r]) for r in range(n)]
+        )
+        self._constraints: tuple[list[str], np.ndarray, dict[int, int]] | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def build(
+        cls,
+        graph: nx.Graph,
+        layout: str,
+        builder: Callable[..., PcieTree],
+        params: Mapping[str, Any],
+        *,
+        mtu: int,
+        rank_gpu: np.ndarray,
+        rank_server: np.ndarray,
+        rank_nic: np.ndarray,
+    ) -> ClusterPcie:
+        """Build ``layout`` for every server of ``graph`` (see the module docstring); errors are
+        :class:`ScenarioError` at the ``cluster.layout_params`` key that disagrees."""
+        shapes = _server_shapes(graph)
+        couplings: dict[tuple[Any, ...], NodeCoupling] = {}
+        nodes: dict[int, NodeMap] = {}
+        goodput: dict[int, float] = {}
+        topo = graph.graph.get("name", "?")
+        for server, shape in shapes.items():
+            if not shape.gpus or not shape.cards:
+                continue  # a server without GPUs or NICs has no GPUDirect traffic to model
+            g_local = {gid: i for i, gid in enumerate(shape.gpus)}
+            serves = tuple(tuple(g_local.get(x, -1) for x in shape.serves[c]) for c in shape.cards)
+            sig = (len(shape.gpus), len(shape.cards), serves)
+            for c in shape.cards:
+                goodput[c] = nic_goodput_bps(shape.mac_bps[c], mtu)
+            coupling = couplings.get(sig)
+            if coupling is None:
+                tree = _build_tree(layout, builder, params, shape, server, topo)
+                gp = {tree.nics[j]: goodput[c] for j, c in enumerate(shape.cards)}
+                coupling = NodeCoupling(tree, gp)
+                couplings[sig] = coupling
+            tree = coupling.tree
+            nodes[server] = NodeMap(
+                server,
+                coupling,
+                {gid: tree.gpus[i] for gid, i in g_local.items()},
+                {c: tree.nics[j] for j, c in enumerate(shape.cards)},
+            )
+        return cls(layout, nodes, rank_gpu, rank_server, rank_nic, goodput)
+
+    # ------------------------------------------------------------------ lookup
+
+    def node(self, server: int) -> NodeMap:
+        try:
+            return self.nodes[server]
+        except KeyError:
+            raise ValueError(f"server {server} has no PCIe tree (no GPUs or no NICs)") from None
+
+    def _tree(self, rank: int) -> PcieTree:
+        return self.nodes[int(self.rank_server[rank])].tree
+
+    @property
+    def num_ranks(self) -> int:
+        return int(self.rank_gpu.size)
+
+    def same_card(self, a: int, b: int) -> bool:
+        """Whether ranks ``a`` and ``b`` sit behind one NIC card (their traffic stays in the
+        node's PCIe tree)."""
+        return bool(self.rank_nic[a] == self.rank_nic[b])
+
+    def tx_key(self, rank: int) -> tuple[int, StreamKey]:
+        """(server, key) of the rank's GPUDirect transmit stream: its GPU -> its NIC."""
+        return int(self.rank_server[rank]), (self.rank_gpu_dev[rank], self.rank_nic_dev[rank], "tx")
+
+    def rx_key(self, rank: int) -> tuple[int, StreamKey]:
+        """(server, key) of the rank's GPUDirect receive stream: its NIC -> its GPU."""
+        return int(self.rank_server[rank]), (self.rank_nic_dev[rank], self.rank_gpu_dev[rank], "rx")
+
+    def p2p_key(self, a: int, b: int) -> tuple[int, StreamKey]:
+        """(server, key) of a GPU -> GPU copy from rank ``a`` to rank ``b`` (same server)."""
+        sa, sb = int(self.rank_server[a]), int(self.rank_server[b])
+        if sa != sb:
+            raise ValueError(f"ranks {a} and {b} are on servers {sa} and {sb}: no PCIe P2P path")
+        return sa, (self.rank_gpu_dev[a], self.rank_gpu_dev[b], "p2p")
+
+    def p2p_latency(self, a: int, b: int) -> float:
+        _, (ga, gb, _l) = self.p2p_key(a, b)
+        return self._tree(a).latency(ga, gb)
+
+    def ssd_of(self, rank: int) -> str:
+        """The SSD nearest the rank's GPU (fewest hops, then lowest index)."""
+        tree = self._tree(rank)
+        gpu = self.rank_gpu_dev[rank]
+        ssds = tree.ssds
+        if not ssds:
+            raise ValueError(f"node layout {self.layout!r} has no SSDs")
+        return min(ssds, key=lambda s: (len(tree.path(s, gpu).nodes), tree.graph.nodes[s]["index"]))
+
+    def gds_key(self, rank: int) -> tuple[int, StreamKey]:
+        """(server, key) of a GPUDirect Storage read into the rank's GPU."""
+        return int(self.rank_server[rank]), (self.ssd_of(rank), self.rank_gpu_dev[rank], "gds")
+
+    def gds_latency(self, rank: int) -> float:
+        """Path latency SSD -> GPU plus the SSD's read latency (60 us Gen5 class [S])."""
+        _, (ssd, gpu, _l) = self.gds_key(rank)
+        tree = self._tree(rank)
+        return tree.latency(ssd, gpu) + float(tree.spec(ssd).read_latency_s)
+
+    def rates(self, server: int, active: Mapping[StreamKey, float]) -> NodeRates:
+        """Shares of ``active`` (``{key: weight}``) on ``server``'s tree (memoised)."""
+        return self.node(server).coupling.rates(active)
+
+    # ------------------------------------------------------------------ flow engine API
+
+    def flow_caps(
+        self,
+        src_rank: Sequence[int] | np.ndarray,
+        dst_rank: Sequence[int] | np.ndarray,
+        storage_ranks: Sequence[int] | np.ndarray = (),
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PCIe caps (payload bits/s) of flows that are active together.
+
+        Flow ``i`` goes from ``src_rank[i]`` to ``dst_rank[i]``: over the network (its
+        sender's GPU -> NIC stream and its receiver's NIC -> GPU stream) or, when both ranks
+        sit behind one NIC card, GPU -> GPU through the tree. ``storage_ranks`` lists the
+        GPUDirect Storage reads running at the same time (one entry per read). Every server's
+        active set is solved once (:meth:`rates`); a GPUDirect stream's share is split evenly
+        over the flows that use it, so flow ``i`` gets min(its sender's share, its receiver's
+        share). Assumes every flow is greedy: a flow slowed elsewhere leaves part of its share
+        unused, which only the joint solve (:meth:`flow_resources`) gives to others.
+        Returns ``(flow_caps, storage_caps)``.
+        """
+        src = np.asarray(src_rank, dtype=np.int64)
+        dst = np.asarray(dst_rank, dtype=np.int64)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise ValueError(f"src_rank and dst_rank must be 1-D of one length, got "
+                             f"{src.shape} and {dst.shape}")  # fmt: skip
+        stor = np.asarray(storage_ranks, dtype=np.int64).reshape(-1)
+        uses: list[list[tuple[int, StreamKey]]] = []
+        count: dict[tuple[int, StreamKey], int] = defaultdict(int)
+        for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+            keys = (
+                [self.p2p_key(a, b)] if self.same_card(a, b) else [self.tx_key(a), self.rx_key(b)]
+            )
+            for k in keys:
+                count[k] += 1
+            uses.append(keys)
+        for r in stor.tolist():
+            k = self.gds_key(r)
+            count[k] += 1
+            uses.append([k])
+        active: dict[int, dict[StreamKey, float]] = defaultdict(dict)
+        for (server, key), c in count.items():
+            # one weight per RDMA stream (the NIC serves its GPUs evenly); fluid keys by count
+            active[server][key] = 1.0 if key[2] in ("tx", "rx") else float(c)
+        solved = {s: self.rates(s, a) for s, a in active.items()}
+        caps = np.array(
+            [min(solved[s].rate_bps[k] / count[(s, k)] for s, k in keys) for keys in uses]
+        )
+        n = src.size
+        return caps[:n], caps[n:]
+
+    def _build_constraints(self) -> tuple[list[str], np.ndarray, dict[int, int]]:
+        if self._constraints is None:
+            names: list[str] = []
+            caps: list[np.ndarray] = []
+            offset: dict[int, int] = {}
+            for s in sorted(self.nodes):
+                tree = self.nodes[s].tree
+                offset[s] = len(names)
+                names += [f"s{s}:{r}" for r in tree.resource_names]
+                caps.append(tree.resource_capacity_bps)
+            cap = np.concatenate(caps) if caps else np.zeros(0)
+            self._constraints = (names, cap, offset)
+        return self._constraints
+
+    @property
+    def constraint_names(self) -> list[str]:
+        """Every tree resource of every server, ``"s<server>:<resource>"`` (resource names of
+        :class:`nic.pcie.tree.PcieTree`: link directions, switches, root P2P ports, SSDs)."""
+        return list(self._build_constraints()[0])
+
+    @property
+    def constraint_capacity_bps(self) -> np.ndarray:
+        """Capacities of :attr:`constraint_names`, bits/s of payload (a copy)."""
+        return self._build_constraints()[1].copy()
+
+    def _resources(self, server: int, src: str, dst: str) -> list[int]:
+        tree = self.nodes[server].tree
+        off = self._build_constraints()[2][server]
+        return [off + tree.resource_index(r) for r in tree.path(src, dst).resources]
+
+    def flow_resources(
+        self,
+        src_rank: Sequence[int] | np.ndarray,
+        dst_rank: Sequence[int] | np.ndarray,
+        storage_ranks: Sequence[int] | np.ndarray = (),
+    ) -> np.ndarray:
+        """For each flow (then each storage read), the indices into :attr:`constraint_names`
+        of the tree resources it loads, padded with -1: an ``(F, K)`` int array. An RDMA flow
+        loads its sender's GPU -> NIC path and its receiver's NIC -> GPU path, a same-card flow
+        the GPU -> GPU path, a storage read the SSD -> GPU path (and the SSD's read rate).
+        Each loads them with its full payload rate (coefficient 1). Stacked under a flow
+        engine's own constraints this couples PCIe and network exactly in one max-min solve.
+        """
+        src = np.asarray(src_rank, dtype=np.int64)
+        dst = np.asarray(dst_rank, dtype=np.int64)
+        rows: list[list[int]] = []
+        memo: dict[tuple[int, int], list[int]] = {}
+        for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+            hit = memo.get((a, b))
+            if hit is None:
+                if self.same_card(a, b):
+                    s, (ga, gb, _l) = self.p2p_key(a, b)
+                    hit = self._resources(s, ga, gb)
+                else:
+                    s, (g, n, _l) = self.tx_key(a)
+                    t, (n2, g2, _m) = self.rx_key(b)
+                    hit = self._resources(s, g, n) + self._resources(t, n2, g2)
+                memo[(a, b)] = hit
+            rows.append(hit)
+        for r in np.asarray(storage_ranks, dtype=np.int64).reshape(-1).tolist():
+            s, (ssd, g, _l) = self.gds_key(r)
+            rows.append(self._resources(s, ssd, g))
+        k = max((len(x) for x in rows), default=0)
+        out = np.full((len(rows), k), -1, dtype=np.int64)
+        for i, x in enumerate(rows):
+            out[i, : len(x)] = x
+        return out
+
+    # ------------------------------------------------------------------ description
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly facts for the run summary: layout, sizes, the GPU-NIC path classes,
+        ``nic_dma_cap_bps`` (the PCIe share of the worst NIC and direction with every GPU
+        driving its NIC at once, before the NIC's own goodput: :func:`nic.pcie.nic_dma_caps`),
+        the NIC goodput and the largest GPU -> NIC / NIC -> GPU path latencies."""
+        from nic.pcie.streams import nic_dma_caps
+
+        trees = {id(n.tree): n.tree for n in self.nodes.values()}
+        classes: set[str] = set()
+        dma: list[float] = []
+        for tree in trees.values():
+            for nic in tree.nics:
+                for gpu in tree.gpus_of_nic(nic):
+                    classes.add(tree.path_class(gpu, nic))
+            dma += [v for caps in nic_dma_caps(tree).values() for v in caps.values()]
+        first = next(iter(trees.values()), None)
+        good = list(self.card_goodput_bps.values())
+        return {
+            "layout": self.layout,
+            "gpus_per_server": len(first.gpus) if first else 0,
+            "nics_per_server": len(first.nics) if first else 0,
+            "ssds_per_server": len(first.ssds) if first else 0,
+            "trees": len(trees),
+            "gpu_nic_path_classes": sorted(classes),
+            "nic_dma_cap_bps": min(dma) if dma else None,
+            "nic_goodput_bps": min(good) if good else None,
+            "tx_latency_s": float(self.tx_latency_s.max()) if self.num_ranks else None,
+            "rx_latency_s": float(self.rx_latency_s.max()) if self.num_ranks else None,
+        }
+
+    def __repr__(self) -> str:
+        return f"ClusterPcie({self.layout!r}: {len(self.nodes)} servers, {self.num_ranks} ranks)"
+
+
+def _build_tree(
+    layout: str,
+    builder: Callable[..., PcieTree],
+    params: Mapping[str, Any],
+    shape: _ServerShape,
+    server: int,
+    topo: str,
+) -> PcieTree:
+    """``builder`` sized for ``shape``; a ScenarioError at the disagreeing key otherwise."""
+    user = dict(params)
+    kw = dict(user)
+    kw.setdefault("gpus", len(shape.gpus))
+    if "nics" not in kw and "gpus_per_nic" not in kw:
+        kw["nics"] = len(shape.cards)
+    where = f"server {server} of topology {topo!r}"
+    try:
+        tree = builder(**kw)
+    except TypeError as exc:
+        raise ScenarioError(f"node layout {layout!r}: {exc}.", path=LAYOUT_PARAMS) from None
+    except ValueError as exc:
+        raise ScenarioError(
+            f"node layout {layout!r} for {where} ({len(shape.gpus)} GPUs, "
+            f"{len(shape.cards)} NIC cards): {str(exc).rstrip('.')}.",
+            path=LAYOUT_PARAMS,
+        ) from None
+    if len(tree.gpus) != len(shape.gpus):
+        raise ScenarioError(
+            f"node layout {layout!r} has {len(tree.gpus)} GPUs per server but {where} has "
+            f"{len(shape.gpus)}; drop 'gpus' from the layout parameters (the topology sets it).",
+            path=f"{LAYOUT_PARAMS}.gpus",
+        )
+    if len(tree.nics) != len(shape.cards):
+        key = next((k for k in ("nics", "gpus_per_nic") if k in user), None)
+        raise ScenarioError(
+            f"node layout {layout!r} has {len(tree.nics)} NICs per server but {where} has "
+            f"{len(shape.cards)} NIC cards ({len(shape.gpus)} GPUs); the topology's "
+            "gpus_per_nic decides it, so drop the layout's nics/gpus_per_nic or make them agree.",
+            path=f"{LAYOUT_PARAMS}.{key}" if key else LAYOUT_PARAMS,
+        )
+    g_local = {gid: i for i, gid in enumerate(shape.gpus)}
+    for j, card in enumerate(shape.cards):
+        want = sorted(f"gpu{g_local[g]}" for g in shape.serves[card] if g in g_local)
+        have = sorted(tree.gpus_of_nic(tree.nics[j]))
+        if want != have:
+            raise ScenarioError(
+                f"node layout {layout!r} gives {tree.nics[j]} the GPUs {have}, but NIC card "
+                f"{card} on {where} serves {want} (its ports' gpu/gpu_count attributes); make "
+                "the layout's gpus_per_nic match the topology's.",
+                path=f"{LAYOUT_PARAMS}.gpus_per_nic" if "gpus_per_nic" in user else LAYOUT_PARAMS,
+            )
+    return tree

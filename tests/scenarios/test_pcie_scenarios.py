@@ -1,0 +1,189 @@
+"""Issue 5 at the scenario level: the node's PCIe tree shapes simulated runs (packet engine).
+
+Every expected figure is a closed form computed here from the inputs: PCIe Gen5 link rates
+from lanes x 32 GT/s x 128/130 x MPS/(MPS + 24 B), the NIC's RoCEv2 goodput MAC x MTU/(MTU+82),
+the root complex's P2P limit and the SSD's read rate from their documented defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fabric.packet import ROCE_OVERHEAD
+from nic.pcie.devices import PcieSwitch, RootComplex, Ssd
+from nic.transport.qp import ACK_WIRE_EXTRA
+from scenarios.runner import run
+
+MTU = 4096
+NIC_MAC_BPS = 400e9
+B = 4 << 20  # bytes per bulk message: long enough that latencies are < 2 % of its time
+TOL = 0.03
+
+
+def link_rate(lanes: int, mps: int = 256, header: int = 24) -> float:
+    """Gen5 effective payload rate per direction (physics.md, "PCIe 5.0")."""
+    return lanes * 32e9 * 128 / 130 * mps / (mps + header)
+
+
+def goodput(mac_bps: float = NIC_MAC_BPS, mtu: int = MTU, acks: bool = False) -> float:
+    """RoCEv2 payload rate of a port; ``acks``: the link also carries one ACK (82 B + AETH)
+    per data packet of the reverse flow."""
+    ack = ROCE_OVERHEAD + ACK_WIRE_EXTRA if acks else 0
+    return mac_bps * mtu / (mtu + ROCE_OVERHEAD + ack)
+
+
+def write_trace(path: Path, rows: list[tuple[int, int, int]]) -> str:
+    pd.DataFrame(
+        [
+            {"step": 0, "layer": 0, "phase": "dispatch", "src_rank": a, "dst_rank": b,
+             "bytes": n, "tokens": 0, "start_s": 0.0, "hop": "rdma"}
+            for a, b, n in rows
+        ]
+    ).to_csv(path, index=False)  # fmt: skip
+    return str(path)
+
+
+STAR2 = {"name": "star", "params": {"hosts": 2}}  # two servers of one GPU and one NIC each
+#: servers of two GPUs behind one NIC card
+RAIL_SHARED = {"name": "rail", "params": {"servers": 3, "gpus_per_server": 2, "gpus_per_nic": 2}}
+
+
+def scenario(trace: str, topology: dict, layout: str | None, ranks: int, *,
+             layout_params: dict | None = None, storage: dict | None = None,
+             endpoint: str = "nic") -> dict:  # fmt: skip
+    workload: dict = {"trace": {"path": trace, "ranks": ranks, "compute_time": "0us"}}
+    if storage is not None:
+        workload["storage"] = storage
+    cluster: dict = {
+        "topology": topology,
+        "nic": {"mtu": "4KiB", "cc": {"name": "dcqcn"},
+                "multipath": {"selector": "spray", "paths": 4}},
+    }  # fmt: skip
+    if layout is not None:
+        cluster["layout"] = layout
+        cluster["layout_params"] = layout_params or {}
+    return {
+        "name": "pcie",
+        "seed": 1,
+        "engine": "packet",
+        "cluster": cluster,
+        "workload": workload,
+        "sim": {"endpoint": endpoint},
+        "outputs": {"plots": False, "queue_series": False},
+    }
+
+
+def fct(res) -> list[float]:
+    return res.messages["fct_s"].tolist()
+
+
+def net_goodput(res, side: str) -> list[float | None]:
+    return res.summary["engine_info"]["pcie"]["gpu_network_goodput"][f"{side}_goodput_bps"]
+
+
+def test_root_complex_is_slower_than_on_card_switch_by_the_p2p_cap(tmp_path: Path) -> None:
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, B)])
+    on_card = run(scenario(tr, STAR2, "on-card-switch", 2))
+    rc = run(scenario(tr, STAR2, "root-complex", 2))
+    p2p = RootComplex().p2p_limit_bps  # 32 GB/s per root port [E]
+    # on-card switch: GPU -> switch -> NIC at x16 (57.6 GB/s) > 400G goodput: the NIC binds
+    assert 8 * B / fct(on_card)[0] == pytest.approx(goodput(), rel=TOL)
+    # root complex: GPU -> CPU -> NIC is held to the root port's P2P limit, both ends
+    assert 8 * B / fct(rc)[0] == pytest.approx(p2p, rel=TOL)
+    assert fct(rc)[0] / fct(on_card)[0] == pytest.approx(goodput() / p2p, rel=TOL)
+    assert on_card.summary["pcie"]["gpu_nic_path_classes"] == ["PIX"]
+    assert rc.summary["pcie"]["gpu_nic_path_classes"] == ["PHB"]
+
+
+def test_pcie_path_latency_is_added_at_message_start_and_end(tmp_path: Path) -> None:
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, 64)])
+    bare = fct(run(scenario(tr, STAR2, None, 2)))[0]
+    hop = PcieSwitch().hop_latency_s  # 115 ns (Broadcom PEX89144 Gen5 [S])
+    on_card = fct(run(scenario(tr, STAR2, "on-card-switch", 2)))[0]
+    assert on_card - bare == pytest.approx(2 * hop, abs=1e-12)  # GPU -> NIC, then NIC -> GPU
+    rc = fct(run(scenario(tr, STAR2, "root-complex", 2)))[0]
+    assert rc - bare == pytest.approx(2 * RootComplex().latency_s, abs=1e-12)
+
+
+@pytest.mark.parametrize("nic_lanes", [8, 16])
+def test_two_gpus_sharing_one_nic_each_get_half(tmp_path: Path, nic_lanes: int) -> None:
+    # ranks 0 and 1 sit behind NIC card 0 and send to servers 1 and 2 at the same time
+    tr = write_trace(tmp_path / "t.csv", [(0, 2, B), (1, 4, B)])
+    res = run(scenario(tr, RAIL_SHARED, "on-card-switch", 6,
+                       layout_params={"nic_lanes": nic_lanes}))  # fmt: skip
+    shared = min(link_rate(nic_lanes), goodput())  # the card switch -> NIC link or the NIC
+    tx = net_goodput(res, "tx")
+    for rank in (0, 1):
+        assert tx[rank] == pytest.approx(shared / 2, rel=TOL)
+    if nic_lanes == 8:  # the x8 link binds below the NIC's goodput: PCIe sets the rate
+        assert shared == link_rate(8) < goodput()
+
+
+def test_ssd_read_lowers_goodput_only_when_the_shared_link_saturates(tmp_path: Path) -> None:
+    # rank 1 receives from rank 0 and sends to it while reading from the SSD on its NIC card
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, B), (1, 0, B)])
+    read = {"reads_per_gpu": "1GiB", "start": "0us", "ranks": [1]}
+    gpu_link = link_rate(16)  # card switch -> GPU, shared by NIC writes and SSD reads
+
+    def rx_tx(ssd: dict, storage: dict | None) -> tuple[float, float]:
+        lp = {"ssds": 1, "ssd": ssd}
+        res = run(scenario(tr, STAR2, "on-card-switch", 2, layout_params=lp, storage=storage))
+        return net_goodput(res, "rx")[1], net_goodput(res, "tx")[1]
+
+    base_rx, base_tx = rx_tx({}, None)
+    net = goodput(acks=True)  # both directions busy: each link also carries the other's ACKs
+    assert base_rx == pytest.approx(net, rel=TOL)
+    # 14 GB/s SSD + 400G NIC > x16: the link saturates and the NIC gets what the SSD leaves
+    ssd = Ssd().read_bps
+    assert net + ssd > gpu_link
+    rx, tx = rx_tx({}, read)
+    assert rx == pytest.approx(gpu_link - ssd, rel=TOL)
+    assert base_rx - rx == pytest.approx(net - (gpu_link - ssd), rel=0.15)
+    # GPU -> NIC is the other link direction: unaffected (bar the ACK timing of the slower
+    # reverse flow)
+    assert tx == pytest.approx(base_tx, rel=0.01)
+    # a 5 GB/s read fits next to the NIC: no change at all
+    slow = 5e9 * 8
+    assert net + slow < gpu_link
+    rx_slow, _ = rx_tx({"read_bps": "5GB/s"}, read)
+    assert rx_slow == pytest.approx(base_rx, rel=1e-9)
+
+
+def test_storage_reads_are_reported(tmp_path: Path) -> None:
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, 64 << 10)])
+    read = {"reads_per_gpu": "64KiB", "start": "1us"}
+    res = run(scenario(tr, STAR2, "on-card-switch", 2, layout_params={"ssds": 1}, storage=read))
+    reads = res.summary["engine_info"]["pcie"]["storage_reads"]
+    assert [r["rank"] for r in reads] == [0, 1]
+    for r in reads:
+        assert r["start_s"] == pytest.approx(1e-6)
+        if r["end_s"] is not None:  # finished: media rate plus the SSD's read latency
+            want = 8 * (64 << 10) / Ssd().read_bps + Ssd().read_latency_s
+            assert r["end_s"] - r["start_s"] == pytest.approx(want, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("endpoint", ["nic", "host"])
+def test_same_card_gpu_pairs_take_pcie_time(tmp_path: Path, endpoint: str) -> None:
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, B)])  # ranks 0 and 1 share NIC card 0
+    oc = run(scenario(tr, RAIL_SHARED, "on-card-switch", 6, endpoint=endpoint))
+    want = 8 * B / link_rate(16) + PcieSwitch().hop_latency_s  # GPU -> card switch -> GPU
+    assert fct(oc)[0] == pytest.approx(want, rel=1e-9)
+    rc = run(scenario(tr, RAIL_SHARED, "root-complex", 6, endpoint=endpoint))
+    root = RootComplex()
+    assert fct(rc)[0] == pytest.approx(8 * B / root.p2p_limit_bps + root.latency_s, rel=1e-9)
+    info = oc.summary["engine_info"]
+    assert info["pcie_local_messages"] == 1 and info["pcie"]["p2p_bytes"] == B
+    # without a node layout there is no tree to cross: delivered at once, as before
+    assert fct(run(scenario(tr, RAIL_SHARED, None, 6, endpoint=endpoint)))[0] == 0.0
+
+
+def test_tree_is_solved_per_active_set_not_per_message(tmp_path: Path) -> None:
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, 16 << 10)] * 40)
+    res = run(scenario(tr, STAR2, "on-card-switch", 2))
+    p = res.summary["engine_info"]["pcie"]
+    # streams become active when the first message posts and idle after the last completes
+    assert p["resolves"] <= 4 < len(res.messages)
+    assert p["solves"] <= 2
