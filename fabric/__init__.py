@@ -42,6 +42,18 @@ Packet-level engine, public API (SI units: seconds, bytes, bit/s, metres)
 ``fabric.counters``
     ``Sampler(env, network, interval_s, *, ports=None, probes=None, until=None)``: ``times``,
     ``queue_bytes``, ``tx_bytes``, ``probe(name)``, ``queue_of(port_name)``.
+``fabric.faults``
+    ``FaultInjector(network, faults=(), *, reconvergence_s=0.0, seed=0, watch_flows=True)``
+    with ``LinkDown(link=(u, v), at, until)``, ``LinkDegrade(link, rate_bps, ...)``,
+    ``LinkBer(link, pre_fec_ber, llr=False, burst_len=1, ...)``, ``SwitchDown(node, ...)``,
+    ``NicDown(node, ...)`` (``FAULT_KINDS`` registry, ``make_fault(kind, **params)``);
+    ``add(fault)``, ``records``, ``log``, ``table()``, ``flow_table()``, ``summary()``.
+``fabric.invariants``
+    ``Checker(network, *, endpoints=(), skip=())``: ``check_all(final=False,
+    status="complete")`` raises ``InvariantViolation`` (time, queues, links, delivery,
+    end_to_end, messages); ``HostEndpoints(network, hosts, injector=None)``;
+    ``run_checked(env, until=None, checker=None, check_every=200_000, stop=None)``;
+    ``explain_unfinished(...)``.
 ``fabric.kernel``
     ``call_later(env, delay, fn, arg)``, ``call_at(env, when, fn, arg)`` -> ``Callback``
     (``cancel()``), ``run(env, until=None)`` (SimPy-compatible inlined loop),

@@ -245,25 +245,30 @@ def list_(
         typer.Argument(help="Only this section (e.g. scenarios, topologies, cc, selectors)."),
     ] = None,
 ) -> None:
-    """List built-in scenarios and the registries' names with one-line descriptions."""
+    """List built-in scenarios and studies and the registries' names with one-line
+    descriptions."""
     from rich.table import Table
 
     from scenarios.loader import library_description, library_names
     from scenarios.registries import get_registry
+    from scenarios.study.spec import study_description, study_names
 
     sections: list[tuple[str, list[tuple[str, str]]]] = [
-        ("scenarios", [(n, library_description(n)) for n in library_names()])
+        ("scenarios", [(n, library_description(n)) for n in library_names()]),
+        ("studies (podsim sweep)", [(n, study_description(n)) for n in study_names()]),
     ]
     for title, kind in (
         ("topologies and cluster presets", "topology"),
+        ("node layouts", "node layout"),
+        ("NIC models", "NIC model"),
         ("congestion control", "congestion control"),
         ("path selectors", "path selector"),
-        ("model presets", "model preset"),
+        ("workloads", "workload"),
+        ("MoE model presets", "model preset"),
         ("dispatch modes", "dispatch mode"),
         ("expert placements", "expert placement"),
         ("expert popularity (skew)", "expert popularity"),
         ("synthetic patterns", "synthetic pattern"),
-        ("node layouts", "node layout"),
         ("rank mappings", "rank mapping"),
         ("PHY profiles", "PHY profile"),
         ("engines", "engine"),
@@ -272,7 +277,15 @@ def list_(
         sections.append((title, reg.describe() if reg is not None else []))
     if what:
         key = what.lower().rstrip("s")
-        aliases = {"cc": "congestion control", "selector": "path selectors", "preset": "model"}
+        aliases = {
+            "cc": "congestion control",
+            "selector": "path selectors",
+            "preset": "model",
+            "nic": "nic model",
+            "layout": "node layout",
+            "model": "moe model",
+            "study": "studie",
+        }
         key = aliases.get(key, key)
         chosen = [s for s in sections if key in s[0].lower()]
         if not chosen:

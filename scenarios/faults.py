@@ -86,7 +86,7 @@ def fabric_faults(sc: Scenario, graph: nx.Graph | None = None) -> list[tuple[int
                     link=tuple(f.link),
                     pre_fec_ber=f.pre_fec_ber,
                     llr=f.llr,
-                    burst_len=getattr(f, "burst_len", 1),
+                    burst_len=f.burst_len,
                     **span,
                 )
             elif kind == "switch_down":

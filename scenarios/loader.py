@@ -38,6 +38,8 @@ from scenarios.schema import Scenario
 __all__ = [
     "LIBRARY",
     "Document",
+    "file_description",
+    "library_description",
     "library_names",
     "load_document",
     "load_scenario",
@@ -59,11 +61,17 @@ def library_names() -> list[str]:
 
 def library_description(name: str) -> str:
     """The built-in scenario's ``description`` (first line), read without validating it."""
+    return file_description(LIBRARY / f"{name}.yaml")
+
+
+def file_description(path: Path) -> str:
+    """The first line of a YAML file's top-level ``description``, read without validating
+    the file ("" when it has none or cannot be read)."""
     try:
-        data = yaml.safe_load((LIBRARY / f"{name}.yaml").read_text())
+        data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
         return ""
-    text = str((data or {}).get("description", "")).strip()
+    text = str((data or {}).get("description", "") if isinstance(data, dict) else "").strip()
     return text.splitlines()[0] if text else ""
 
 

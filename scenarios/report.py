@@ -1,9 +1,13 @@
 """One self-contained HTML report of a result folder, for design reviews.
 
-Everything is inside the file: the figures as base64 PNG, the summary and the hottest links as
-tables, and the resolved scenario YAML; it needs no network and no other file. A small inline
-script marks the page once every figure has decoded (``data-figures-loaded`` on ``<body>``),
-which is what the headless-browser test reads.
+Everything is inside the file: the figures as base64 PNG, the summary, the cost breakdown and
+bill of materials and the hottest links as tables, and the resolved scenario YAML; it needs no
+network and no other file. A small inline script marks the page once every figure has decoded
+(``data-figures-loaded`` on ``<body>``), which is what the headless-browser test reads.
+
+The folder of a study (``podsim sweep``: ``results.parquet``, ``study.yaml``, ``plots/``) gets
+a study report instead: the study figures of :mod:`scenarios.study.plots` (Pareto front, cost
+breakdown per variant, tornado), the table of points and the study file.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any
 import yaml
 
 from fabric.units import fmt_rate, fmt_size, fmt_time
+from scenarios.cost.tables import usd
 from scenarios.results import Results
 
-__all__ = ["FIGURE_TITLES", "render_report", "write_report"]
+__all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
 
 FIGURE_TITLES = {
     "layer_timeline": "Layer timeline (dispatch, compute, combine per rank)",
@@ -28,6 +33,12 @@ FIGURE_TITLES = {
     "link_utilisation": "Link utilisation by tier",
     "queue_depth": "Queue depth of the hottest ports",
     "topology": "Topology",
+}
+
+STUDY_FIGURE_TITLES = {
+    "pareto": "Cost vs performance, Pareto front marked",
+    "cost_breakdown": "Capex by category per variant",
+    "tornado": "Sensitivity of the metric to each swept parameter",
 }
 
 _CSS = """
@@ -69,6 +80,10 @@ def _num(x: Any, kind: str) -> str:
         return fmt_rate(float(x))
     if kind == "size":
         return fmt_size(float(x))
+    if kind == "W":  # power in watts, shown in kW
+        return f"{float(x) / 1000:,.1f} kW"
+    if kind == "g":
+        return f"{float(x):.4g}" if isinstance(x, int | float) else str(x)
     return str(x)
 
 
@@ -202,17 +217,99 @@ def _hot_links(res: Results, n: int = 12) -> str:
     )
 
 
-def _figures(plots: Path) -> str:
-    parts = ["<h2>Figures</h2>"]
-    names = list(FIGURE_TITLES) + sorted(
-        p.stem for p in plots.glob("*.png") if p.stem not in FIGURE_TITLES
+def _cost_html(res: Results) -> str:
+    """The cost breakdown (capex and power per category, totals, TCO, efficiency) and the
+    bill of materials of a priced run."""
+    cost = res.cost
+    if not cost:
+        return ""
+    if "error" in cost:
+        return f"<h2>Cost</h2><p>The cluster was not priced: {_e(cost['error'])}</p>"
+    head = cost.get("summary") or {}
+    tco = cost.get("tco") or {}
+    eff = cost.get("efficiency") or {}
+    rows = [
+        [
+            r.category,
+            usd(r.capex_usd),
+            _num(r.capex_share, "pct"),
+            _num(r.power_w, "W"),
+            _num(r.power_share, "pct"),
+        ]
+        for r in res.cost_table().itertuples(index=False)
+    ]
+    rows.append(["total", usd(head.get("capex_usd")), "", _num(head.get("power_w"), "W"), ""])
+    breakdown = _table(["category", "capex", "share", "power", "share"], rows)
+    figures = _table(
+        [
+            f"TCO {tco.get('years', 0):g} y",
+            "energy",
+            "interconnect share",
+            "rule of thumb",
+            "capex per GPU",
+            "$ per GB/s per GPU",
+            "$ per MoE layer",
+            "tokens/s per $M",
+        ],
+        [
+            [
+                usd(tco.get("tco_usd")),
+                usd(tco.get("energy_usd")),
+                _num(head.get("interconnect_fraction"), "pct"),
+                _num(head.get("interconnect_rule_of_thumb"), "pct"),
+                usd(eff.get("usd_per_gpu")),
+                usd(eff.get("usd_per_GBps_per_gpu")),
+                _num(eff.get("usd_per_moe_layer"), "g"),
+                _num(eff.get("tokens_per_s_per_musd"), "g"),
+            ]
+        ],
+        numeric_from=0,
     )
+    parts = [
+        "<h2>Cost</h2>",
+        breakdown,
+        figures,
+        f'<p class="meta">TCO = capex + energy over {tco.get("years", 0):g} years at '
+        f"${tco.get('usd_per_kwh', 0):g}/kWh and PUE {tco.get('pue', 0):g}; $ per GB/s per GPU = "
+        "capex per GPU / all-to-all algorithm bandwidth per GPU; the interconnect share "
+        "(scale-out NICs, switches, optics, cables) is shown next to the published rule of "
+        "thumb as a cross-check (scenarios/cost/model.py).</p>",
+    ]
+    if res.bom is not None and len(res.bom):
+        bom_rows = [
+            [
+                r.category,
+                r.item + ("*" if bool(r.estimate) else ""),
+                str(r.detail),
+                f"{int(r.count):,}",
+                usd(r.unit_price_usd),
+                usd(r.capex_usd),
+                _num(r.power_w, "W"),
+            ]
+            for r in res.bom.itertuples(index=False)
+        ]
+        parts += [
+            "<h3>Bill of materials</h3>",
+            _table(
+                ["category", "item", "detail", "count", "unit price", "capex", "power"],
+                bom_rows,
+                numeric_from=3,
+            ),
+            '<p class="meta">* estimate: no public price or power (scenarios/cost/'
+            "catalog.yaml).</p>",
+        ]
+    return "".join(parts)
+
+
+def _figures(plots: Path, titles: dict[str, str]) -> str:
+    parts = ["<h2>Figures</h2>"]
+    names = list(titles) + sorted(p.stem for p in plots.glob("*.png") if p.stem not in titles)
     for name in names:
         png = plots / f"{name}.png"
         if not png.is_file():
             continue
         data = base64.b64encode(png.read_bytes()).decode("ascii")
-        title = FIGURE_TITLES.get(name, name.replace("_", " "))
+        title = titles.get(name, name.replace("_", " "))
         parts.append(
             f'<figure id="fig-{_e(name)}"><img alt="{_e(title)}" '
             f'src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
@@ -220,9 +317,80 @@ def _figures(plots: Path) -> str:
     return "".join(parts)
 
 
+def _page(title: str, meta: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{_e(title)}</h1><p class='meta'>{_e(meta)}</p>"
+        + body
+        + f"<script>{_SCRIPT}</script></body></html>"
+    )
+
+
+def is_study_folder(directory: Path) -> bool:
+    """A ``podsim sweep`` output folder (a results table, no single-run summary)."""
+    return (directory / "results.parquet").is_file() and not (directory / "summary.json").is_file()
+
+
+def _render_study(d: Path) -> str:
+    import pandas as pd
+
+    from scenarios.study.plots import pareto_front, save_study_figures, variant_labels
+
+    df = pd.read_parquet(d / "results.parquet")
+    study_path = d / "study.yaml"
+    study = (yaml.safe_load(study_path.read_text()) or {}) if study_path.is_file() else {}
+    name = str(study.get("name") or d.name)
+    metric = str(study.get("metric") or "layer_time_s")
+    cost_metric = str(study.get("cost_metric") or "capex_usd")
+    maximize = bool(study.get("maximize", False))
+    plots = d / "plots"
+    if not any(plots.glob("*.png")) and not df.empty:
+        save_study_figures(df, plots, metric, cost_metric, maximize, name, formats=("png",))
+    has = metric in df.columns and cost_metric in df.columns
+    front = pareto_front(df[cost_metric], df[metric], maximize) if has else [False] * len(df)
+    cats = [c for c in df.columns if c.startswith("capex.")]
+    rows = []
+    for (_, r), label, f in zip(df.iterrows(), variant_labels(df), front, strict=True):
+        rows.append(
+            [
+                str(r.get("point", "")),
+                label,
+                _num(r.get(metric), "g"),
+                _num(r.get(cost_metric), "g"),
+                "yes" if f else "",
+                *(usd(r.get(c)) for c in cats),
+            ]
+        )
+    table = _table(
+        ["point", "variant", metric, cost_metric, "Pareto", *(c[len("capex.") :] for c in cats)],
+        rows,
+        numeric_from=2,
+    )
+    direction = "higher" if maximize else "lower"
+    meta = f"{len(df)} points - metric {metric} ({direction} is better) - cost {cost_metric}"
+    desc = str(study.get("description") or "")
+    body = (
+        (f"<p>{_e(desc)}</p>" if desc else "")
+        + _figures(plots, STUDY_FIGURE_TITLES)
+        + "<h2>Points</h2>"
+        + table
+        + '<p class="meta">Capex columns are USD per category; a point is on the Pareto front '
+        "when no other point is at most as costly and at least as good, one of them strictly."
+        "</p>"
+        + "<h2>Study</h2><pre>"
+        + _e(yaml.safe_dump(study, sort_keys=False) if study else "(not recorded)")
+        + "</pre>"
+    )
+    return _page(f"podsim study report: {name}", meta, body)
+
+
 def render_report(directory: str | Path) -> str:
-    """The HTML text of the report of result folder ``directory`` (plots drawn if missing)."""
+    """The HTML text of the report of result folder ``directory`` (plots drawn if missing):
+    a run's report, or a study's when ``directory`` is a ``podsim sweep`` folder."""
     d = Path(directory)
+    if is_study_folder(d):
+        return _render_study(d)
     res = Results.read(d)
     plots = d / "plots"
     if not any(plots.glob("*.png")):
@@ -241,17 +409,15 @@ def render_report(directory: str | Path) -> str:
     )
     desc = (res.scenario or {}).get("description") or ""
     scen = yaml.safe_dump(res.scenario, sort_keys=False) if res.scenario else "(not recorded)"
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{_e(title)}</h1><p class='meta'>{_e(meta)}</p>"
-        + (f"<p>{_e(desc)}</p>" if desc else "")
+    body = (
+        (f"<p>{_e(desc)}</p>" if desc else "")
         + _summary_html(s)
-        + _figures(plots)
+        + _figures(plots, FIGURE_TITLES)
+        + _cost_html(res)
         + _hot_links(res)
         + f"<h2>Scenario (resolved)</h2><pre>{_e(scen)}</pre>"
-        + f"<script>{_SCRIPT}</script></body></html>"
     )
+    return _page(title, meta, body)
 
 
 def write_report(directory: str | Path, out: str | Path | None = None) -> Path:

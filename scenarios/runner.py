@@ -243,9 +243,7 @@ def _check_cost(sc: Scenario) -> None:
         raise ScenarioError(str(exc), path="cost") from None
 
 
-def price(
-    sc: Scenario, graph: Any, res: Results
-) -> tuple[dict[str, Any], pd.DataFrame | None]:
+def price(sc: Scenario, graph: Any, res: Results) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """The cost document and BOM of the run's cluster (:mod:`scenarios.cost.scenario`), with
     the efficiency figures of ``res``. A cluster the catalog cannot price (e.g. a switch radix
     no catalog box has) does not fail the run: the document then says why it has no cost."""

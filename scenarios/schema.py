@@ -593,12 +593,14 @@ class LinkDegrade(_FaultBase):
 
 class LinkBer(_FaultBase):
     """A pre-FEC bit error rate on a link; RS(544,514) turns it into frame loss, LLR (when on)
-    into link-level retries."""
+    into link-level retries. ``burst_len`` > 1 groups symbol errors into bursts of that many
+    10-bit symbols (DFE error propagation; the pessimistic model of fabric.phy)."""
 
     kind: Literal["ber"]
     link: LinkRef
     pre_fec_ber: Annotated[float, Field(gt=0.0, lt=0.5)]
     llr: bool = False
+    burst_len: Annotated[int, Field(ge=1, le=544, strict=True)] = 1
 
 
 class NodeDown(_FaultBase):

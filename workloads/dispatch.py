@@ -146,19 +146,23 @@ def _copy_plan(
     return plan.reshape(n, k), np.ascontiguousarray(weight, dtype=np.float32)
 
 
-def _dedup_plan(in_rank: np.ndarray, rank_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _dedup_plan(
+    in_rank: np.ndarray, dst: np.ndarray, row_token: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Combine plan of ``deepep-normal``: each token's rows, by destination rank, weight 1.
 
-    Row of (token t, rank r) = rank_offsets[r] + number of tokens before t sent to r. The plan is
+    Receive row i carries (dst[i], row_token[i]); scattering i into a [tokens, ranks] table and
+    reading it back in row-major order lists each token's rows by ascending rank. The plan is
     [tokens, max ranks per token]; padding is row 0 with weight 0.
     """
     n = in_rank.shape[0]
-    before = np.cumsum(in_rank, axis=0, dtype=np.int64)
-    tok, dst = np.nonzero(in_rank)  # row-major: grouped by token, ranks ascending
-    rows = before[tok, dst] - 1 + rank_offsets[dst]
+    row_of = np.empty(in_rank.shape, dtype=np.int64)
+    row_of[row_token, dst] = np.arange(row_token.shape[0])
+    rows = row_of[in_rank]  # row-major: grouped by token, ranks ascending
     counts = in_rank.sum(axis=1)
     width = max(int(counts.max(initial=0)), 1)
-    slot = np.arange(tok.shape[0]) - (np.cumsum(counts) - counts)[tok]
+    tok = np.repeat(np.arange(n), counts)
+    slot = np.arange(rows.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
     plan = np.zeros((n, width), dtype=np.int64)
     weight = np.zeros((n, width), dtype=np.float32)
     plan[tok, slot] = rows
@@ -225,13 +229,13 @@ def dispatch(
         # pairs deduplicated and sorted by destination, then source token (DeepEP's order).
         in_rank = token_rank_matrix(topk_idx, per_rank, num_ranks)
         dst, row_token = np.divmod(np.flatnonzero(in_rank.T), n)
-        np.cumsum(in_rank.sum(axis=0), out=rank_offsets[1:])
+        np.cumsum(np.bincount(dst, minlength=num_ranks), out=rank_offsets[1:])
         row_topk = topk_idx[row_token]
         here = (row_topk >= 0) & (row_topk // per_rank == dst[:, None])
         recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)
         recv_w = np.where(here, topk_weights[row_token], np.float32(0))
         extra = {"recv_topk_idx": recv_idx, "recv_topk_weights": recv_w}
-        combine_rows, combine_weight = _dedup_plan(in_rank, rank_offsets)
+        combine_rows, combine_weight = _dedup_plan(in_rank, dst, row_token)
     else:
         flat_e = topk_idx.ravel()
         pos = np.flatnonzero(flat_e >= 0)

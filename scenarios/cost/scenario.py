@@ -23,7 +23,12 @@ from scenarios.cost.spec import parse_cost_spec
 
 __all__ = [
     "check_catalog",
-    "cost_document", "cost_of_scenario", "cost_report", "write_cost", "write_cost_files"]
+    "cost_document",
+    "cost_of_scenario",
+    "cost_report",
+    "write_cost",
+    "write_cost_files",
+]
 
 
 def cost_of_scenario(

@@ -14,7 +14,7 @@ with Pareto, cost-breakdown and tornado plots.
 from __future__ import annotations
 
 from scenarios.study.engine import Point, PointFailure, SweepReport, run_points
-from scenarios.study.spec import Study, StudyError, load_study, study_names
+from scenarios.study.spec import Study, StudyError, load_study, study_description, study_names
 from scenarios.study.store import ResultStore, point_key
 from scenarios.study.sweep import resolve_points, run_study
 
@@ -30,5 +30,6 @@ __all__ = [
     "resolve_points",
     "run_points",
     "run_study",
+    "study_description",
     "study_names",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "Study",
     "StudyError",
     "load_study",
+    "study_description",
     "study_names",
 ]
 
@@ -192,6 +193,13 @@ class Study(BaseModel):
 def study_names() -> list[str]:
     """Built-in studies (``scenarios/library/studies/*.yaml``)."""
     return sorted(p.stem for p in LIBRARY.glob("*.yaml"))
+
+
+def study_description(name: str) -> str:
+    """A built-in study's ``description`` (first line), read without validating it."""
+    from scenarios.loader import file_description
+
+    return file_description(LIBRARY / f"{name}.yaml")
 
 
 def _resolve_study_path(ref: str | Path) -> Path:
