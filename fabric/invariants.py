@@ -57,7 +57,10 @@ __all__ = [
     "Endpoints",
     "HostEndpoints",
     "InvariantViolation",
+    "REASON_INTERRUPTED",
+    "REASON_TIME_LIMIT",
     "explain_unfinished",
+    "is_failure",
     "run_checked",
 ]
 
@@ -65,6 +68,11 @@ __all__ = [
 CHECKS = ("time", "queues", "links", "delivery", "end_to_end", "messages")
 
 _MAC = (PAUSE, RESUME)
+
+#: reasons of a message left unfinished because the run stopped (not a failure of the message)
+REASON_TIME_LIMIT = "time limit: the run stopped before it completed"
+REASON_INTERRUPTED = "interrupted: the run stopped before it completed"
+_FAILED_LINKS = ("link_down", "switch_down", "nic_down")
 _MAX_LINES = 12
 
 
@@ -102,7 +110,9 @@ class Endpoints(Protocol):
     from the fabric (duplicates included); ``pending_bytes`` arrived but not yet counted by the
     endpoint; ``duplicates()`` one line per message delivered more than once to the
     application; ``unfinished(status)`` (message label, failure reason or None) for every
-    message that did not complete."""
+    message that did not complete. Adapters may also offer ``unfinished_items(status)``,
+    the same as (message object, label, reason) triples, so that a caller can map reasons
+    back to its own message ids."""
 
     name: str
 
@@ -352,18 +362,27 @@ def explain_unfinished(
     """Why a message from endpoint ``src`` to ``dst`` (ids) did not complete, or None when
     nothing known explains it (which the ``messages`` check reports as a violation).
 
-    Reasons, first match: no path from src to dst now (failed links or switches); the run
-    stopped early (``status`` ``time-limit``/``interrupted``); the message's flow lost packets on
-    a faulted link and the endpoint does not retransmit; the fabric dropped at least the
-    missing bytes and the endpoint does not retransmit.
+    Reasons, first match: no route from src to dst now (naming the link, switch and NIC faults
+    in force when ``injector`` is given); the run stopped early (``status``
+    ``time-limit``/``interrupted``: :data:`REASON_TIME_LIMIT`, :data:`REASON_INTERRUPTED`, which
+    :func:`is_failure` tells apart from failures); the message's flow lost packets on a faulted
+    link and the endpoint does not retransmit; the fabric dropped at least the missing bytes and
+    the endpoint does not retransmit.
     """
     a, b = network.endpoints[src], network.endpoints[dst]
     if not network.routing.paths(a, b):
-        return f"destination unreachable: no path from {a} to {b} (failed links or switches)"
+        down = []
+        if injector is not None:
+            down = [f"{r.fault.kind.replace('_', ' ')} {r.fault.target()}"
+                    for r in injector.records
+                    if r.fault.kind in _FAILED_LINKS and not math.isnan(r.started_s)
+                    and math.isnan(r.ended_s)]  # fmt: skip
+        why = f"after {', '.join(down)}" if down else "(failed links or switches)"
+        return f"destination unreachable: no route from {a} to {b} {why}"
     if status == "time-limit":
-        return "the run reached its time limit first"
+        return REASON_TIME_LIMIT
     if status == "interrupted":
-        return "the run was interrupted"
+        return REASON_INTERRUPTED
     if not retransmits:
         if injector is not None and flow is not None:
             lost = [r for r in injector.records if flow in r.flows]
@@ -377,6 +396,12 @@ def explain_unfinished(
                 "packets); the endpoint does not retransmit"
             )
     return None
+
+
+def is_failure(reason: str) -> bool:
+    """True if ``reason`` (from :func:`explain_unfinished` or an endpoint) says the message
+    failed, False if it only did not finish because the run stopped first."""
+    return reason not in (REASON_TIME_LIMIT, REASON_INTERRUPTED)
 
 
 class HostEndpoints:
@@ -423,7 +448,11 @@ class HostEndpoints:
         return out
 
     def unfinished(self, status: str) -> list[tuple[str, str | None]]:
-        out: list[tuple[str, str | None]] = []
+        return [(label, reason) for _m, label, reason in self.unfinished_items(status)]
+
+    def unfinished_items(self, status: str) -> list[tuple[Any, str, str | None]]:
+        """(fabric.host message, label, reason) of every message that did not complete."""
+        out: list[tuple[Any, str, str | None]] = []
         for h in self.hosts:
             for m in h.messages:
                 if m.done:
@@ -441,7 +470,7 @@ class HostEndpoints:
                         flow=m.flow,
                         injector=self.injector,
                     )
-                out.append((f"message {m.id} {m.src}->{m.dst} ({m.size} B)", reason))
+                out.append((m, f"message {m.id} {m.src}->{m.dst} ({m.size} B)", reason))
         return out
 
 

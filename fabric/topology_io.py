@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
@@ -68,9 +69,12 @@ def _layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
     return pos
 
 
-def draw_topology(g: nx.Graph, path: str, *, labels: bool | None = None, dpi: int = 150) -> None:
-    """Draw ``g`` to ``path`` (PNG/SVG/PDF by extension) in a layered layout by tier. Labels are
-    drawn when asked, or by default when the graph has at most 64 nodes."""
+def draw_topology(
+    g: nx.Graph, path: str | Sequence[str], *, labels: bool | None = None, dpi: int = 150
+) -> None:
+    """Draw ``g`` to ``path`` (PNG/SVG/PDF by extension; several paths: one drawing saved in
+    each format) in a layered layout by tier. Labels are drawn when asked, or by default when
+    the graph has at most 64 nodes."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -99,5 +103,6 @@ def draw_topology(g: nx.Graph, path: str, *, labels: bool | None = None, dpi: in
     ax.set_xticks([])
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    for p in [path] if isinstance(path, str) else path:
+        fig.savefig(p, dpi=dpi)
     plt.close(fig)

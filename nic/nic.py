@@ -290,28 +290,34 @@ class SmartNic:
 
     def arm_timer(self, qp: QueuePair, t: float) -> None:
         """Call ``qp._on_rto()`` at ``t`` unless ``qp`` re-arms earlier meanwhile (then this
-        entry is stale and skipped). One event-heap entry per NIC, whatever the QP count."""
+        entry is stale and dropped). One event-heap entry per NIC, whatever the QP count."""
         heappush(self._timers, (t, next(self._seq), qp))
         if t < self._timer_cb_at:
-            if self._timer_cb is not None:
-                self._timer_cb.cancel()
-            self._timer_cb_at = t
-            self._timer_cb = call_at(self.env, t, self._on_timers)
+            self._schedule_timers(t)
+
+    def _schedule_timers(self, t: float) -> None:
+        if self._timer_cb is not None:
+            self._timer_cb.cancel()  # exactly one live wake-up for the NIC's timers
+        self._timer_cb_at = t
+        self._timer_cb = call_at(self.env, t, self._on_timers)
 
     def _on_timers(self, _arg: object = None) -> None:
         self._timer_cb = None
         self._timer_cb_at = _INF
         now = self.env._now
         timers = self._timers
-        while timers and timers[0][0] <= now:
-            t, _, qp = heappop(timers)
-            if qp._timer_at == t:  # the QP's live timer (not superseded by an earlier one)
-                qp._timer_at = _INF
-                qp._on_rto()
+        while timers:
+            t, _, qp = timers[0]
+            if qp._timer_at != t:  # superseded by an earlier arm: drop it
+                heappop(timers)
+                continue
+            if t > now:
+                break
+            heappop(timers)
+            qp._timer_at = _INF
+            qp._on_rto()
         if timers and timers[0][0] < self._timer_cb_at:
-            t = timers[0][0]
-            self._timer_cb_at = t
-            self._timer_cb = call_at(self.env, t, self._on_timers)
+            self._schedule_timers(timers[0][0])
 
     # ------------------------------------------------------------------ QPs
     def qp_to(self, dst: SmartNic, index: int = 0) -> QueuePair:

@@ -431,6 +431,7 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         "tokens_per_rank": m.tokens_per_rank,
         "gpus_per_node": min(cluster.gpus_per_pod, m.ep_size),
         "mode": m.mode,
+        "allow_nvlink_for_low_latency_mode": m.nvlink_for_low_latency,
         "skew": m.skew.kind,
         "target_max_mean": m.skew.max_mean,
         "skew_shape": m.skew.exponent,

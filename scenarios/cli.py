@@ -1,11 +1,11 @@
 """The ``podsim`` command (typer + rich).
 
 ``podsim run [FILE|NAME]`` runs a scenario (the built-in ``quickstart`` when none is given) and
-writes its tables, summary, plots (and report) under ``--out`` or the scenario's
-``outputs.dir``; ``validate``, ``show``, ``list``, ``trace``, ``plot`` and ``report`` do one job
-each. Bad input prints one paragraph naming the file, key and value and exits with status 2;
-Ctrl-C exits with 130 after writing what was simulated; an internal error prints a short message
-with the path of a saved traceback and exits with 1.
+writes its tables, summary, cost, plots (and report) under ``--out`` or the scenario's
+``outputs.dir``; ``validate``, ``show``, ``list``, ``docs``, ``trace``, ``plot`` and ``report``
+do one job each. Bad input prints one paragraph naming the file, key and value and exits with
+status 2; Ctrl-C exits with 130 after writing what was simulated; an internal error prints a
+short message with the path of a saved traceback and exits with 1.
 """
 
 from __future__ import annotations
@@ -363,6 +363,21 @@ def report(
 
     path = write_report(directory, out)
     out_console.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+@guarded
+def docs(
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="md (a Markdown table) or text.")
+    ] = "md",
+) -> None:
+    """Print the reference of every scenario key: path, type, default, unit, description."""
+    from scenarios.docs import render
+
+    if fmt not in ("md", "text"):
+        raise ScenarioError(f"--format {fmt!r}: use md or text.")
+    typer.echo(render(fmt=fmt), nl=False)
 
 
 from scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402

@@ -16,6 +16,8 @@ The scenario layer's side of :mod:`fabric.faults` and :mod:`fabric.invariants`:
   :data:`CHECK_EVERY_EVENTS` events) and at the end, and returns the fault record, the failed
   messages with their reasons and the check count for the summary (:meth:`FaultSession.finish`).
   A violated invariant raises :class:`fabric.invariants.InvariantViolation` and the run stops.
+  :attr:`FaultSession.outcomes` then maps every trace row the transport did not complete to
+  (``failed`` | ``unfinished``, reason) for the messages table's ``status`` and ``reason``.
 
 The engine adapter needs three lines::
 
@@ -40,7 +42,7 @@ from fabric.faults import (
     NicDown,
     SwitchDown,
 )
-from fabric.invariants import Checker, HostEndpoints, explain_unfinished
+from fabric.invariants import Checker, HostEndpoints, explain_unfinished, is_failure
 from scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -207,11 +209,14 @@ class RdmaEndpoints:
     ``rx.rx_bytes`` received with duplicates), and every message's completions (through
     ``rdma.on_done``) to catch a message completed twice. The transport retransmits, so an
     unfinished message is explained only by the run stopping early or an unreachable
-    destination."""
+    destination (``injector`` names the faults that cut it off)."""
 
-    def __init__(self, rdma: Any, *, name: str = "nic transport") -> None:
+    def __init__(
+        self, rdma: Any, *, injector: FaultInjector | None = None, name: str = "nic transport"
+    ) -> None:
         self.rdma = rdma
         self.network = rdma.network
+        self.injector = injector
         self.name = name
         self._done: dict[int, int] = {}
         rdma.on_done.append(self._count)
@@ -240,7 +245,11 @@ class RdmaEndpoints:
         return out
 
     def unfinished(self, status: str) -> list[tuple[str, str | None]]:
-        out: list[tuple[str, str | None]] = []
+        return [(label, reason) for _m, label, reason in self.unfinished_items(status)]
+
+    def unfinished_items(self, status: str) -> list[tuple[Any, str, str | None]]:
+        """(nic message, label, reason) of every message that did not complete."""
+        out: list[tuple[Any, str, str | None]] = []
         for m in self.rdma.messages:
             if not math.isnan(m.done_s):
                 continue
@@ -252,9 +261,10 @@ class RdmaEndpoints:
                 missing_bytes=m.size,
                 status=status,
                 retransmits=True,
+                injector=self.injector,
             )
-            out.append((f"message {m.id} nic{q.nic.card}->nic{q.dst_nic.card} ({m.size} B)",
-                        reason))  # fmt: skip
+            label = f"message {m.id} nic{q.nic.card}->nic{q.dst_nic.card} ({m.size} B)"
+            out.append((m, label, reason))
         return out
 
 
@@ -278,10 +288,13 @@ class FaultSession:
         self.injector = build_injector(sc, net) if has_faults else None
         rdma = getattr(transport, "rdma", None)
         if rdma is not None:
-            self.endpoints: Any = RdmaEndpoints(rdma)
+            self.endpoints: Any = RdmaEndpoints(rdma, injector=self.injector)
         else:
             hosts = list(getattr(transport, "hosts", {}).values())
             self.endpoints = HostEndpoints(net, hosts, injector=self.injector)
+        self._transport = transport
+        #: trace row -> (status "failed" | "unfinished", reason), filled by :meth:`finish`
+        self.outcomes: dict[int, tuple[str, str]] = {}
         self.checker = Checker(net, endpoints=[self.endpoints]) if sc.sim.checks else None
         self.check_every = check_every
         self._last_check = 0
@@ -311,11 +324,18 @@ class FaultSession:
             extra["invariant_checks"] = self.checker.checks_run
         else:
             extra["invariant_checks"] = "off"
-        failed = [
-            {"message": label, "reason": reason}
-            for label, reason in self.endpoints.unfinished(status)
-            if reason
-        ]
+        # host messages -> trace rows (NIC messages carry their trace row as ``tag``)
+        rows = {id(m): msg for msg, _a, _b, m in getattr(self._transport, "records", ())}
+        failed = []
+        for m, label, reason in self.endpoints.unfinished_items(status):
+            if not reason:
+                continue  # only possible with the checks off (else check_messages raised)
+            state = "failed" if is_failure(reason) else "unfinished"
+            failed.append({"message": label, "status": state, "reason": reason})
+            row = getattr(m, "tag", None)
+            row = rows.get(id(m)) if row is None else row
+            if row is not None:
+                self.outcomes[int(row)] = (state, reason)
         if failed:
             extra["failed_messages"] = failed
         if self.injector is not None:

@@ -12,14 +12,24 @@ has a title and axes labelled with units. :func:`plot_all` writes them all.
   over its own phase time, mean over layers).
 - ``layer_timeline``: dispatch / compute / combine bars per rank for the slowest layer (us).
 - ``topology``: the cluster drawn by :func:`fabric.topology.draw_topology`.
+
+Speed (plots were most of a quickstart run's time): figures get fixed margins instead of
+``tight_layout`` (which costs one extra full draw each), lines keep at most
+:data:`MAX_POINTS` points per series (more than a figure is pixels wide; peaks of queue
+series are kept), bar timelines are one collection per phase, SVG text is written as text
+rather than glyph outlines, and the topology is drawn once for all formats and not again
+while the graph is unchanged (``plots/.topology.key``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -44,6 +54,41 @@ _PHASE_COLOURS = {
 }
 _ROLE_LEVEL = {"gpu": 0, "nic": 0, "leaf": 1, "scaleup": 1, "spine": 2, "core": 3}
 
+#: most points a line keeps per series (a figure is about 1000 pixels wide)
+MAX_POINTS = 2000
+
+#: rcParams while saving: SVG text as <text> (no glyph outlines: smaller, faster files)
+_SAVE_RC = {"svg.fonttype": "none"}
+
+
+def _margins(
+    fig: Figure, left: float = 0.85, right: float = 0.2, top: float = 0.75, bottom: float = 0.6
+) -> None:
+    """Fixed margins in inches, room for tick labels, axis labels and a two-line title
+    (``tight_layout`` would cost a full extra draw per figure)."""
+    w, h = fig.get_size_inches()
+    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h)
+
+
+def _thin_cdf(x_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of sorted ``x`` as (x, F(x)), at most :data:`MAX_POINTS` points (evenly
+    spaced ranks, the first and last kept)."""
+    n = len(x_sorted)
+    idx = np.arange(n)
+    if n > MAX_POINTS:
+        idx = np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(int))
+    return x_sorted[idx], (idx + 1) / n
+
+
+def _thin_series(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A step series cut to at most :data:`MAX_POINTS` chunks, each shown at its first time
+    with its largest value (so no peak is lost)."""
+    n = len(t)
+    if n <= MAX_POINTS:
+        return t, y
+    starts = np.linspace(0, n, MAX_POINTS, endpoint=False).astype(int)
+    return t[starts], np.maximum.reduceat(y, starts)
+
 
 def _title(res: Results, what: str) -> str:
     s = res.summary
@@ -61,10 +106,13 @@ def fig_fct_cdf(res: Results) -> Figure | None:
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
     for ph, grp in m.groupby("phase", sort=False):
-        x = np.sort(grp["fct_s"].to_numpy()) * 1e6
-        y = np.arange(1, len(x) + 1) / len(x)
+        x, y = _thin_cdf(np.sort(grp["fct_s"].to_numpy()) * 1e6)
         ax.step(
-            x, y, where="post", label=f"{ph} ({len(x)} messages)", color=_PHASE_COLOURS.get(str(ph))
+            x,
+            y,
+            where="post",
+            label=f"{ph} ({len(grp)} messages)",
+            color=_PHASE_COLOURS.get(str(ph)),
         )
     ax.set_xlabel("message completion time (us)")
     ax.set_ylabel("fraction of messages")
@@ -72,7 +120,7 @@ def fig_fct_cdf(res: Results) -> Figure | None:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     ax.set_title(_title(res, "Message completion time CDF"))
-    fig.tight_layout()
+    _margins(fig)
     return fig
 
 
@@ -204,13 +252,14 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
     ax = fig.add_subplot()
     for p in top:
         s = q[q["port"] == p]
-        ax.plot(s["time_s"] * 1e6, s["depth_bytes"] / 1024, label=str(p), drawstyle="steps-post")
+        t, d = _thin_series(s["time_s"].to_numpy(float), s["depth_bytes"].to_numpy(np.int64))
+        ax.plot(t * 1e6, d / 1024, label=str(p), drawstyle="steps-post")
     ax.set_xlabel("simulated time (us)")
     ax.set_ylabel("queue depth (KiB)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
     ax.set_title(_title(res, f"Queue depth of the {len(top)} hottest ports"))
-    fig.tight_layout()
+    _margins(fig)
     return fig
 
 
@@ -245,7 +294,7 @@ def fig_gpu_bandwidth(res: Results) -> Figure | None:
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     ax.set_title(_title(res, "Per-GPU all-to-all bandwidth (bytes sent / own phase time)"))
-    fig.tight_layout()
+    _margins(fig)
     return fig
 
 
@@ -262,25 +311,29 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     ranks = sorted(set(sel["rank"]))
     fig = Figure(figsize=(9, max(3.0, 0.22 * len(ranks) + 1.5)))
     ax = fig.add_subplot()
-    seen: set[str] = set()
-    for r, p, a, b in sel[["rank", "phase", "start_s", "end_s"]].itertuples(index=False):
-        label = p if p not in seen else None
-        seen.add(p)
-        ax.barh(
-            r,
-            (b - a) * 1e6,
-            left=(a - t0) * 1e6,
-            height=0.8,
-            color=_PHASE_COLOURS.get(p, "grey"),
-            label=label,
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    handles = []
+    for p, grp in sel.groupby("phase", sort=False):
+        # one collection of bars per phase: one artist however many ranks there are
+        x0 = (grp["start_s"].to_numpy(float) - t0) * 1e6
+        x1 = (grp["end_s"].to_numpy(float) - t0) * 1e6
+        y = grp["rank"].to_numpy(float)
+        verts = np.stack(
+            [np.c_[x0, y - 0.4], np.c_[x0, y + 0.4], np.c_[x1, y + 0.4], np.c_[x1, y - 0.4]], axis=1
         )
+        colour = _PHASE_COLOURS.get(str(p), "grey")
+        ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none"))
+        handles.append(Patch(color=colour, label=str(p)))
+    ax.autoscale_view()
     ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
     ax.set_title(_title(res, f"Timeline of step {step}, layer {layer} (the slowest)"))
-    fig.tight_layout()
+    _margins(fig)
     return fig
 
 
@@ -306,33 +359,50 @@ def plot_all(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name, fn in FIGURES.items():
-        if name == "link_utilisation":
-            fig = fn(res, graph)
-        elif name == "queue_depth":
-            fig = fn(res, hottest)
-        else:
-            fig = fn(res)
-        if fig is None:
-            continue
-        for fmt in formats:
-            p = out / f"{name}.{fmt}"
-            fig.savefig(p, dpi=dpi)
-            written.append(p)
-    if graph is not None:
-        written += _draw_topology(graph, out, formats)
+    with matplotlib.rc_context(_SAVE_RC):
+        for name, fn in FIGURES.items():
+            if name == "link_utilisation":
+                fig = fn(res, graph)
+            elif name == "queue_depth":
+                fig = fn(res, hottest)
+            else:
+                fig = fn(res)
+            if fig is None:
+                continue
+            for fmt in formats:
+                p = out / f"{name}.{fmt}"
+                fig.savefig(p, dpi=dpi)
+                written.append(p)
+        if graph is not None:
+            written += _draw_topology(graph, out, formats)
     return written
 
 
+def graph_key(graph: Any) -> str:
+    """A fingerprint of a graph's nodes, edges and their attributes (what its drawing shows)."""
+    doc = {
+        "name": graph.graph.get("name"),
+        "nodes": {str(n): d for n, d in graph.nodes(data=True)},
+        "edges": {"|".join(sorted((str(u), str(v)))): d for u, v, d in graph.edges(data=True)},
+    }
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _draw_topology(graph: Any, out: Path, formats: Sequence[str]) -> list[Path]:
+    """``topology.<fmt>``: one drawing saved in every format, skipped while the files of the
+    same graph are there (``.topology.key`` holds the graph's fingerprint)."""
     from scenarios.build import topology_io
 
     draw_topology = topology_io("draw_topology")
     if draw_topology is None:
         return []
-    written = []
-    for fmt in formats:
-        p = out / f"topology.{fmt}"
-        draw_topology(graph, str(p))
-        written.append(p)
-    return written
+    paths = [out / f"topology.{fmt}" for fmt in formats]
+    stamp = out / ".topology.key"
+    key = graph_key(graph)
+    fresh = stamp.is_file() and stamp.read_text() == key and all(p.is_file() for p in paths)
+    if not fresh:
+        stamp.unlink(missing_ok=True)
+        draw_topology(graph, [str(p) for p in paths])
+        stamp.write_text(key)
+    return paths

@@ -80,8 +80,12 @@ def _num(x: Any, kind: str) -> str:
         return fmt_rate(float(x))
     if kind == "size":
         return fmt_size(float(x))
-    if kind == "W":  # power in watts, shown in kW
-        return f"{float(x) / 1000:,.1f} kW"
+    if kind == "W":
+        return f"{float(x) / 1000:,.1f} kW" if abs(float(x)) >= 1000 else f"{float(x):,.0f} W"
+    if kind == "usd":  # small amounts (the cost of one layer) keep three digits
+        return usd(float(x)) if abs(float(x)) >= 100 else f"${float(x):.3g}"
+    if kind == "count":
+        return f"{float(x):,.0f}"
     if kind == "g":
         return f"{float(x):.4g}" if isinstance(x, int | float) else str(x)
     return str(x)
@@ -259,8 +263,8 @@ def _cost_html(res: Results) -> str:
                 _num(head.get("interconnect_rule_of_thumb"), "pct"),
                 usd(eff.get("usd_per_gpu")),
                 usd(eff.get("usd_per_GBps_per_gpu")),
-                _num(eff.get("usd_per_moe_layer"), "g"),
-                _num(eff.get("tokens_per_s_per_musd"), "g"),
+                _num(eff.get("usd_per_moe_layer"), "usd"),
+                _num(eff.get("tokens_per_s_per_musd"), "count"),
             ]
         ],
         numeric_from=0,
@@ -332,6 +336,14 @@ def is_study_folder(directory: Path) -> bool:
     return (directory / "results.parquet").is_file() and not (directory / "summary.json").is_file()
 
 
+def _kind_of(metric: str) -> str:
+    """How to print a study column, by the unit suffix of its name."""
+    for suffix, kind in (("_usd", "usd"), ("_s", "time"), ("_Bps", "GBps"), ("_w", "W")):
+        if metric.endswith(suffix):
+            return kind
+    return "g"
+
+
 def _render_study(d: Path) -> str:
     import pandas as pd
 
@@ -349,15 +361,19 @@ def _render_study(d: Path) -> str:
         save_study_figures(df, plots, metric, cost_metric, maximize, name, formats=("png",))
     has = metric in df.columns and cost_metric in df.columns
     front = pareto_front(df[cost_metric], df[metric], maximize) if has else [False] * len(df)
-    cats = [c for c in df.columns if c.startswith("capex.")]
+    cats = [
+        c
+        for c in df.columns
+        if c.startswith("capex.") and pd.to_numeric(df[c], errors="coerce").fillna(0).any()
+    ]
     rows = []
     for (_, r), label, f in zip(df.iterrows(), variant_labels(df), front, strict=True):
         rows.append(
             [
                 str(r.get("point", "")),
                 label,
-                _num(r.get(metric), "g"),
-                _num(r.get(cost_metric), "g"),
+                _num(r.get(metric), _kind_of(metric)),
+                _num(r.get(cost_metric), _kind_of(cost_metric)),
                 "yes" if f else "",
                 *(usd(r.get(c)) for c in cats),
             ]

@@ -5,8 +5,20 @@ from the start of the run, sizes in bytes, rates in bit/s):
 
 ``messages`` - one row per trace message
     msg (int, row of the trace), step, layer, phase, src_rank, dst_rank, hop ("rdma",
-    "scaleup", "local"), bytes, tokens, post_s (when the sender posted it), end_s (when its last
-    byte was delivered; NaN if never), fct_s (end_s - post_s), status ("ok", "unfinished").
+    "scaleup", "local"), bytes, tokens, post_s (when the sender posted it; NaN if never), end_s
+    (when its last byte was delivered; NaN if never), fct_s (end_s - post_s), status and reason:
+
+    - ``complete``: delivered (reason empty);
+    - ``failed``: the transport gave up on it or could not deliver it, with the engine's reason
+      (``summary.engine_info.failed_messages``, from
+      :func:`fabric.invariants.explain_unfinished`), e.g. "destination unreachable: no route
+      from nic0.p0 to nic7.p0 after link down leaf1-nic7.p0", "retry limit exceeded: 7
+      consecutive timeouts ...", "3 packet(s) lost to link_down leaf0-spine0; the endpoint
+      does not retransmit";
+    - ``unfinished``: the run ended first (summary ``status``): "time limit: ...",
+      "interrupted: ...", or, in a ``stalled`` run, "stalled: ..." (the message was posted but
+      nothing was left to simulate) / "never posted: ..." (its phase never started on the
+      sender because an earlier phase waited on messages that did not arrive).
 ``phases`` - one row per (step, layer, phase, rank); phase is dispatch / compute / combine /
     other
     start_s, end_s, duration_s, bytes_out (bytes the rank sent in the phase, all hops),
@@ -45,6 +57,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +81,7 @@ __all__ = [
     "layer_time_s",
     "link_table",
     "message_table",
+    "settle_messages",
     "summarise",
 ]
 
@@ -86,7 +100,8 @@ SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
         "post_s": ("float64", "time the sender posted it (s)"),
         "end_s": ("float64", "time the last byte was delivered (s); NaN if never"),
         "fct_s": ("float64", "completion time end_s - post_s (s)"),
-        "status": ("object", "ok | unfinished"),
+        "status": ("object", "complete | failed | unfinished"),
+        "reason": ("object", "why it failed or did not finish; empty if complete"),
     },
     "phases": {
         "step": ("int64", "step"),
@@ -165,8 +180,18 @@ def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
     return out
 
 
-def message_table(trace: pd.DataFrame, post_s: np.ndarray, end_s: np.ndarray) -> pd.DataFrame:
-    """The ``messages`` table from the trace and the engine's posting/delivery times."""
+def message_table(
+    trace: pd.DataFrame,
+    post_s: np.ndarray,
+    end_s: np.ndarray,
+    outcomes: Mapping[int, tuple[str, str]] | None = None,
+) -> pd.DataFrame:
+    """The ``messages`` table from the trace and the engine's posting/delivery times.
+
+    ``outcomes`` maps trace rows the engine did not deliver to (status, reason) (see the module
+    docstring); a delivered row is ``complete`` whatever it says. Undelivered rows without an
+    outcome stay ``unfinished`` with an empty reason until :func:`settle_messages` explains
+    them from the run's status."""
     df = pd.DataFrame(
         {
             "msg": np.arange(len(trace), dtype=np.int64),
@@ -187,7 +212,50 @@ def message_table(trace: pd.DataFrame, post_s: np.ndarray, end_s: np.ndarray) ->
         }
     )
     df["fct_s"] = df["end_s"] - df["post_s"]
-    df["status"] = np.where(np.isfinite(df["end_s"].to_numpy()), "ok", "unfinished")
+    done = np.isfinite(df["end_s"].to_numpy())
+    status = np.where(done, "complete", "unfinished").astype(object)
+    reason = np.full(len(df), "", dtype=object)
+    for row, (st, why) in (outcomes or {}).items():
+        if 0 <= row < len(df) and not done[row]:
+            if st not in MESSAGE_STATUSES:
+                raise ValueError(f"message {row}: status {st!r} is not one of {MESSAGE_STATUSES}")
+            status[row], reason[row] = st, why
+    df["status"] = status
+    df["reason"] = reason
+    return df
+
+
+#: the values of the messages table's ``status`` column
+MESSAGE_STATUSES = ("complete", "failed", "unfinished")
+
+_STOPPED = {
+    "time-limit": "time limit: the run stopped before it completed",
+    "interrupted": "interrupted: the run stopped before it completed",
+    "stalled": "stalled: posted, but nothing was left to simulate (it was never delivered)",
+}
+
+
+def settle_messages(messages: pd.DataFrame, run_status: str) -> pd.DataFrame:
+    """Give every undelivered message without a reason one from the run's ``run_status``
+    (``time-limit``, ``interrupted``, ``stalled``; see the module docstring). Returns a copy."""
+    df = messages.copy()
+    if "reason" not in df.columns:
+        df["reason"] = ""
+    df["reason"] = df["reason"].fillna("").astype(object)
+    open_ = (df["status"] != "complete") & (df["reason"] == "")
+    if not open_.any():
+        return df
+    never = open_ & df["post_s"].isna()
+    stopped = _STOPPED.get(run_status, f"the run ended with status {run_status!r} first")
+    if run_status == "stalled":
+        df.loc[never, "reason"] = (
+            "never posted: its phase never started on the sender (an earlier phase waited "
+            "on messages that did not arrive)"
+        )
+        df.loc[open_ & ~never, "reason"] = stopped
+    else:
+        df.loc[open_ & ~never, "reason"] = stopped
+        df.loc[never, "reason"] = stopped.replace("before it completed", "before it was posted")
     return df
 
 
@@ -333,7 +401,8 @@ def summarise(
             "ranks": num_ranks,
             "messages": {
                 "count": len(messages),
-                "unfinished": int((messages["status"] != "ok").sum()),
+                "unfinished": int((messages["status"] != "complete").sum()),
+                "failed": int((messages["status"] == "failed").sum()),
                 "bytes": int(messages["bytes"].sum()),
                 "fct_p50_s": float(np.percentile(fct, 50)) if len(fct) else None,
                 "fct_p99_s": float(np.percentile(fct, 99)) if len(fct) else None,

@@ -24,6 +24,7 @@ Defaults and their sources (../shared/reference/physics.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -59,9 +60,11 @@ __all__ = [
     "Fault",
     "MoeWorkload",
     "MultipathConfig",
+    "NameOf",
     "NicConfig",
     "OutputsConfig",
     "PfcConfig",
+    "Quantity",
     "Scenario",
     "SimConfig",
     "SkewConfig",
@@ -119,10 +122,30 @@ def _positive(value: float) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class Quantity:
+    """Marks a quantity type for the key reference (``podsim docs``, :mod:`scenarios.docs`):
+    what it measures, the SI unit it is stored in, and how it is written in a file."""
+
+    kind: str
+    unit: str
+    example: str
+
+
+@dataclass(frozen=True)
+class NameOf:
+    """Marks a name checked against a registry (``kind`` of :mod:`scenarios.registries`) for
+    the key reference; ``plugin``: a ``module:Class`` plug-in is accepted too."""
+
+    kind: str
+    plugin: bool = False
+
+
 Rate = Annotated[
     float,
     BeforeValidator(_no_bool(parse_rate)),
     PlainSerializer(lambda v: _exact(fmt_rate, parse_rate, v, "bps"), when_used="json"),
+    Quantity("rate", "bit/s", "400Gbps"),
 ]
 PacketRate = Annotated[
     float,
@@ -131,21 +154,25 @@ PacketRate = Annotated[
         lambda v: _exact(lambda x, d: f"{x / 1e6:.{d}g}Mpps", parse_packet_rate, v),
         when_used="json",
     ),
+    Quantity("packet rate", "packets/s", "400Mpps"),
 ]
 Size = Annotated[
     int,
     BeforeValidator(_no_bool(parse_size)),
     PlainSerializer(_fmt_size_exact, when_used="json"),
+    Quantity("size", "bytes", "4KiB"),
 ]
 Time = Annotated[
     float,
     BeforeValidator(_no_bool(parse_time)),
     PlainSerializer(lambda v: _exact(fmt_time, parse_time, v, "s"), when_used="json"),
+    Quantity("time", "s", "2us"),
 ]
 Length = Annotated[
     float,
     BeforeValidator(_no_bool(parse_length)),
     PlainSerializer(lambda v: _exact(fmt_length, parse_length, v, "m"), when_used="json"),
+    Quantity("length", "m", "5m"),
 ]
 PositiveRate = Annotated[Rate, AfterValidator(lambda v: _positive(v))]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
@@ -186,7 +213,7 @@ def _plugin_or_name(kind: str, value: str) -> str:
 
 def _name_type(kind: str, plugin: bool = False) -> Any:
     check = _plugin_or_name if plugin else _registry_name
-    return Annotated[str, AfterValidator(lambda v: check(kind, v))]
+    return Annotated[str, AfterValidator(lambda v: check(kind, v)), NameOf(kind, plugin)]
 
 
 TopologyName = _name_type("topology")
@@ -221,16 +248,27 @@ class TopologyConfig(Strict):
     ``*_bytes``/``buffer`` -> bytes), see :func:`scenarios.build.convert_params`.
     """
 
-    name: TopologyName
-    params: Params = Field(default_factory=dict)
+    name: TopologyName = Field(
+        description="topology builder (podsim list topologies): fat-tree, rail, star, ..."
+    )
+    params: Params = Field(
+        default_factory=dict,
+        description="arguments of the builder; quantity strings are parsed by name suffix",
+    )
 
 
 class CCConfig(Strict):
     """Congestion control: a built-in algorithm (``nic`` CC registry) or a ``module:Class``
     plug-in, with parameters that override the algorithm's published defaults."""
 
-    name: CCName = "dcqcn"
-    params: Params = Field(default_factory=dict)
+    name: CCName = Field(
+        "dcqcn",
+        description="congestion-control algorithm (podsim list cc) or a module:Class plug-in",
+    )
+    params: Params = Field(
+        default_factory=dict,
+        description="parameters that override the algorithm's published defaults",
+    )
 
 
 class MultipathConfig(Strict):
@@ -240,9 +278,14 @@ class MultipathConfig(Strict):
     Defaults: the brief's SmartNIC sprays (multipath RDMA with packet spraying [S]) over 256
     entropy values, the figure UEC simulations use [E]."""
 
-    selector: SelectorName = "spray"
-    paths: Annotated[int, Field(ge=1, le=65536, strict=True)] = 256
-    params: Params = Field(default_factory=dict)
+    selector: SelectorName = Field(
+        "spray",
+        description="path selector (podsim list selectors) or a module:Class plug-in",
+    )
+    paths: Annotated[int, Field(ge=1, le=65536, strict=True)] = Field(
+        256, description="entropy values (UDP source ports) a QP spreads its packets over"
+    )
+    params: Params = Field(default_factory=dict, description="parameters of the path selector")
 
 
 class NicConfig(Strict):
@@ -260,18 +303,42 @@ class NicConfig(Strict):
     datacentre RTT of a few microseconds [E].
     """
 
-    model: NicModelName = "smartnic-400g"
-    phy: PhyName | None = None
-    rate: PositiveRate | None = None
-    mtu: Size = 4096
-    packet_rate: Annotated[PacketRate, AfterValidator(_positive)] = parse_packet_rate("400Mpps")
-    cc: CCConfig = Field(default_factory=CCConfig)
-    multipath: MultipathConfig = Field(default_factory=MultipathConfig)
-    reliability: Literal["selective-repeat", "go-back-n"] = "selective-repeat"
-    ack_coalesce: PositiveInt = 1
-    rto: Time = parse_time("100us")
-    qp_cache: NonNegInt = 0
-    qp_miss_penalty: Time = 0.0
+    model: NicModelName = Field(
+        "smartnic-400g",
+        description="transport preset (podsim list nic): fills every NIC key not written",
+    )
+    phy: PhyName | None = Field(
+        None, description="check: the PHY profile every NIC port's link must have"
+    )
+    rate: PositiveRate | None = Field(
+        None, description="check: the MAC rate every NIC port's link must have"
+    )
+    mtu: Size = Field(
+        4096, description="RoCE path MTU: 256, 512, 1024, 2048 or 4096 B (default: the preset)"
+    )
+    packet_rate: Annotated[PacketRate, AfterValidator(_positive)] = Field(
+        parse_packet_rate("400Mpps"),
+        description="packet-processing ceiling of the NIC (default: the preset)",
+    )
+    cc: CCConfig = Field(default_factory=CCConfig, description="congestion control")
+    multipath: MultipathConfig = Field(
+        default_factory=MultipathConfig, description="path selection of the transport"
+    )
+    reliability: Literal["selective-repeat", "go-back-n"] = Field(
+        "selective-repeat", description="loss recovery of the transport (default: the preset)"
+    )
+    ack_coalesce: PositiveInt = Field(
+        1, description="data packets acknowledged per ACK (default: the preset)"
+    )
+    rto: Time = Field(
+        parse_time("100us"), description="minimum retransmission timeout (default: the preset)"
+    )
+    qp_cache: NonNegInt = Field(
+        0, description="QP contexts the NIC caches on chip; 0 = unlimited (default: the preset)"
+    )
+    qp_miss_penalty: Time = Field(
+        0.0, description="delay of a QP-context cache miss (fetch over PCIe; default: the preset)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -335,10 +402,12 @@ def _nic_preset(name: Any) -> dict[str, Any] | None:
 class EcnConfig(Strict):
     """RED/ECN marking by queue bytes (NVIDIA Onyx/Cumulus RoCE defaults: 150 KB/1500 KB [S])."""
 
-    enabled: bool = True
-    kmin: Size = 150_000
-    kmax: Size = 1_500_000
-    pmax: Fraction = 0.2
+    enabled: bool = Field(True, description="mark ECN-capable packets by queue depth")
+    kmin: Size = Field(150_000, description="queue depth where marking starts")
+    kmax: Size = Field(
+        1_500_000, description="queue depth where the marking probability reaches pmax"
+    )
+    pmax: Fraction = Field(0.2, description="marking probability at kmax")
 
     @model_validator(mode="after")
     def _order(self) -> EcnConfig:
@@ -354,9 +423,9 @@ class PfcConfig(Strict):
     (physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``.
     """
 
-    enabled: bool = False
-    xoff: Size = 2_000_000
-    xon: Size = 1_000_000
+    enabled: bool = Field(False, description="lossless operation with PFC pause frames")
+    xoff: Size = Field(2_000_000, description="ingress bytes queued that pause the upstream port")
+    xon: Size = Field(1_000_000, description="ingress bytes queued that resume it (below xoff)")
 
     @model_validator(mode="after")
     def _order(self) -> PfcConfig:
@@ -368,12 +437,16 @@ class PfcConfig(Strict):
 class SwitchConfig(Strict):
     """Every switch: shared buffer with dynamic thresholds, ECN, PFC, forwarding latency."""
 
-    buffer: Size = 64 * 2**20
-    alpha: Annotated[float, Field(gt=0)] = 1.0
-    latency: Time = parse_time("600ns")
-    cut_through: bool = True
-    ecn: EcnConfig = Field(default_factory=EcnConfig)
-    pfc: PfcConfig = Field(default_factory=PfcConfig)
+    buffer: Size = Field(64 * 2**20, description="shared packet buffer of each switch")
+    alpha: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="dynamic-threshold alpha: a queue may hold alpha x the free buffer"
+    )
+    latency: Time = Field(parse_time("600ns"), description="port-to-port forwarding latency")
+    cut_through: bool = Field(
+        True, description="forward a frame once its header arrived (else store and forward)"
+    )
+    ecn: EcnConfig = Field(default_factory=EcnConfig, description="ECN marking (RED)")
+    pfc: PfcConfig = Field(default_factory=PfcConfig, description="priority flow control")
 
     @model_validator(mode="after")
     def _fits(self) -> SwitchConfig:
@@ -390,8 +463,13 @@ class RoutingConfig(Strict):
     """How the fabric routes: ECMP hashing and how long static routes take to reconverge
     after a failure (50 ms is a typical BGP/BFD datacentre figure [E])."""
 
-    ecmp_hash: Literal["5-tuple", "entropy"] = "entropy"
-    reconvergence: Time = parse_time("50ms")
+    ecmp_hash: Literal["5-tuple", "entropy"] = Field(
+        "entropy",
+        description="what the switches' ECMP hash covers: the whole 5-tuple or the entropy value",
+    )
+    reconvergence: Time = Field(
+        parse_time("50ms"), description="how long routes take to avoid a failed link or switch"
+    )
 
 
 class ClusterConfig(Strict):
@@ -400,15 +478,31 @@ class ClusterConfig(Strict):
     layout (``nic.pcie.NODE_LAYOUTS``; ``layout_params`` beyond the GPUs and NICs per server
     that the topology fixes), the rank placement, the NICs, the switches and the routing."""
 
-    preset: ClusterPresetName | None = None
-    params: Params = Field(default_factory=dict)
-    topology: TopologyConfig | None = None
-    layout: LayoutName | None = None
-    layout_params: Params = Field(default_factory=dict)
-    rank_map: RankMapName | list[NonNegInt] = "contiguous"
-    nic: NicConfig = Field(default_factory=NicConfig)
-    switch: SwitchConfig = Field(default_factory=SwitchConfig)
-    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    preset: ClusterPresetName | None = Field(
+        None, description="named cluster (podsim list topologies); or give topology"
+    )
+    params: Params = Field(
+        default_factory=dict, description="arguments that override the preset's (e.g. nodes)"
+    )
+    topology: TopologyConfig | None = Field(
+        None, description="explicit topology (builder and params); or give preset"
+    )
+    layout: LayoutName | None = Field(
+        None, description="PCIe node layout (podsim list layouts); none: no PCIe model"
+    )
+    layout_params: Params = Field(
+        default_factory=dict,
+        description="more arguments of the node layout (ssds, lane widths, ...)",
+    )
+    rank_map: RankMapName | list[NonNegInt] = Field(
+        "contiguous",
+        description="rank placement on GPUs: a rank mapping name or one GPU index per rank",
+    )
+    nic: NicConfig = Field(default_factory=NicConfig, description="the RDMA NIC of every port")
+    switch: SwitchConfig = Field(default_factory=SwitchConfig, description="every switch")
+    routing: RoutingConfig = Field(
+        default_factory=RoutingConfig, description="ECMP hashing and failure reconvergence"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
@@ -438,10 +532,16 @@ class SkewConfig(Strict):
     """Expert popularity: ``uniform``, ``zipf`` (exponent), ``lognormal`` (target per-rank
     max/mean; TensorRT-LLM measured 2.56 on DeepSeek-R1 EP32 [S]) or ``replay``."""
 
-    kind: PopularityName = "uniform"
-    max_mean: Annotated[float, Field(ge=1.0)] | None = None
-    exponent: Annotated[float, Field(gt=0.0)] | None = None
-    params: Params = Field(default_factory=dict)
+    kind: PopularityName = Field(
+        "uniform", description="expert popularity model (podsim list popularity)"
+    )
+    max_mean: Annotated[float, Field(ge=1.0)] | None = Field(
+        None, description="lognormal: target max/mean tokens per rank"
+    )
+    exponent: Annotated[float, Field(gt=0.0)] | None = Field(None, description="zipf: the exponent")
+    params: Params = Field(
+        default_factory=dict, description="more arguments of the popularity model"
+    )
 
 
 class MoeWorkload(Strict):
@@ -455,23 +555,51 @@ class MoeWorkload(Strict):
     Compute between dispatch and combine: ``compute_time`` if given, else the workloads model
     at ``tflops`` achieved (default: its estimate) plus ``compute_overhead`` per layer."""
 
-    model: ModelPresetName = "deepseek-v3"
-    ep_size: PositiveInt = 16
-    tokens_per_rank: PositiveInt = 4096
-    skew: SkewConfig = Field(default_factory=SkewConfig)
-    mode: DispatchModeName = "deepep-normal"
-    placement: PlacementName = "contiguous"
-    redundant_experts: NonNegInt = 0
-    routing_limit: Literal["model", "none", "node"] = "model"
-    max_nodes: PositiveInt | None = None
-    routing: Path | None = None
-    layers: PositiveInt = 1
-    steps: PositiveInt = 1
-    dispatch_dtype: Literal["fp8", "bf16"] = "fp8"
-    combine_dtype: Literal["fp8", "bf16"] = "bf16"
-    tflops: Annotated[float, Field(gt=0)] | None = None
-    compute_overhead: Time = 0.0
-    compute_time: Time | None = None
+    model: ModelPresetName = Field(
+        "deepseek-v3", description="MoE model preset (podsim list models)"
+    )
+    ep_size: PositiveInt = Field(16, description="expert-parallel ranks (GPUs)")
+    tokens_per_rank: PositiveInt = Field(4096, description="tokens each rank routes per layer")
+    skew: SkewConfig = Field(default_factory=SkewConfig, description="expert popularity")
+    mode: DispatchModeName = Field(
+        "deepep-normal", description="dispatch mode (podsim list dispatch)"
+    )
+    nvlink_for_low_latency: bool = Field(
+        False,
+        description="deepep-low-latency: send same-node messages over the scale-up fabric "
+        "(DeepEP's allow_nvlink_for_low_latency_mode); false sends every message by RDMA",
+    )
+    placement: PlacementName = Field(
+        "contiguous", description="placement of experts on ranks (podsim list placements)"
+    )
+    redundant_experts: NonNegInt = Field(
+        0, description="EPLB replicas of the hottest experts (placement: redundant)"
+    )
+    routing_limit: Literal["model", "none", "node"] = Field(
+        "model",
+        description="node limit of a token: the preset's group limit, none, or max_nodes",
+    )
+    max_nodes: PositiveInt | None = Field(
+        None, description="routing_limit node: at most this many nodes per token"
+    )
+    routing: Path | None = Field(
+        None, description="recorded expert ids to replay (.npy), relative to the scenario file"
+    )
+    layers: PositiveInt = Field(1, description="MoE layers per step")
+    steps: PositiveInt = Field(1, description="steps (forward passes) to simulate")
+    dispatch_dtype: Literal["fp8", "bf16"] = Field(
+        "fp8", description="data type of dispatched tokens"
+    )
+    combine_dtype: Literal["fp8", "bf16"] = Field(
+        "bf16", description="data type of combined tokens"
+    )
+    tflops: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="achieved TFLOP/s of expert compute (default: the workloads estimate)"
+    )
+    compute_overhead: Time = Field(0.0, description="fixed compute time added per layer")
+    compute_time: Time | None = Field(
+        None, description="expert compute per layer and rank (overrides the compute model)"
+    )
 
     @field_validator("routing")
     @classmethod
@@ -486,10 +614,16 @@ class TraceWorkload(Strict):
     dispatch and combine: ``compute_time`` if given, else the trace's own compute table, else
     zero."""
 
-    path: Path
-    format: Literal["auto", "parquet", "csv"] = "auto"
-    ranks: PositiveInt | None = None
-    compute_time: Time | None = None
+    path: Path = Field(description="trace file (.parquet or .csv), relative to the scenario file")
+    format: Literal["auto", "parquet", "csv"] = Field(
+        "auto", description="file format; auto: by extension"
+    )
+    ranks: PositiveInt | None = Field(
+        None, description="ranks, when the file does not record num_ranks"
+    )
+    compute_time: Time | None = Field(
+        None, description="compute between dispatch and combine (else the trace's table)"
+    )
 
     @field_validator("path")
     @classmethod
@@ -500,12 +634,14 @@ class TraceWorkload(Strict):
 class SyntheticWorkload(Strict):
     """A synthetic pattern from ``workloads`` (uniform all-to-all, permutation, incast, ring)."""
 
-    pattern: PatternName = "uniform"
-    ranks: PositiveInt | None = None
-    size: Size = 1 << 20
-    steps: PositiveInt = 1
-    compute_time: Time = 0.0
-    params: Params = Field(default_factory=dict)
+    pattern: PatternName = Field("uniform", description="traffic pattern (podsim list patterns)")
+    ranks: PositiveInt | None = Field(
+        None, description="ranks taking part (default: every GPU of the cluster)"
+    )
+    size: Size = Field(1 << 20, description="bytes of each message")
+    steps: PositiveInt = Field(1, description="repetitions of the pattern")
+    compute_time: Time = Field(0.0, description="compute between steps")
+    params: Params = Field(default_factory=dict, description="more arguments of the pattern")
 
     @field_validator("size")
     @classmethod
@@ -523,9 +659,9 @@ class StorageReads(Strict):
     ``cluster.layout`` with SSDs (``layout_params.ssds``). The reads run in the background: a
     run ends when the workload's phases end, whether or not they finished."""
 
-    reads_per_gpu: Size
-    start: Time = 0.0
-    ranks: list[NonNegInt] | None = None
+    reads_per_gpu: Size = Field(description="bytes each rank reads from its nearest SSD")
+    start: Time = Field(0.0, description="when the reads start (simulated time)")
+    ranks: list[NonNegInt] | None = Field(None, description="ranks that read (default: all)")
 
     @field_validator("reads_per_gpu")
     @classmethod
@@ -539,10 +675,12 @@ class WorkloadConfig(Strict):
     """Exactly one of ``moe``, ``trace`` or ``synthetic``; optionally background ``storage``
     reads alongside it."""
 
-    moe: MoeWorkload | None = None
-    trace: TraceWorkload | None = None
-    synthetic: SyntheticWorkload | None = None
-    storage: StorageReads | None = None
+    moe: MoeWorkload | None = Field(None, description="an MoE layer's all-to-all")
+    trace: TraceWorkload | None = Field(None, description="a recorded trace file")
+    synthetic: SyntheticWorkload | None = Field(None, description="a synthetic pattern")
+    storage: StorageReads | None = Field(
+        None, description="GPUDirect Storage reads in the background"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> WorkloadConfig:
@@ -563,8 +701,8 @@ class WorkloadConfig(Strict):
 
 
 class _FaultBase(Strict):
-    at: Time = 0.0
-    until: Time | None = None
+    at: Time = Field(0.0, description="when the fault starts (simulated time)")
+    until: Time | None = Field(None, description="when it ends (default: never)")
 
     @model_validator(mode="after")
     def _window(self) -> _FaultBase:
@@ -579,16 +717,16 @@ LinkRef = Annotated[list[str], Field(min_length=2, max_length=2)]
 class LinkDown(_FaultBase):
     """A link fails at ``at`` (and comes back at ``until``)."""
 
-    kind: Literal["link_down"]
-    link: LinkRef
+    kind: Literal["link_down"] = Field(description="fault type")
+    link: LinkRef = Field(description="the link: its two node names")
 
 
 class LinkDegrade(_FaultBase):
     """A link runs at a lower ``rate`` (e.g. a PAM4 lane lost: 400G -> 300G)."""
 
-    kind: Literal["link_degrade"]
-    link: LinkRef
-    rate: PositiveRate
+    kind: Literal["link_degrade"] = Field(description="fault type")
+    link: LinkRef = Field(description="the link: its two node names")
+    rate: PositiveRate = Field(description="the lower MAC rate")
 
 
 class LinkBer(_FaultBase):
@@ -596,26 +734,32 @@ class LinkBer(_FaultBase):
     into link-level retries. ``burst_len`` > 1 groups symbol errors into bursts of that many
     10-bit symbols (DFE error propagation; the pessimistic model of fabric.phy)."""
 
-    kind: Literal["ber"]
-    link: LinkRef
-    pre_fec_ber: Annotated[float, Field(gt=0.0, lt=0.5)]
-    llr: bool = False
-    burst_len: Annotated[int, Field(ge=1, le=544, strict=True)] = 1
+    kind: Literal["ber"] = Field(description="fault type")
+    link: LinkRef = Field(description="the link: its two node names")
+    pre_fec_ber: Annotated[float, Field(gt=0.0, lt=0.5)] = Field(
+        description="bit error rate before RS(544,514) FEC"
+    )
+    llr: bool = Field(False, description="link-level retry turns frame loss into retries")
+    burst_len: Annotated[int, Field(ge=1, le=544, strict=True)] = Field(
+        1, description="10-bit symbol errors per burst (DFE error propagation)"
+    )
 
 
 class NodeDown(_FaultBase):
     """A switch or a NIC port fails."""
 
-    kind: Literal["switch_down", "nic_down"]
-    node: str
+    kind: Literal["switch_down", "nic_down"] = Field(description="fault type")
+    node: str = Field(description="the switch or NIC port (graph node name)")
 
 
 class Straggler(Strict):
     """A slow GPU: its expert compute takes ``factor`` times longer."""
 
-    kind: Literal["straggler"]
-    rank: NonNegInt
-    factor: Annotated[float, Field(ge=1.0)] = 2.0
+    kind: Literal["straggler"] = Field(description="fault type")
+    rank: NonNegInt = Field(description="the slow rank")
+    factor: Annotated[float, Field(ge=1.0)] = Field(
+        2.0, description="how many times longer its expert compute takes"
+    )
 
 
 Fault = Annotated[
@@ -635,11 +779,17 @@ class SimConfig(Strict):
     ``sample_interval`` is the
     queue-depth sampling period; ``time_limit`` stops the simulation at that simulated time."""
 
-    endpoint: Literal["nic", "host"] = "nic"
-    cell: Size | None = None
-    sample_interval: Time = parse_time("1us")
-    time_limit: Time | None = None
-    checks: bool = True
+    endpoint: Literal["nic", "host"] = Field(
+        "nic", description="packet engine sender: the SmartNIC transport or a line-rate host"
+    )
+    cell: Size | None = Field(
+        None, description="endpoint host: move cells of this size (a fidelity knob for speed)"
+    )
+    sample_interval: Time = Field(parse_time("1us"), description="queue-depth sampling period")
+    time_limit: Time | None = Field(None, description="stop the simulation at this simulated time")
+    checks: bool = Field(
+        True, description="run the invariant checks (conservation, no loss when lossless)"
+    )
 
     @model_validator(mode="after")
     def _cell_needs_host(self) -> SimConfig:
@@ -660,29 +810,37 @@ class OutputsConfig(Strict):
     """What a run writes under its output folder (``dir``; ``{name}`` expands to the scenario
     name; ``podsim run --out`` overrides)."""
 
-    dir: str = "results/{name}"
-    formats: list[Literal["parquet", "csv"]] = Field(default_factory=lambda: ["parquet", "csv"])
-    plots: bool = True
-    plot_formats: list[Literal["png", "svg"]] = Field(default_factory=lambda: ["png", "svg"])
-    report: bool = False
-    hottest_ports: PositiveInt = 8
-    queue_series: bool = True
+    dir: str = Field("results/{name}", description="output folder; {name} and {variant} expand")
+    formats: list[Literal["parquet", "csv"]] = Field(
+        default_factory=lambda: ["parquet", "csv"], description="table file formats"
+    )
+    plots: bool = Field(True, description="draw the figures")
+    plot_formats: list[Literal["png", "svg"]] = Field(
+        default_factory=lambda: ["png", "svg"], description="figure file formats"
+    )
+    report: bool = Field(False, description="also write report.html (podsim report)")
+    hottest_ports: PositiveInt = Field(8, description="ports in the queue-depth figure")
+    queue_series: bool = Field(True, description="record queue-depth time series")
 
 
 class Scenario(Strict):
     """A whole run. See scenarios/library/*.yaml for documented examples."""
 
-    name: str = "scenario"
-    description: str = ""
-    variant: str | None = None
-    seed: NonNegInt = 0
-    engine: EngineName = "packet"
-    sim: SimConfig = Field(default_factory=SimConfig)
-    cluster: ClusterConfig
-    workload: WorkloadConfig
-    outputs: OutputsConfig = Field(default_factory=OutputsConfig)
-    faults: list[Fault] = Field(default_factory=list)
-    cost: CostSpec | None = None
+    name: str = Field("scenario", description="name of the run (no path separators)")
+    description: str = Field("", description="what the scenario shows (podsim list)")
+    variant: str | None = Field(None, description="a named variant of the file (variants:)")
+    seed: NonNegInt = Field(0, description="random seed; same seed, same results")
+    engine: EngineName = Field("packet", description="simulation engine (podsim list engines)")
+    sim: SimConfig = Field(default_factory=SimConfig, description="engine knobs")
+    cluster: ClusterConfig = Field(
+        description="the cluster: topology, node layout, NICs, switches, routing"
+    )
+    workload: WorkloadConfig = Field(description="the traffic: MoE, trace or synthetic")
+    outputs: OutputsConfig = Field(default_factory=OutputsConfig, description="what the run writes")
+    faults: list[Fault] = Field(default_factory=list, description="injected faults")
+    cost: CostSpec | None = Field(
+        None, description="cost-model options (podsim cost); default: the built-in catalog"
+    )
 
     @field_validator("name")
     @classmethod

@@ -20,10 +20,18 @@ then any ``other`` traffic):
 There is no global barrier: ranks drift apart exactly as far as the data dependencies allow.
 ``local`` hop messages (a rank to itself) are delivered at once, without the transport.
 
-The timeline runs the SimPy environment in chunks of simulated time sized to about
-:data:`CHUNK_EVENTS` events each (deterministic: never sized by wall time), reporting progress
-between chunks; Ctrl-C stops it after the current event and returns what was completed (status
-``interrupted``).
+The event loop is :func:`fabric.invariants.run_checked`: ``fabric.kernel.run``'s inlined loop
+plus one comparison per event that stops the run with an
+:class:`fabric.invariants.InvariantViolation` if an event would run before ``now`` (the
+``time`` invariant, checked on every event; it costs nothing measurable, so it stays on even
+with ``sim.checks: false``, which only skips the O(ports) checks an engine runs from
+``progress``). The loop leaves at the event that ends the last rank's last phase (nothing after
+it runs, so the fabric's counters stop with the workload), at ``time_limit`` (status
+``time-limit``; events at exactly the limit are left) or when no event is left (``stalled``).
+Every ``progress_every`` events (deterministic: a count of events, never wall time; the loop
+puts nothing on the event heap, so where progress is reported cannot change the simulation) it
+calls ``progress(now, events scheduled so far)``; Ctrl-C stops it after the current event and
+returns what was completed (status ``interrupted``).
 """
 
 from __future__ import annotations
@@ -38,9 +46,12 @@ import numpy as np
 import pandas as pd
 import simpy
 
-__all__ = ["CHUNK_EVENTS", "PHASE_ORDER", "TimelineResult", "Transport", "run_timeline"]
+from fabric.invariants import run_checked
 
-CHUNK_EVENTS = 20_000
+__all__ = ["PHASE_ORDER", "PROGRESS_EVENTS", "TimelineResult", "Transport", "run_timeline"]
+
+#: events between two progress calls (about 20 per second of wall time at 400 k events/s)
+PROGRESS_EVENTS = 20_000
 PHASE_ORDER = ("dispatch", "compute", "combine", "other")
 
 
@@ -86,6 +97,15 @@ def _event_count(env: simpy.Environment) -> int | None:
     return None
 
 
+class _Finished(Exception):
+    """Raised by the callback of the all-ranks-done event: leaves the event loop right there
+    (what SimPy's ``env.run(until=event)`` does with StopSimulation)."""
+
+
+def _leave_loop(_ev: simpy.Event) -> None:
+    raise _Finished
+
+
 def run_timeline(
     env: simpy.Environment,
     transport: Transport,
@@ -95,6 +115,7 @@ def run_timeline(
     num_ranks: int,
     time_limit: float | None = None,
     progress: Callable[[float, int | None], None] | None = None,
+    progress_every: int = PROGRESS_EVENTS,
 ) -> TimelineResult:
     """Play ``trace`` (row i is message i) over ``transport``; see the module docstring.
 
@@ -225,31 +246,25 @@ def run_timeline(
     all_done = env.all_of(procs)
     finished_at: list[float] = []
     all_done.callbacks.append(lambda _ev: finished_at.append(env.now))
+    all_done.callbacks.append(_leave_loop)
+
+    def report() -> bool:
+        if progress is not None:
+            progress(env.now, _event_count(env))
+        return False
+
     status = "complete"
-    chunk = 1e-6
-    events = _event_count(env) or 0
     try:
-        while not all_done.triggered:
-            if time_limit is not None and env.now >= time_limit:
-                status = "time-limit"
-                break
-            if env.peek() == math.inf:
-                status = "stalled"
-                break
-            target = max(env.now, env.peek()) + chunk
-            if time_limit is not None:
-                target = min(target, time_limit)
-            env.run(until=target)
-            # Chunks adapt to the *event count*, never to wall time: where a chunk ends is
-            # visible to the simulation (its stop event sits in the queue), so it must not
-            # depend on the machine's speed, or two runs with one seed would differ.
-            now_events = _event_count(env)
-            if now_events is not None:
-                done = max(1, now_events - events)
-                events = now_events
-                chunk *= min(4.0, max(0.25, CHUNK_EVENTS / done))
-            if progress is not None:
-                progress(env.now, now_events)
+        if time_limit is not None and time_limit <= env.now:
+            status = "time-limit"
+        else:
+            run_checked(env, time_limit, check_every=max(1, int(progress_every)), stop=report)
+            # the loop ran dry or reached the limit without the last rank finishing (if the
+            # last phase ended exactly at the limit, its event is left unprocessed: complete)
+            if not all_done.triggered:
+                status = "stalled" if not env._queue else "time-limit"
+    except _Finished:
+        pass
     except KeyboardInterrupt:
         status = "interrupted"
     if progress is not None:
@@ -259,6 +274,5 @@ def run_timeline(
     ph["_order"] = ph["phase"].map(PHASE_ORDER.index)
     ph = ph.sort_values(["step", "layer", "_order", "rank"], kind="stable").drop(columns="_order")
     ph["duration_s"] = ph["end_s"] - ph["start_s"]
-    # a chunk may run past the last rank's end: report when the timeline itself finished
     sim_time = finished_at[0] if finished_at else float(env.now)
     return TimelineResult(post_s, end_s, ph.reset_index(drop=True), status, sim_time)

@@ -16,6 +16,11 @@ from fabric.units import parse_length
 __all__ = ["CostSpec", "CostSpecError", "parse_cost_spec"]
 
 
+#: link length per tier label when an edge has no ``length_m`` (metres; DAC in the rack,
+#: a row for leaf-spine, across the hall for spine-core) [E]
+DEFAULT_LENGTHS_M = {"nic-leaf": 2.0, "leaf-spine": 30.0, "spine-core": 500.0, "gpu-scaleup": 2.0}
+
+
 class CostSpecError(ValueError):
     """A ``cost:`` section that does not validate; names the key and the bad value."""
 
@@ -43,33 +48,50 @@ class CostSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    catalog: str | None = None
-    prices: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    nic: str | None = None
-    gpu: str = "gpu-h100-sxm"
-    include_gpus: bool = True
-    server: str = "server-8gpu-chassis"
-    include_servers: bool = True
-    ssd: str = "ssd-gen5-7t68"
-    ssds_per_server: int | None = Field(None, ge=0)
-    pcie_chip: str = "pcie-gen5-switch-chip"
-    pcie_board: str = "pcie-switch-board"
-    pcie_boards_per_server: int | None = Field(None, ge=0)
-    switches: list[str] | None = None
-    switch_pricing: Literal["box", "port"] = "box"
-    links: list[str] | None = None
-    lengths: dict[str, float] = Field(
-        default_factory=lambda: {
-            "nic-leaf": 2.0,
-            "leaf-spine": 30.0,
-            "spine-core": 500.0,
-            "gpu-scaleup": 2.0,
-        }
+    catalog: str | None = Field(
+        None, description="catalog YAML of unit prices and power (default: the built-in one)"
     )
-    years: float = Field(5.0, gt=0)
-    usd_per_kwh: float = Field(0.10, ge=0)
-    pue: float = Field(1.3, ge=1.0)
-    items: list[str] | None = None
+    prices: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per-item field overrides or new items, e.g. {nic-cx7-400g: {price_usd: 2000}}",
+    )
+    nic: str | None = Field(
+        None, description="catalog item of the NIC cards (default: nic-<cluster.nic.model>)"
+    )
+    gpu: str = Field("gpu-h100-sxm", description="catalog item of the GPUs")
+    include_gpus: bool = Field(True, description="count the GPUs in the cost")
+    server: str = Field("server-8gpu-chassis", description="catalog item of a server chassis")
+    include_servers: bool = Field(True, description="count the server chassis in the cost")
+    ssd: str = Field("ssd-gen5-7t68", description="catalog item of the SSDs")
+    ssds_per_server: int | None = Field(
+        None, ge=0, description="SSDs per server (default: what the node layout holds, else 0)"
+    )
+    pcie_chip: str = Field("pcie-gen5-switch-chip", description="catalog item of a PCIe switch")
+    pcie_board: str = Field(
+        "pcie-switch-board", description="catalog item of an external PCIe switch board"
+    )
+    pcie_boards_per_server: int | None = Field(
+        None, ge=0, description="external PCIe switch boards per server (default: the layout's)"
+    )
+    switches: list[str] | None = Field(
+        None, description="candidate switch items (default: every switch of the catalog)"
+    )
+    switch_pricing: Literal["box", "port"] = Field(
+        "box", description="pay a whole box per switch node, or the used ports' share"
+    )
+    links: list[str] | None = Field(
+        None, description="candidate optic and cable items (default: all of the catalog)"
+    )
+    lengths: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_LENGTHS_M),
+        description="link length in metres per tier, for links without length_m",
+    )
+    years: float = Field(5.0, gt=0, description="service life for the TCO (years)")
+    usd_per_kwh: float = Field(0.10, ge=0, description="electricity price for the TCO (USD/kWh)")
+    pue: float = Field(1.3, ge=1.0, description="power usage effectiveness of the datacentre")
+    items: list[str] | None = Field(
+        None, description="cost item builders to run (COST_ITEMS registry; default: all)"
+    )
 
     @field_validator("lengths", mode="before")
     @classmethod
@@ -77,8 +99,7 @@ class CostSpec(BaseModel):
         if not isinstance(v, dict):
             return v
         # defaults for tiers the user did not name stay in place
-        base = {"nic-leaf": 2.0, "leaf-spine": 30.0, "spine-core": 500.0, "gpu-scaleup": 2.0}
-        return {**base, **{str(k): parse_length(x) for k, x in v.items()}}
+        return {**DEFAULT_LENGTHS_M, **{str(k): parse_length(x) for k, x in v.items()}}
 
 
 def parse_cost_spec(raw: dict[str, Any] | CostSpec | None, where: str = "cost") -> CostSpec:

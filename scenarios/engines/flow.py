@@ -273,9 +273,8 @@ class FlowCluster:
                     r_sw = np.maximum(r_sw, np.where(use, r.switches, 0))
                 idx, frac = np.concatenate(idx_l, axis=1), np.concatenate(frac_l, axis=1)
                 src_port[rows], dst_port[rows] = self.rank_port[s, 0], self.rank_port[d, 0]
-            n_paths[rows] = (
-                max(1, self.n_paths) if self.mode == "hash" else 0
-            )  # 0 = all equal-cost paths
+            # paths_used 0 = all equal-cost paths
+            n_paths[rows] = max(1, self.n_paths) if self.mode == "hash" else 0
             cs = self.card_pos[self.rank_card[s]]
             cd = self.card_pos[self.rank_card[d]]
             nic_idx = [self.pps_tx[cs], self.pps_rx[cd]]
@@ -486,8 +485,16 @@ class FlowTransport:
     def qp_table(self) -> pd.DataFrame:
         if not self.qp_rows:
             return pd.DataFrame()
-        cols = ["flow", "src_rank", "dst_rank", "src_port", "dst_port", "bytes", "packets",
-                "paths_used"]
+        cols = [
+            "flow",
+            "src_rank",
+            "dst_rank",
+            "src_port",
+            "dst_port",
+            "bytes",
+            "packets",
+            "paths_used",
+        ]
         df = pd.DataFrame(
             {c: np.concatenate([row[i] for row in self.qp_rows]) for i, c in enumerate(cols)}
         )

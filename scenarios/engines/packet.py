@@ -395,9 +395,9 @@ class QueueSampler:
     def _sample(self, _arg: object) -> None:
         self.times.append(self.env.now)
         self.samples.append(np.fromiter((p.qbytes for p in self.ports), np.int64, len(self.ports)))
-        # inside env.run(until=...) the queue always holds the run's stop event: more than
-        # that means the simulation still has work, so keep sampling
-        if len(self.env._queue) > 1:
+        # anything else pending means the simulation still has work (the timeline's event
+        # loop puts no stop event on the heap), so keep sampling
+        if self.env._queue:
             self._call_later(self.env, self.interval, self._sample)
 
     def table(self, keep: int) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import simpy
 
+from fabric.kernel import call_at
 from fabric.network import Network
 from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 from fabric.topology import build_topology
@@ -233,3 +234,24 @@ def test_tables_have_one_row_per_entity() -> None:
     assert len(q) == 2 and len(n) == 3
     assert (m.fct_s > 0).all() and not math.isnan(m.delivered_s.iloc[0])
     assert int(n.rx_data_pkts.sum()) == int(q.rx_pkts.sum()) == 4
+
+
+@pytest.mark.parametrize("reliability", ["sr", "gbn"])
+def test_retransmission_timeout_recovers_a_blackout(reliability: str) -> None:
+    """NIC 0's uplink is dark for the first 50 us: everything it sends is lost and no ACK
+    comes back, so each of its QPs times out once, at its first send + RTO (initial RTO =
+    rto_min = 100 us), resends and completes. Every QP is served by the NIC's one timer heap."""
+    net, rdma = make(hosts=9, cfg=NicConfig(cc="none", selector="spray", reliability=reliability))
+    up = net.uplink("nic0.p0")
+    up.set_up(False)
+    call_at(net.env, 50e-6, lambda _: up.set_up(True))
+    msgs = [rdma.post(0, d, 64 << 10) for d in range(1, 9)]
+    rdma.run()
+    q = rdma.qp_table()
+    rto = rdma.config.rto_min_s
+    assert list(q.timeouts) == [1] * 8
+    assert (q.rx_delivered_bytes == 64 << 10).all() and (q.acked_bytes == 64 << 10).all()
+    for m in msgs:
+        assert m.done_s > m.start_s + rto
+        assert m.done_s < m.start_s + rto + 30e-6  # resend 8 x 64 KiB at 400G ~ 11 us
+    assert up.drops > 0

@@ -146,7 +146,9 @@ def test_interrupt_keeps_what_was_done() -> None:
         if calls["n"] == 3:
             raise KeyboardInterrupt
 
-    res = run_timeline(t.env, t, trace(rows), compute([]), num_ranks=2, progress=progress)
+    res = run_timeline(
+        t.env, t, trace(rows), compute([]), num_ranks=2, progress=progress, progress_every=10
+    )
     assert res.status == "interrupted"
     done = np.isfinite(res.end_s).sum()
     assert 0 < done < 50
