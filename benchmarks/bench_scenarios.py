@@ -2,8 +2,10 @@
 timeline adds per message on top of an engine.
 
 Prints: wall time of each stage of quickstart (load + validate, build cluster, build trace,
-engine, tables + summary, files, plots), the engine's events/s, and the timeline's own cost per
-message over a transport that delivers instantly (the upper bound of its overhead).
+engine, tables + summary, cost, files, plots), the engine's events/s, the CPU time of each
+figure (build, PNG, SVG; first call in the process and again), and the timeline's own cost per
+message over a transport that delivers instantly (the upper bound of its overhead). CPU times
+are given because the machine is shared: wall times move with the load.
 
     python benchmarks/bench_scenarios.py
 """
@@ -23,7 +25,7 @@ def stage_times() -> None:
     from scenarios.build import build_cluster, build_trace, compute_table, trace_ranks
     from scenarios.engines import ENGINES, RunContext
     from scenarios.loader import load_scenario
-    from scenarios.runner import Prepared, _assemble, write_outputs
+    from scenarios.runner import Prepared, _assemble, price, write_outputs
 
     t = [time.perf_counter()]
     sc, _ = load_scenario("quickstart")
@@ -39,6 +41,8 @@ def stage_times() -> None:
     t.append(time.perf_counter())
     res = _assemble(sc, Prepared(sc, cluster, trace, comp), eo, t[-1] - t[-2])
     t.append(time.perf_counter())
+    res.cost, res.bom = price(sc, cluster.graph, res)
+    t.append(time.perf_counter())
     with tempfile.TemporaryDirectory() as d:
         sc_noplot = sc.model_copy(
             update={"outputs": sc.outputs.model_copy(update={"plots": False})}
@@ -50,7 +54,7 @@ def stage_times() -> None:
         plot_all(res, Path(d) / "plots", graph=cluster.graph)
         t.append(time.perf_counter())
     names = ["load+validate", "build cluster", "build trace", "engine", "tables+summary",
-             "write files", "plots (png+svg)"]  # fmt: skip
+             "cost (BOM)", "write files", "plots (png+svg)"]  # fmt: skip
     print(f"quickstart: {len(trace)} messages, {cluster.num_ranks} ranks")
     for name, a, b in zip(names, t[:-1], t[1:], strict=True):
         print(f"  {name:<16} {b - a:7.3f} s")
@@ -87,6 +91,45 @@ def timeline_overhead(ranks: int = 64, layers: int = 4) -> None:
           f"= {dt / len(tr) * 1e6:.1f} us per message")  # fmt: skip
 
 
+def plot_times() -> None:
+    """CPU seconds per figure of quickstart (steady state: matplotlib's one-time costs were
+    paid by the stage timing): building it, saving PNG, saving SVG. The topology is drawn once
+    for both formats, and not at all while the graph is unchanged."""
+    import matplotlib
+
+    from scenarios import plots
+    from scenarios.loader import load_scenario
+    from scenarios.runner import prepare, run
+
+    sc, _ = load_scenario("quickstart")
+    res = run(sc)
+    graph = prepare(sc).cluster.graph
+    cpu = time.process_time
+    rows = []
+    with tempfile.TemporaryDirectory() as d, matplotlib.rc_context(plots.SAVE_RC):
+        t_all = cpu()
+        for name, fn in plots.FIGURES.items():
+            t0 = cpu()
+            fig = fn(res, graph) if name == "link_utilisation" else fn(res)
+            t1 = cpu()
+            fig.savefig(Path(d) / f"{name}.png", dpi=120)
+            t2 = cpu()
+            fig.savefig(Path(d) / f"{name}.svg", dpi=120)
+            rows.append((name, t1 - t0, t2 - t1, cpu() - t2))
+        t0 = cpu()
+        plots._draw_topology(graph, Path(d), ("png", "svg"), 120)
+        topo = cpu() - t0
+        total = cpu() - t_all
+        t0 = cpu()
+        plots._draw_topology(graph, Path(d), ("png", "svg"), 120)
+        topo_again = cpu() - t0
+    print(f"plots, CPU s, steady state: total {total:.3f}")
+    for name, b, png, svg in rows:
+        print(f"  {name:<17} build {b:.3f}  png {png:.3f}  svg {svg:.3f}")
+    print(f"  {'topology':<17} png+svg {topo:.3f}  (graph unchanged: {topo_again:.4f})")
+
+
 if __name__ == "__main__":
     stage_times()
+    plot_times()
     timeline_overhead()

@@ -58,7 +58,7 @@ _ROLE_LEVEL = {"gpu": 0, "nic": 0, "leaf": 1, "scaleup": 1, "spine": 2, "core": 
 MAX_POINTS = 2000
 
 #: rcParams while saving: SVG text as <text> (no glyph outlines: smaller, faster files)
-_SAVE_RC = {"svg.fonttype": "none"}
+SAVE_RC = {"svg.fonttype": "none"}
 
 
 def _margins(
@@ -326,10 +326,11 @@ def fig_layer_timeline(res: Results) -> Figure | None:
         colour = _PHASE_COLOURS.get(str(p), "grey")
         ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none"))
         handles.append(Patch(color=colour, label=str(p)))
-    ax.autoscale_view()
+    x_end = float((sel["end_s"].max() - t0) * 1e6)
+    ax.set_xlim(0.0, x_end * 1.02 if x_end > 0 else 1.0)
+    ax.set_ylim(max(ranks) + 0.6, min(ranks) - 0.6)  # rank 0 on top
     ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
-    ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
     ax.legend(handles=handles, loc="lower right", fontsize=8)
     ax.set_title(_title(res, f"Timeline of step {step}, layer {layer} (the slowest)"))
@@ -359,7 +360,7 @@ def plot_all(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    with matplotlib.rc_context(_SAVE_RC):
+    with matplotlib.rc_context(SAVE_RC):
         for name, fn in FIGURES.items():
             if name == "link_utilisation":
                 fig = fn(res, graph)
@@ -374,7 +375,7 @@ def plot_all(
                 fig.savefig(p, dpi=dpi)
                 written.append(p)
         if graph is not None:
-            written += _draw_topology(graph, out, formats)
+            written += _draw_topology(graph, out, formats, dpi)
     return written
 
 
@@ -389,7 +390,7 @@ def graph_key(graph: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _draw_topology(graph: Any, out: Path, formats: Sequence[str]) -> list[Path]:
+def _draw_topology(graph: Any, out: Path, formats: Sequence[str], dpi: int) -> list[Path]:
     """``topology.<fmt>``: one drawing saved in every format, skipped while the files of the
     same graph are there (``.topology.key`` holds the graph's fingerprint)."""
     from scenarios.build import topology_io
@@ -399,10 +400,10 @@ def _draw_topology(graph: Any, out: Path, formats: Sequence[str]) -> list[Path]:
         return []
     paths = [out / f"topology.{fmt}" for fmt in formats]
     stamp = out / ".topology.key"
-    key = graph_key(graph)
+    key = f"{graph_key(graph)} dpi={dpi}"
     fresh = stamp.is_file() and stamp.read_text() == key and all(p.is_file() for p in paths)
     if not fresh:
         stamp.unlink(missing_ok=True)
-        draw_topology(graph, [str(p) for p in paths])
+        draw_topology(graph, [str(p) for p in paths], dpi=dpi)
         stamp.write_text(key)
     return paths

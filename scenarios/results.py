@@ -49,6 +49,8 @@ kind (dispatch, combine, other), averaged over steps and layers:
   ``nvl`` for the scale-up hop. DeepEP's tables quote exactly these per-rank RDMA and NVLink
   figures ("bottleneck bandwidth").
 - **link utilisation by tier**: mean and max over the tier's link directions of ``utilisation``.
+- **messages**: ``count``, ``unfinished`` (messages not ``complete``: failed or unfinished),
+  ``failed`` (status ``failed``), completion-time percentiles of the delivered ones.
 - **drops, ECN marks, PFC pauses** (sums over links), **retransmitted packets, timeouts** (sums
   over QPs).
 """
@@ -584,6 +586,8 @@ class Results:
             else:
                 tables[name] = empty_table(name)
             tables[name] = conform(name, tables[name])
+        # folders written before the status column said complete/failed/unfinished
+        tables["messages"]["status"] = tables["messages"]["status"].replace("ok", "complete")
         summary = json.loads((out / "summary.json").read_text())
         scen_path = out / "resolved.yaml"
         scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}

@@ -25,7 +25,7 @@ from scenarios.build import (
 from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
 from scenarios.errors import ScenarioError
 from scenarios.loader import Document, load_scenario
-from scenarios.results import Results, conform, summarise
+from scenarios.results import Results, conform, settle_messages, summarise
 from scenarios.schema import Scenario
 
 __all__ = ["Prepared", "output_dir", "prepare", "price", "run", "write_outputs"]
@@ -83,7 +83,8 @@ def output_dir(sc: Scenario, out: str | Path | None = None) -> Path:
 
 def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> Results:
     phases = conform("phases", eo.phases)
-    messages = conform("messages", eo.messages)
+    # every undelivered message says why (failed, or the run stopped first)
+    messages = settle_messages(conform("messages", eo.messages), eo.status)
     ends = phases["end_s"].to_numpy(float)
     makespan = float(np.nanmax(ends)) if len(ends) and np.isfinite(ends).any() else eo.sim_time_s
     links = conform("links", eo.links)

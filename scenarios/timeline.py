@@ -28,10 +28,10 @@ with ``sim.checks: false``, which only skips the O(ports) checks an engine runs 
 ``progress``). The loop leaves at the event that ends the last rank's last phase (nothing after
 it runs, so the fabric's counters stop with the workload), at ``time_limit`` (status
 ``time-limit``; events at exactly the limit are left) or when no event is left (``stalled``).
-Every ``progress_every`` events (deterministic: a count of events, never wall time; the loop
-puts nothing on the event heap, so where progress is reported cannot change the simulation) it
-calls ``progress(now, events scheduled so far)``; Ctrl-C stops it after the current event and
-returns what was completed (status ``interrupted``).
+It calls ``progress(now, events scheduled so far)`` at the start, every ``progress_every``
+events and at the end (deterministic: a count of events, never wall time; the loop puts nothing
+on the event heap, so where progress is reported cannot change the simulation); Ctrl-C stops it
+after the current event and returns what was completed (status ``interrupted``).
 """
 
 from __future__ import annotations
@@ -255,6 +255,7 @@ def run_timeline(
 
     status = "complete"
     try:
+        report()  # the run has started (a Ctrl-C from here on keeps what was done)
         if time_limit is not None and time_limit <= env.now:
             status = "time-limit"
         else:
@@ -267,8 +268,11 @@ def run_timeline(
         pass
     except KeyboardInterrupt:
         status = "interrupted"
-    if progress is not None:
-        progress(env.now, _event_count(env))
+    try:
+        report()
+    except KeyboardInterrupt:
+        # the run is over: a Ctrl-C now only marks a run that had not finished
+        status = status if status == "complete" else "interrupted"
     cols = ["step", "layer", "phase", "rank", "start_s", "end_s", "bytes_out", "bytes_in"]
     ph = pd.DataFrame(rows, columns=cols)
     ph["_order"] = ph["phase"].map(PHASE_ORDER.index)

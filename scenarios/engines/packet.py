@@ -438,7 +438,9 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     checked = session.finish(tl.status)
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
-    messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s))
+    messages = message_table(
+        ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes
+    )
     pcie = {}
     if transport.pcie is not None:
         pcie = {"pcie": transport.pcie.report(messages, transport.net_msgs)}

@@ -260,14 +260,19 @@ def save_study_figures(
     formats: Sequence[str] = ("png", "svg"),
 ) -> list[Path]:
     """Write :func:`study_figures` under ``out_dir`` (``<stem>.png`` / ``.svg``); the paths."""
+    import matplotlib
+
+    from scenarios.plots import SAVE_RC
+
     plt = _plt()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for stem, fig in study_figures(df, metric, cost_metric, maximize, name).items():
-        for fmt in formats:
-            p = out / f"{stem}.{fmt}"
-            fig.savefig(p, dpi=130)
-            written.append(p)
-        plt.close(fig)
+    with matplotlib.rc_context(SAVE_RC):
+        for stem, fig in study_figures(df, metric, cost_metric, maximize, name).items():
+            for fmt in formats:
+                p = out / f"{stem}.{fmt}"
+                fig.savefig(p, dpi=130)
+                written.append(p)
+            plt.close(fig)
     return written

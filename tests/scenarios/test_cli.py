@@ -31,7 +31,7 @@ def test_run_without_file_runs_quickstart_and_writes_everything(quickstart_dir: 
             p = quickstart_dir / "plots" / f"{fig}.{ext}"
             assert p.is_file() and p.stat().st_size > 1000, p
     msgs = pd.read_parquet(quickstart_dir / "messages.parquet")
-    assert (msgs["status"] == "ok").all()
+    assert (msgs["status"] == "complete").all()
     assert set(msgs["hop"]) == {"rdma", "scaleup", "local"}
 
 

@@ -179,7 +179,7 @@ def test_flow_tables_follow_the_schemas_and_are_deterministic():
         assert list(ta.columns[: len(SCHEMAS[name])]) == list(SCHEMAS[name])
         pd.testing.assert_frame_equal(ta, tb)
     msgs = conform("messages", a.messages)
-    assert (msgs["status"] == "ok").all()
+    assert (msgs["status"] == "complete").all()
     links = conform("links", a.links)
     # every payload byte crosses the sender's NIC link once, with its RoCE framing
     up = links[links["u"].str.startswith("nic")]
@@ -212,7 +212,7 @@ def test_multiplane_superpod_with_scaleup_and_shared_nics():
     for engine in ("flow", "bound"):
         out = ENGINES.get(engine)(ctx)
         msgs = conform("messages", out.messages)
-        assert (msgs["status"] == "ok").all(), engine
+        assert (msgs["status"] == "complete").all(), engine
         assert (msgs["fct_s"] > 0).all()
     out = ENGINES.get("flow")(ctx)
     links = conform("links", out.links)

@@ -21,7 +21,7 @@ def tables() -> dict[str, pd.DataFrame]:
         msgs, columns=["step", "layer", "phase", "src_rank", "dst_rank", "hop", "bytes"]
     )
     m["post_s"], m["end_s"] = 0.0, 1e-6
-    m["fct_s"], m["status"] = 1e-6, "ok"
+    m["fct_s"], m["status"] = 1e-6, "complete"
     starts = [0.0, 0.0, 1e-6, 1e-6]
     ends = [2e-6, 3e-6, 4e-6, 5e-6]
     ph = pd.DataFrame(
