@@ -97,7 +97,12 @@ def events_scheduled(env: simpy.Environment) -> int:
     return next(env._eid)
 
 
-def run(env: simpy.Environment, until: float | Event | None = None) -> Any:
+def run(
+    env: simpy.Environment,
+    until: float | Event | None = None,
+    *,
+    stop: Callable[[], bool] | None = None,
+) -> Any:
     """Run ``env`` like :meth:`simpy.Environment.run`, with a tighter event loop.
 
     Same semantics for a numeric ``until`` (events scheduled exactly at ``until`` are left for
@@ -105,15 +110,35 @@ def run(env: simpy.Environment, until: float | Event | None = None) -> Any:
     Event ``until`` is delegated to SimPy. Processes, timeouts and every other SimPy event work
     unchanged: this only inlines :meth:`simpy.Environment.step` (about 20 % fewer
     instructions per event for the packet engine).
+
+    ``stop``: a predicate tested before the first event and after every event; once it is
+    true the run returns at once, leaving ``env.now`` at the last event's time (not at
+    ``until``) and later events on the heap. It costs one call per event (about 2 % of the
+    NIC transport's per-event work), so callers with a cheap condition pass a bound method.
     """
     if until is not None and not isinstance(until, int | float):
+        if stop is not None:
+            raise ValueError("stop= needs a numeric until (or None), not an Event")
         return env.run(until)
     limit = math.inf if until is None else float(until)
     if limit <= env._now:
         raise ValueError(f"until ({limit}) must be greater than the current simulation time")
     queue = env._queue
     pop = heappop
-    if limit == math.inf:
+    if stop is not None:
+        if stop():
+            return None
+        while queue and queue[0][0] < limit:
+            env._now, _, _, ev = pop(queue)
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+            if not ev._ok and not hasattr(ev, "_defused"):
+                _crash(ev)
+            if stop():
+                return None
+    elif limit == math.inf:
         while queue:
             env._now, _, _, ev = pop(queue)
             cbs = ev.callbacks
@@ -123,15 +148,17 @@ def run(env: simpy.Environment, until: float | Event | None = None) -> Any:
             if not ev._ok and not hasattr(ev, "_defused"):
                 _crash(ev)
         return None
-    while queue and queue[0][0] < limit:
-        env._now, _, _, ev = pop(queue)
-        cbs = ev.callbacks
-        ev.callbacks = None
-        for cb in cbs:
-            cb(ev)
-        if not ev._ok and not hasattr(ev, "_defused"):
-            _crash(ev)
-    env._now = limit
+    else:
+        while queue and queue[0][0] < limit:
+            env._now, _, _, ev = pop(queue)
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+            if not ev._ok and not hasattr(ev, "_defused"):
+                _crash(ev)
+    if limit < math.inf:
+        env._now = limit
     return None
 
 

@@ -977,6 +977,9 @@ class RdmaNetwork:
         for fn in self.on_done:
             fn(msg)
 
+    def _all_done(self) -> bool:
+        return not self._pending
+
     def run(self, until: float | None = None) -> float:
         """Run the simulation and return the simulated time reached.
 
@@ -989,18 +992,7 @@ class RdmaNetwork:
             if until > env._now:
                 kernel_run(env, until)
             return env._now
-        # fabric.kernel.run's loop, plus a stop when the last message completes.
-        queue = env._queue
-        while self._pending and queue:
-            env._now, _, _, ev = heappop(queue)
-            cbs = ev.callbacks
-            ev.callbacks = None
-            for cb in cbs:
-                cb(ev)
-            if not ev._ok and not hasattr(ev, "_defused"):
-                exc = type(ev._value)(*ev._value.args)
-                exc.__cause__ = ev._value
-                raise exc
+        kernel_run(env, stop=self._all_done)
         if self._pending:
             raise RuntimeError(
                 f"simulation ran dry at t={env._now:.9g}s with {self._pending} message(s) pending"

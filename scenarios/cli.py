@@ -112,7 +112,13 @@ class _located:
 
 
 class _ProgressBar:
-    """A rich progress display that appears only once a run has taken more than a second."""
+    """A rich progress display (on stderr) that appears only once a run has taken more than a
+    second: simulated time and engine events per second (averaged over at least half a second
+    of wall time), then what the run does after the engine (``stage``)."""
+
+    #: wall seconds before the display appears, and the least window of the events/s figure
+    DELAY_S = 1.0
+    RATE_WINDOW_S = 0.5
 
     def __init__(self, enabled: bool, label: str) -> None:
         self.enabled = enabled
@@ -121,14 +127,13 @@ class _ProgressBar:
         self.progress: Any = None
         self.task: Any = None
         self._last = (self.t0, 0)
+        self._rate = ""
 
-    def __call__(self, sim_t: float, events: int | None) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
+    def _shown(self, now: float) -> bool:
+        """Start the display once the run is older than DELAY_S; whether it is shown."""
         if self.progress is None:
-            if now - self.t0 < 1.0:
-                return
+            if not self.enabled or now - self.t0 < self.DELAY_S:
+                return False
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             self.progress = Progress(
@@ -142,15 +147,27 @@ class _ProgressBar:
             )
             self.progress.start()
             self.task = self.progress.add_task(self.label, total=None, sim="0s", rate="")
+        return True
+
+    def __call__(self, sim_t: float, events: int | None) -> None:
+        now = time.perf_counter()
+        if not self._shown(now):
+            return
         from fabric.units import fmt_time
 
-        rate = ""
         if events is not None:
             t_prev, e_prev = self._last
-            if now > t_prev and events >= e_prev:
-                rate = f"{(events - e_prev) / (now - t_prev) / 1e3:,.0f} k events/s"
-            self._last = (now, events)
-        self.progress.update(self.task, sim=fmt_time(sim_t), rate=rate)
+            if events < e_prev:  # a new count (another engine pass): restart the window
+                self._last = (now, events)
+            elif now - t_prev >= self.RATE_WINDOW_S:
+                self._rate = f"{(events - e_prev) / (now - t_prev) / 1e3:,.0f} k events/s"
+                self._last = (now, events)
+        self.progress.update(self.task, sim=fmt_time(sim_t), rate=self._rate)
+
+    def stage(self, what: str) -> None:
+        """The engine is done: show what the run does now (writing results, drawing plots)."""
+        if self._shown(time.perf_counter()):
+            self.progress.update(self.task, description=f"{self.label}: {what}", rate="")
 
     def stop(self) -> None:
         if self.progress is not None:
@@ -191,8 +208,18 @@ def run(
     try:
         with _located(doc):
             res = run_scenario(
-                sc, out=folder, progress=bar, allow_plugins=allow_plugins, force=force
+                sc,
+                out=folder,
+                progress=bar,
+                stage=bar.stage,
+                allow_plugins=allow_plugins,
+                force=force,
             )
+    except KeyboardInterrupt:
+        # after the engine (writing files, drawing plots): what is written stays
+        bar.stop()
+        kept = f"; files written so far are kept in {folder}/" if folder.is_dir() else ""
+        _fail(f"interrupted{kept}", EXIT_INTERRUPTED)
     finally:
         bar.stop()
     if not quiet:

@@ -26,9 +26,10 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
+from scenarios.errors import is_model, kind_tags
 from scenarios.schema import NameOf, Quantity, Scenario
 
-__all__ = ["TOP_LEVEL_EXTRAS", "KeyDoc", "missing_descriptions", "reference", "render"]
+__all__ = ["TOP_LEVEL_EXTRAS", "KeyDoc", "missing_descriptions", "models", "reference", "render"]
 
 #: Keys the loader reads before validation (scenarios/loader.py), not model fields.
 TOP_LEVEL_EXTRAS = (
@@ -92,10 +93,6 @@ def _alternatives(tp: Any, meta: tuple[Any, ...] = ()) -> list[tuple[Any, tuple[
     return [(tp, meta)]
 
 
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
-
-
 def _optional(tp: Any) -> bool:
     if typing.get_origin(tp) is typing.Annotated:
         return _optional(typing.get_args(tp)[0])
@@ -137,12 +134,12 @@ def _one_type(tp: Any, meta: tuple[Any, ...]) -> str:
         return "one of " + " | ".join(str(a) for a in typing.get_args(tp))
     if origin in (list, tuple):
         args = typing.get_args(tp)
-        if args and all(_is_model(a) for a, _ in _alternatives(args[0])):
+        if args and all(is_model(a) for a, _ in _alternatives(args[0])):
             return "list of mappings"
         return f"list of {_type_text(args[0])}" if args else "list"
     if origin is dict or tp is dict:
         return "mapping"
-    if _is_model(tp):
+    if is_model(tp):
         return "mapping (section)"
     names = {bool: "true/false", int: "integer", float: "number", str: "text", Path: "file path"}
     return names.get(tp, getattr(tp, "__name__", str(tp)))
@@ -165,66 +162,69 @@ def _unit(tp: Any) -> str:
     return units[0] if units else ""
 
 
-def _default(info: FieldInfo) -> str:
+def _shown(value: Any) -> str:
+    """A default as ``podsim show`` prints it (JSON mode of the model)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value or '""'
+    return json.dumps(value)
+
+
+def _default(info: FieldInfo, given: dict[str, Any] | None, name: str) -> str:
+    """The default of a key: from ``given`` (the dump of the section's own default, which
+    holds what a model validator fills in, e.g. the NIC preset's keys) when there is one."""
     if info.is_required():
         return "required"
     value = info.get_default(call_default_factory=True)
     if isinstance(value, BaseModel):
         return "(section)"
+    if given is not None and name in given:
+        return _shown(given[name])
     try:
-        shown = TypeAdapter(_full(info)).dump_python(value, mode="json")
+        return _shown(TypeAdapter(_full(info)).dump_python(value, mode="json"))
     except Exception:  # a default the adapter cannot print (never expected): show it raw
-        shown = value
-    if shown is None:
-        return "null"
-    if isinstance(shown, str):
-        return shown or '""'
-    return json.dumps(shown)
+        return _shown(value)
 
 
 # --------------------------------------------------------------------------- walking
 
 
-def _tags(model: type[BaseModel]) -> list[str]:
-    field = model.model_fields.get("kind")
-    if field is None:
-        return []
-    return [
-        str(a)
-        for alt, _ in _alternatives(field.annotation)
-        if typing.get_origin(alt) is typing.Literal
-        for a in typing.get_args(alt)
-    ]
-
-
 def _submodels(tp: Any) -> tuple[str, list[type[BaseModel]]]:
     """('', [models]) for a section, ('[]', [models]) for a list of entries, else ('', [])."""
     alts = [a for a, _ in _alternatives(tp)]
-    models = [a for a in alts if _is_model(a)]
+    models = [a for a in alts if is_model(a)]
     if models:
         return "", models
     for alt in alts:
         args = typing.get_args(alt) if typing.get_origin(alt) is list else ()
-        entries = [a for a, _ in _alternatives(args[0]) if _is_model(a)] if args else []
+        entries = [a for a, _ in _alternatives(args[0]) if is_model(a)] if args else []
         if entries:
             return "[]", entries
     return "", []
 
 
-def _rows(model: type[BaseModel], prefix: str) -> Iterator[KeyDoc]:
+def _rows(
+    model: type[BaseModel], prefix: str, given: dict[str, Any] | None = None
+) -> Iterator[KeyDoc]:
+    """Rows of ``model``'s keys; ``given`` is the JSON dump of the section's default."""
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         suffix, subs = _submodels(info.annotation)
         yield KeyDoc(
             path=path,
             type=_type_text(_full(info)),
-            default=_default(info),
+            default=_default(info, given, name),
             unit=_unit(_full(info)),
             description=info.description or "",
             section=bool(subs),
         )
         if len(subs) == 1 and not suffix:
-            yield from _rows(subs[0], f"{path}.")
+            sub_given = (given or {}).get(name)
+            if not isinstance(sub_given, dict):
+                value = None if info.is_required() else info.get_default(call_default_factory=True)
+                sub_given = value.model_dump(mode="json") if isinstance(value, BaseModel) else None
+            yield from _rows(subs[0], f"{path}.", sub_given)
         elif subs:
             yield from _entry_rows(subs, f"{path}{suffix}.")
 
@@ -234,13 +234,13 @@ def _entry_rows(models: list[type[BaseModel]], prefix: str) -> Iterator[KeyDoc]:
     key, with the kinds that have it."""
     seen: dict[str, tuple[KeyDoc, list[str]]] = {}
     for model in models:
-        tags = _tags(model) or [model.__name__]
+        tags = kind_tags(model) or [model.__name__]
         for row in _rows(model, prefix):
             if row.path in seen:
                 seen[row.path][1].extend(t for t in tags if t not in seen[row.path][1])
             else:
                 seen[row.path] = (row, list(tags))
-    all_tags = [t for m in models for t in (_tags(m) or [m.__name__])]
+    all_tags = [t for m in models for t in (kind_tags(m) or [m.__name__])]
     for row, tags in seen.values():
         if row.path.endswith(".kind"):
             yield KeyDoc(row.path, "one of " + " | ".join(all_tags), row.default, row.unit,
@@ -257,9 +257,28 @@ def reference(model: type[BaseModel] = Scenario) -> list[KeyDoc]:
     return list(_rows(model, ""))
 
 
-def missing_descriptions(model: type[BaseModel] = Scenario) -> list[str]:
-    """Keys whose field has no ``description`` (the test keeps this empty)."""
-    return [row.path for row in reference(model) if not row.description.strip()]
+def models(root: type[BaseModel] = Scenario) -> list[type[BaseModel]]:
+    """Every model reachable from ``root`` (sections and list entries), root first."""
+    found: list[type[BaseModel]] = []
+    todo = [root]
+    while todo:
+        m = todo.pop(0)
+        if m in found:
+            continue
+        found.append(m)
+        for info in m.model_fields.values():
+            todo += _submodels(info.annotation)[1]
+    return found
+
+
+def missing_descriptions(root: type[BaseModel] = Scenario) -> list[str]:
+    """``Model.field`` of every field without a ``description`` (the test keeps this empty)."""
+    return [
+        f"{m.__name__}.{name}"
+        for m in models(root)
+        for name, info in m.model_fields.items()
+        if not (info.description or "").strip()
+    ]
 
 
 # --------------------------------------------------------------------------- rendering

@@ -34,6 +34,8 @@ __all__ = [
     "ScenarioError",
     "dotted",
     "from_validation_error",
+    "is_model",
+    "kind_tags",
     "save_traceback",
 ]
 
@@ -119,11 +121,13 @@ def _unwrap(tp: Any) -> list[Any]:
     return [tp]
 
 
-def _is_model(tp: Any) -> bool:
+def is_model(tp: Any) -> bool:
+    """Whether an annotation alternative is a pydantic model (a section of the file)."""
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
-def _tag_of(model: type[BaseModel]) -> list[str]:
+def kind_tags(model: type[BaseModel]) -> list[str]:
+    """The ``kind`` values that select ``model`` in a list of several entry types (faults)."""
     field = model.model_fields.get("kind")
     if field is None:
         return []
@@ -148,7 +152,7 @@ def _walk(root: type[BaseModel], loc: Sequence[Any]) -> tuple[list[Any], list[An
         for tp in current:
             for alt in _unwrap(tp):
                 origin = typing.get_origin(alt)
-                if _is_model(alt) and isinstance(part, str) and part in alt.model_fields:
+                if is_model(alt) and isinstance(part, str) and part in alt.model_fields:
                     nxt.append(alt.model_fields[part].annotation)
                     matched = True
                 elif origin in (list, tuple, Sequence) and isinstance(part, int):
@@ -168,7 +172,7 @@ def _walk(root: type[BaseModel], loc: Sequence[Any]) -> tuple[list[Any], list[An
             alt
             for tp in current
             for alt in _unwrap(tp)
-            if _is_model(alt) and isinstance(part, str) and part in _tag_of(alt)
+            if is_model(alt) and isinstance(part, str) and part in kind_tags(alt)
         ]
         if tagged:
             current = tagged
@@ -184,7 +188,7 @@ def _fields_at(types_: list[Any]) -> list[str]:
     names: list[str] = []
     for tp in types_:
         for alt in _unwrap(tp):
-            if _is_model(alt):
+            if is_model(alt):
                 names.extend(n for n in alt.model_fields if n not in names)
     return names
 

@@ -38,11 +38,14 @@ from scenarios.results import Results
 
 __all__ = [
     "FIGURES",
+    "MAX_POINTS",
+    "SAVE_RC",
     "fig_fct_cdf",
     "fig_gpu_bandwidth",
     "fig_layer_timeline",
     "fig_link_utilisation",
     "fig_queue_depth",
+    "graph_key",
     "plot_all",
 ]
 

@@ -31,6 +31,8 @@ from scenarios.schema import Scenario
 __all__ = ["Prepared", "output_dir", "prepare", "price", "run", "write_outputs"]
 
 Progress = Callable[[float, int | None], None]
+#: told what a run does after its engine finished (a short text)
+Stage = Callable[[str], None]
 
 
 class Prepared:
@@ -164,17 +166,19 @@ def run(
     progress: Progress | None = None,
     allow_plugins: bool = False,
     force: bool = False,
+    stage: Stage | None = None,
 ) -> Results:
     """Run a scenario (object, mapping, file path or built-in name) and return its Results.
 
     Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
     scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on. A
     packet-engine run estimated to exceed the resource budget is refused up front
-    (:mod:`scenarios.limits`) unless ``force``.
+    (:mod:`scenarios.limits`) unless ``force``. ``stage`` is told what the run does once the
+    engine is done ("writing results", "drawing plots"), for a progress display.
     """
     sc, doc = _as_scenario(scenario, overrides, seed)
     try:
-        return _run(sc, out, write, progress, allow_plugins, force)
+        return _run(sc, out, write, progress, allow_plugins, force, stage)
     except ScenarioError as exc:
         raise (doc.locate(exc) if doc is not None else exc) from None
 
@@ -186,6 +190,7 @@ def _run(
     progress: Progress | None,
     allow_plugins: bool,
     force: bool = False,
+    stage: Stage | None = None,
 ) -> Results:
     check_plugins(sc, allow_plugins)
     _check_cost(sc)
@@ -231,7 +236,7 @@ def _run(
         res.summary["analysis"] = analyse(res, prep.cluster).summary()
     res.cost, res.bom = price(sc, prep.cluster.graph, res)
     if write or out is not None:
-        write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph)
+        write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph, stage=stage)
     return res
 
 
@@ -256,9 +261,13 @@ def price(sc: Scenario, graph: Any, res: Results) -> tuple[dict[str, Any], pd.Da
         return {"error": str(exc)}, None
 
 
-def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> list[Path]:
+def write_outputs(
+    res: Results, sc: Scenario, out: Path, graph: Any = None, stage: Stage | None = None
+) -> list[Path]:
     """Tables, summary, cost (``bom.csv``, ``cost.json``), resolved scenario, plots (and the
-    report when asked) under ``out``."""
+    report when asked) under ``out``; ``stage`` hears which of them is being written."""
+    tell = stage or (lambda _what: None)
+    tell("writing results")
     written = res.write(out, sc.outputs.formats)
     write_graphml = topology_io("write_graphml")
     if graph is not None and write_graphml is not None:
@@ -268,6 +277,7 @@ def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> l
     if sc.outputs.plots:
         from scenarios.plots import plot_all
 
+        tell("drawing plots")
         written += plot_all(
             res,
             out / "plots",
@@ -278,5 +288,6 @@ def write_outputs(res: Results, sc: Scenario, out: Path, graph: Any = None) -> l
     if sc.outputs.report:
         from scenarios.report import write_report
 
+        tell("writing the report")
         written.append(write_report(out))
     return written

@@ -37,31 +37,21 @@ __all__ = [
     "parse_cost_spec",
 ]
 
-_HOME = {
-    **dict.fromkeys(
-        (
-            "CATEGORIES",
-            "COST_ITEMS",
-            "INTERCONNECT_CATEGORIES",
-            "BomContext",
-            "BomError",
-            "BomLine",
-            "bom_frame",
-            "build_bom",
-            "choose_link",
-            "choose_switch",
-        ),
-        "scenarios.cost.bom",
-    ),
-    **dict.fromkeys(("Catalog", "CatalogError", "load_catalog"), "scenarios.cost.catalog"),
-    **dict.fromkeys(("CostBreakdown", "cost_cluster", "efficiency"), "scenarios.cost.model"),
-    **dict.fromkeys(("CostSpec", "CostSpecError", "parse_cost_spec"), "scenarios.cost.spec"),
-}
+#: where the names of ``__all__`` live, searched in this order on first use
+_MODULES = (
+    "scenarios.cost.spec",
+    "scenarios.cost.catalog",
+    "scenarios.cost.model",
+    "scenarios.cost.bom",
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOME:
+    if name in __all__:
         import importlib
 
-        return getattr(importlib.import_module(_HOME[name]), name)
+        for module in _MODULES:
+            mod = importlib.import_module(module)
+            if hasattr(mod, name):
+                return getattr(mod, name)
     raise AttributeError(f"module 'scenarios.cost' has no attribute {name!r}")

@@ -104,14 +104,14 @@ def test_batching_error_is_small_and_never_early():
     n_links, n = 20, 200
     idx = np.stack([rng.choice(n_links, 3, replace=False) for _ in range(n)])
     sizes = rng.integers(10_000, 2_000_000, n).astype(float)
-    at = np.round(rng.uniform(0, 2e-4, n), 7)
+    at = rng.choice(np.linspace(0.0, 2e-4, 10), n)  # bursts, as phases post them
     cap = rng.choice([100e9, 200e9, 400e9], n_links)
-    _, exact = run_flows(cap, idx, np.ones(idx.shape), sizes, at=at)
+    ref, exact = run_flows(cap, idx, np.ones(idx.shape), sizes, at=at)
     sim, approx = run_flows(cap, idx, np.ones(idx.shape), sizes, at=at, rtol=0.01)
     assert np.isfinite(exact).all() and np.isfinite(approx).all()
     assert approx.max() >= exact.max() * (1 - 1e-9)
     assert approx.max() <= exact.max() * 1.05
-    assert sim.solves < 200
+    assert sim.solves < 0.7 * ref.solves
 
 
 def test_cc_efficiency_only_on_shared_switch_queues():

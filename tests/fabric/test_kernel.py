@@ -79,3 +79,26 @@ def test_events_scheduled_counts():
     for i in range(5):
         call_later(env, i, print)
     assert events_scheduled(env) - n0 == 6  # five calls plus the read itself
+
+
+@pytest.mark.parametrize("until", [None, 10.0])
+def test_run_stop_predicate(until):
+    """``stop`` ends the run right after the event that made it true; later events stay."""
+    env = simpy.Environment()
+    seen = []
+    for t in (1.0, 2.0, 2.0, 3.0):
+        call_at(env, t, seen.append, t)
+    run(env, until, stop=lambda: len(seen) >= 2)
+    assert seen == [1.0, 2.0] and env.now == 2.0
+    assert len(env._queue) == 2  # the second t=2 event and t=3 remain
+    run(env, until, stop=lambda: len(seen) >= 2)  # already true: nothing runs
+    assert seen == [1.0, 2.0]
+    run(env, until)
+    assert seen == [1.0, 2.0, 2.0, 3.0]
+    assert env.now == (3.0 if until is None else until)
+
+
+def test_run_stop_needs_numeric_until():
+    env = simpy.Environment()
+    with pytest.raises(ValueError, match="stop"):
+        run(env, env.timeout(1.0), stop=lambda: False)

@@ -58,3 +58,91 @@ def test_report_renders_in_headless_chromium(quickstart_dir: Path, tmp_path: Pat
     total = len(list((quickstart_dir / "plots").glob("*.png")))
     assert f'data-figures-total="{total}"' in dom
     assert f'data-figures-loaded="{total}"' in dom
+
+
+def test_report_shows_the_cost_breakdown_and_bom(quickstart_dir: Path) -> None:
+    import json
+
+    import pandas as pd
+
+    from scenarios.cost.tables import usd
+
+    html = render_report(quickstart_dir)
+    assert "<h2>Cost</h2>" in html and "<h3>Bill of materials</h3>" in html
+    doc = json.loads((quickstart_dir / "cost.json").read_text())
+    bom = pd.read_csv(quickstart_dir / "bom.csv")
+    cost_part = html[html.index("<h2>Cost</h2>") : html.index("<h2>Hottest links</h2>")]
+    assert usd(doc["summary"]["capex_usd"]) in cost_part
+    assert usd(doc["efficiency"]["usd_per_GBps_per_gpu"]) in cost_part
+    bom_part = cost_part[cost_part.index("Bill of materials") :]
+    assert bom_part.count("<tr>") == len(bom) + 1  # header + one row per BOM line
+    for item in bom["item"]:
+        assert item in bom_part
+
+
+def _study_folder(d: Path) -> Path:
+    """A sweep output folder: four points of layout x paths with their cost columns."""
+    import pandas as pd
+    import yaml
+
+    rows = []
+    grid = [(layout, paths) for layout in ("external-switch", "on-card-switch") for paths in (1, 4)]
+    for i, (layout, paths) in enumerate(grid):
+        pcie = 8000.0 if layout == "external-switch" else 2000.0
+        rows.append(
+            {
+                "key": f"k{i}",
+                "study": "toy",
+                "point": i,
+                "param:cluster.layout": layout,
+                "param:cluster.nic.multipath.paths": paths,
+                "layer_time_s": (1e-3 if pcie > 5000 else 1.1e-3) / paths,
+                "capex.gpu": 400000.0,
+                "capex.pcie": pcie,
+                "capex.switch": 100000.0,
+                "capex.scaleup": 0.0,
+                "capex_usd": 500000.0 + pcie,
+            }
+        )
+    d.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(d / "results.parquet", index=False)
+    study = {"name": "toy", "description": "layout x paths", "base": "quickstart",
+             "metric": "layer_time_s", "cost_metric": "capex_usd", "maximize": False}  # fmt: skip
+    (d / "study.yaml").write_text(yaml.safe_dump(study))
+    return d
+
+
+def test_study_folder_gets_a_study_report(tmp_path: Path) -> None:
+    from scenarios.report import STUDY_FIGURE_TITLES
+    from scenarios.study.plots import pareto_front
+
+    d = _study_folder(tmp_path / "study")
+    path = write_report(d)
+    html = path.read_text()
+    assert "podsim study report: toy" in html and "layout x paths" in html
+    for name in STUDY_FIGURE_TITLES:  # drawn because the folder had no plots yet
+        assert f'id="fig-{name}"' in html and (d / "plots" / f"{name}.png").is_file()
+    assert html.count("data:image/png;base64,") == len(STUDY_FIGURE_TITLES)
+    assert not re.search(r'(src|href)="(?!data:)', html)
+    import pandas as pd
+
+    df = pd.read_parquet(d / "results.parquet")
+    points = html[html.index("<h2>Points</h2>") : html.index("<h2>Study</h2>")]
+    front = pareto_front(df["capex_usd"], df["layer_time_s"])
+    # 4 paths beat 1 at the same cost; external is faster, on-card cheaper: both on the front
+    assert front.tolist() == [False, True, False, True]
+    assert points.count(">yes</td>") == 2
+    assert "scaleup" not in points  # an all-zero category is left out
+    assert "$502,000" in points and "250us" in points
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no /usr/bin/chromium in this environment")
+def test_study_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    d = _study_folder(tmp_path / "study")
+    path = write_report(d)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+           "--dump-dom", path.as_uri()]  # fmt: skip
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert 'data-figures-total="3"' in dom and 'data-figures-loaded="3"' in dom

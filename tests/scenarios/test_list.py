@@ -1,0 +1,40 @@
+"""`podsim list` names every built-in a scenario or study can use, with its description."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from scenarios.cli import app
+from scenarios.loader import library_names
+from scenarios.registries import get_registry
+from scenarios.study.spec import study_description, study_names
+
+
+def test_list_names_studies_layouts_nics_workloads_models_engines() -> None:
+    r = CliRunner().invoke(app, ["list"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    for title in ("studies (podsim sweep)", "node layouts", "NIC models", "workloads",
+                  "MoE model presets", "engines", "scenarios"):  # fmt: skip
+        assert title in r.output, title
+    names = [*library_names(), *study_names()]
+    for kind in ("node layout", "NIC model", "workload", "model preset", "engine"):
+        reg = get_registry(kind)
+        assert reg is not None, kind
+        names += [n for n, _ in reg.describe()]
+    for name in names:
+        assert name in r.output, name
+    for name in study_names():
+        assert study_description(name) and study_description(name)[:40] in r.output
+
+
+@pytest.mark.parametrize(
+    ("section", "expect"),
+    [("studies", "on-card-switch-savings"), ("study", "fabric-what-if"),
+     ("nic", "smartnic-400g"), ("layouts", "on-card-switch"), ("workloads", "ring-allreduce"),
+     ("models", "deepseek-v3"), ("engines", "packet")],
+)  # fmt: skip
+def test_list_one_section(section: str, expect: str) -> None:
+    r = CliRunner().invoke(app, ["list", section], terminal_width=200)
+    assert r.exit_code == 0 and expect in r.output, r.output
+    assert "quickstart" not in r.output  # only that section

@@ -1,0 +1,101 @@
+"""The `podsim run` progress display: after a second, simulated time and events per second on
+stderr, then what the run does after the engine; nothing in quiet mode; Ctrl-C after the engine
+keeps what was written."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import scenarios
+import scenarios.cli as cli
+from scenarios.cli import app
+
+
+@pytest.fixture
+def screen(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """stderr as a terminal that records what the progress display draws."""
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=buf, force_terminal=True, width=120))
+    return buf
+
+
+def test_display_shows_simulated_time_and_event_rate(screen: io.StringIO) -> None:
+    bar = cli._ProgressBar(True, "demo (packet)")
+    bar(1e-6, 10)
+    assert bar.progress is None  # younger than a second: nothing shown
+    bar.t0 -= 2.0
+    bar(1e-6, 0)
+    assert bar.progress is not None
+    # 50 000 events over the last second of wall time: 50 k events/s
+    bar._last = (bar._last[0] - 1.0, 0)
+    bar(2.5e-6, 50_000)
+    bar.progress.refresh()
+    shown = screen.getvalue()
+    assert "demo (packet)" in shown and "simulated 2.5us" in shown
+    assert "50 k events/s" in shown or "49 k events/s" in shown
+    bar.stage("drawing plots")
+    bar.progress.refresh()
+    assert "demo (packet): drawing plots" in screen.getvalue()
+    bar.stop()
+
+
+def test_rate_is_averaged_over_half_a_second(screen: io.StringIO) -> None:
+    bar = cli._ProgressBar(True, "x")
+    bar.t0 -= 2.0
+    bar(0.0, 0)
+    first = bar._last
+    bar(1e-6, 10)  # a moment later: too short a window, the rate keeps its value
+    assert bar._last == first and bar._rate == ""
+    bar.stop()
+
+
+def test_quiet_shows_nothing(screen: io.StringIO, scenario_dir: Path, tmp_path: Path) -> None:
+    quiet = cli._ProgressBar(False, "x")
+    quiet.t0 -= 2.0
+    quiet(1.0, 1)
+    quiet.stage("drawing plots")
+    assert quiet.progress is None and screen.getvalue() == ""
+    r = CliRunner().invoke(app, ["run", str(scenario_dir / "base.yaml"), "-o", str(tmp_path), "-q"])
+    assert r.exit_code == 0 and r.output == "" and screen.getvalue() == ""
+
+
+def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
+    calls: list[tuple[float, int | None]] = []
+    stages: list[str] = []
+    res = scenarios.run(
+        scenario_dir / "base.yaml",
+        out=scenario_dir / "out",
+        progress=lambda t, n: calls.append((t, n)),
+        stage=stages.append,
+    )
+    assert calls, "the engine never reported progress"
+    times = [t for t, _ in calls]
+    events = [n for _, n in calls if n is not None]
+    assert times == sorted(times) and times[-1] <= res.summary["sim_time_s"] + 1e-12
+    assert events and events == sorted(events) and events[-1] <= res.summary["events"]
+    assert stages == ["writing results"]  # the base scenario draws no plots
+
+
+def test_ctrl_c_while_drawing_keeps_the_written_files(
+    scenario_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scenarios.plots
+
+    def interrupted(*a: object, **k: object) -> list[Path]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenarios.plots, "plot_all", interrupted)
+    out = tmp_path / "out"
+    args = ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "--set", "outputs.plots=true"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130, r.output
+    assert "files written so far are kept" in r.output and "Traceback" not in r.output
+    assert json.loads((out / "summary.json").read_text())["status"] == "complete"
+    for name in ("messages.parquet", "cost.json", "resolved.yaml"):
+        assert (out / name).is_file(), name
