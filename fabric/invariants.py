@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from heapq import heappop
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
@@ -362,15 +363,19 @@ def explain_unfinished(
     """Why a message from endpoint ``src`` to ``dst`` (ids) did not complete, or None when
     nothing known explains it (which the ``messages`` check reports as a violation).
 
-    Reasons, first match: no route from src to dst now (naming the link, switch and NIC faults
-    in force when ``injector`` is given); the run stopped early (``status``
+    Reasons, first match: no working route from src to dst now (every routed path crosses a
+    link that is down, or routing has none; naming the link, switch and NIC faults in force
+    when ``injector`` is given); the run stopped early (``status``
     ``time-limit``/``interrupted``: :data:`REASON_TIME_LIMIT`, :data:`REASON_INTERRUPTED`, which
     :func:`is_failure` tells apart from failures); the message's flow lost packets on a faulted
     link and the endpoint does not retransmit; the fabric dropped at least the missing bytes and
     the endpoint does not retransmit.
     """
     a, b = network.endpoints[src], network.endpoints[dst]
-    if not network.routing.paths(a, b):
+    paths = network.routing.paths(a, b)
+    # a route is dead if a link on it is down, whether or not routing has reconverged yet
+    live = [p for p in paths if all(network.port(u, v).up for u, v in pairwise(p))]
+    if not live:
         down = []
         if injector is not None:
             down = [f"{r.fault.kind.replace('_', ' ')} {r.fault.target()}"

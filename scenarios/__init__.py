@@ -5,6 +5,8 @@ Python API (what notebooks use)::
     import scenarios
     res = scenarios.run("quickstart")            # a file path, built-in name, dict or Scenario
     res.messages, res.phases, res.links, res.qps, res.queues, res.summary
+    res.cost, res.bom, res.cost_table()          # the cluster's price (cost.json, bom.csv)
+    res.performance()                            # one flat row of figures (what a study keeps)
     sc, _ = scenarios.load_scenario("deepep-h800", ["variant=ep32"])
 
 Attributes load lazily so that ``podsim --help`` does not import pandas.

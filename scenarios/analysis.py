@@ -19,7 +19,9 @@ rank; see :mod:`scenarios.results`) and the ``messages`` and ``links`` tables:
   set the completion time of most phases, with the evidence.
 
 :func:`analyse` runs all three on a :class:`scenarios.results.Results` and gives a compact
-summary (:meth:`Analysis.summary`) for ``summary.json``.
+summary (:meth:`Analysis.summary`) for ``summary.json``; every run also writes the three tables
+(:meth:`Analysis.tables`: ``critical``, ``gpu_time``, ``stragglers`` .parquet/.csv) and the
+per-GPU idle/bubble figure (:func:`scenarios.plots.fig_gpu_idle`).
 """
 
 from __future__ import annotations
@@ -210,6 +212,11 @@ class Analysis:
     critical: pd.DataFrame
     gpus: pd.DataFrame
     stragglers: pd.DataFrame
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables under the names a result folder stores them (``critical``,
+        ``gpu_time``, ``stragglers``; :data:`scenarios.results.ANALYSIS_TABLES`)."""
+        return {"critical": self.critical, "gpu_time": self.gpus, "stragglers": self.stragglers}
 
     def summary(self, top: int = 5) -> dict[str, Any]:
         """Compact, JSON-friendly: stragglers, how often each rank was critical, the critical

@@ -366,12 +366,19 @@ def trace(
 
 @app.command()
 @guarded
-def plot(directory: Annotated[Path, typer.Argument(help="A result folder.")]) -> None:
-    """(Re)draw the plots of a result folder."""
+def plot(directory: Annotated[Path, typer.Argument(help="A result or study folder.")]) -> None:
+    """(Re)draw the plots of a result folder (or of a study folder: podsim sweep)."""
     from scenarios.build import read_graph
     from scenarios.plots import plot_all
+    from scenarios.report import is_study_folder
     from scenarios.results import Results
 
+    if is_study_folder(directory):
+        from scenarios.study.plots import plot_study_folder
+
+        files = plot_study_folder(directory)
+        out_console.print(f"wrote {len(files)} plot files in {directory / 'plots'}", markup=False)
+        return
     res = Results.read(directory)
     graph = read_graph(directory)
     fmts = (res.scenario.get("outputs") or {}).get("plot_formats") or ["png", "svg"]
@@ -382,10 +389,10 @@ def plot(directory: Annotated[Path, typer.Argument(help="A result folder.")]) ->
 @app.command()
 @guarded
 def report(
-    directory: Annotated[Path, typer.Argument(help="A result folder.")],
+    directory: Annotated[Path, typer.Argument(help="A result or study folder.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
 ) -> None:
-    """Write one self-contained HTML report of a result folder."""
+    """Write one self-contained HTML report of a result folder (or of a study folder)."""
     from scenarios.report import write_report
 
     path = write_report(directory, out)

@@ -11,6 +11,8 @@ has a title and axes labelled with units. :func:`plot_all` writes them all.
 - ``gpu_bandwidth``: per-GPU bandwidth of each communication phase (GB/s, bytes the rank sent
   over its own phase time, mean over layers).
 - ``layer_timeline``: dispatch / compute / combine bars per rank for the slowest layer (us).
+- ``gpu_idle``: per-GPU idle, bubble and tail time over the run (us; the ``gpu_time`` table
+  of :mod:`scenarios.analysis`), stragglers marked.
 - ``topology``: the cluster drawn by :func:`fabric.topology.draw_topology`.
 
 Speed (plots were most of a quickstart run's time): figures get fixed margins instead of
@@ -42,6 +44,7 @@ __all__ = [
     "SAVE_RC",
     "fig_fct_cdf",
     "fig_gpu_bandwidth",
+    "fig_gpu_idle",
     "fig_layer_timeline",
     "fig_link_utilisation",
     "fig_queue_depth",
@@ -341,12 +344,60 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     return fig
 
 
+def fig_gpu_idle(res: Results) -> Figure | None:
+    """Per GPU over the run (us): idle (the run's span minus the GPU's expert compute), bubble
+    (communication time beyond the fastest rank's in the same phase: waiting for others) and
+    tail (idle at the end, waiting for the last rank); stragglers marked. From
+    ``res.analysis["gpu_time"]``, or computed from the phases when the run was not analysed."""
+    g = res.analysis.get("gpu_time")
+    if g is None:
+        if res.phases.empty:
+            return None
+        from scenarios.analysis import gpu_idle
+
+        g = gpu_idle(res.phases)
+    if g.empty:
+        return None
+    ranks = g["rank"].to_numpy()
+    x = np.arange(len(ranks))
+    fig = Figure(figsize=(min(16.0, max(6.0, 0.5 * len(ranks) + 2)), 4.5))
+    ax = fig.add_subplot()
+    width = 0.8 / 3
+    series = (("idle_s", "idle (not computing)", "tab:grey"),
+              ("bubble_s", "bubble (waiting on others)", "tab:red"),
+              ("tail_s", "tail (waiting for the last rank)", "tab:olive"))  # fmt: skip
+    for k, (col, label, colour) in enumerate(series):
+        ax.bar(x + (k - 1) * width, g[col].to_numpy(float) * 1e6, width, label=label,
+               color=colour)  # fmt: skip
+    slow = res.analysis.get("stragglers")
+    if slow is not None and len(slow):
+        at = np.flatnonzero(np.isin(ranks, slow["rank"].to_numpy()))
+        top = g["idle_s"].to_numpy(float)[at] * 1e6
+        ax.plot(x[at], top * 1.04, "v", color="black", label="straggler")
+    if len(ranks) <= 32:
+        ax.set_xticks(x, [str(r) for r in ranks])
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(16, integer=True))
+    ax.set_xlabel("rank (GPU)")
+    ax.set_ylabel("time over the run (us)")
+    ax.grid(axis="y", alpha=0.3)
+    peak = float(g[["idle_s", "bubble_s", "tail_s"]].to_numpy(float).max()) * 1e6
+    ax.set_ylim(0.0, peak * 1.3 if peak > 0 else 1.0)  # room for the legend above the bars
+    ax.legend(fontsize=8, ncol=4, loc="upper center")
+    ax.set_title(_title(res, "Per-GPU idle and bubble time"))
+    _margins(fig)
+    return fig
+
+
 FIGURES: dict[str, Callable[..., Figure | None]] = {
     "fct_cdf": fig_fct_cdf,
     "link_utilisation": fig_link_utilisation,
     "queue_depth": fig_queue_depth,
     "gpu_bandwidth": fig_gpu_bandwidth,
     "layer_timeline": fig_layer_timeline,
+    "gpu_idle": fig_gpu_idle,
 }
 
 

@@ -30,6 +30,7 @@ FIGURE_TITLES = {
     "layer_timeline": "Layer timeline (dispatch, compute, combine per rank)",
     "fct_cdf": "Message completion-time CDF",
     "gpu_bandwidth": "Per-GPU dispatch/combine bandwidth",
+    "gpu_idle": "Per-GPU idle, bubble and tail time (stragglers marked)",
     "link_utilisation": "Link utilisation by tier",
     "queue_depth": "Queue depth of the hottest ports",
     "topology": "Topology",
@@ -347,18 +348,19 @@ def _kind_of(metric: str) -> str:
 def _render_study(d: Path) -> str:
     import pandas as pd
 
-    from scenarios.study.plots import pareto_front, save_study_figures, variant_labels
+    from scenarios.study.plots import (
+        pareto_front,
+        plot_study_folder,
+        read_study_folder,
+        variant_labels,
+    )
 
-    df = pd.read_parquet(d / "results.parquet")
-    study_path = d / "study.yaml"
-    study = (yaml.safe_load(study_path.read_text()) or {}) if study_path.is_file() else {}
-    name = str(study.get("name") or d.name)
-    metric = str(study.get("metric") or "layer_time_s")
-    cost_metric = str(study.get("cost_metric") or "capex_usd")
-    maximize = bool(study.get("maximize", False))
+    df, study = read_study_folder(d)
+    name, metric, cost_metric = study["name"], study["metric"], study["cost_metric"]
+    maximize = study["maximize"]
     plots = d / "plots"
-    if not any(plots.glob("*.png")) and not df.empty:
-        save_study_figures(df, plots, metric, cost_metric, maximize, name, formats=("png",))
+    if not any(plots.glob("*.png")):
+        plot_study_folder(d, formats=("png",))
     has = metric in df.columns and cost_metric in df.columns
     front = pareto_front(df[cost_metric], df[metric], maximize) if has else [False] * len(df)
     cats = [

@@ -35,6 +35,20 @@ from the start of the run, sizes in bytes, rates in bit/s):
 ``queues`` - queue depth samples, long format
     time_s, port ("u->v"), depth_bytes. Sampled every ``sim.sample_interval``.
 
+Three more tables come from the straggler and bubble analysis (:mod:`scenarios.analysis`, built
+by the runner from the tables above; :data:`ANALYSIS_TABLES`, ``Results.analysis``):
+
+``critical`` - one row per (step, layer, phase): start_s, end_s, duration_s, the
+    critical_rank whose end set the completion time, its lag behind the median rank (lag_s),
+    start_lag_s, own_s, median_own_s, cause ("started late" | "slow"), the critical message
+    (critical_msg, critical_src, critical_dst, critical_bytes) and critical_link (the link on
+    its paths with the deepest queue; empty without one).
+``gpu_time`` - one row per rank: compute_s, comm_s, idle_s (run span minus compute), bubble_s
+    (communication time beyond the fastest rank's in the same phase, summed), tail_s (idle at
+    the end, waiting for the last rank), busy_fraction.
+``stragglers`` - ranks that slow the run: rank, compute_s, compute_vs_median,
+    critical_phases, phases, reason; worst first (empty when none).
+
 The summary (``summary.json`` and the printed table) defines its figures like this, per phase
 kind (dispatch, combine, other), averaged over steps and layers:
 
@@ -74,6 +88,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = [
+    "ANALYSIS_TABLES",
     "SCHEMAS",
     "TABLES",
     "Results",
@@ -154,6 +169,8 @@ SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 TABLES = tuple(SCHEMAS)
+#: the analysis tables a result folder also holds (see the module docstring)
+ANALYSIS_TABLES = ("critical", "gpu_time", "stragglers")
 
 
 def empty_table(name: str) -> pd.DataFrame:
@@ -176,6 +193,8 @@ def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
             df[col] = df[col].fillna(0).astype("int64")
         elif dt == "float64":
             df[col] = df[col].astype("float64")
+        else:  # text: the same dtype whether built in memory or read back from a file
+            df[col] = df[col].astype(object)
     cols = list(SCHEMAS[name]) + [c for c in df.columns if c not in SCHEMAS[name]]
     out = df[cols].reset_index(drop=True)
     out.attrs = {}  # trace metadata stays with the trace, not in every result file
@@ -470,6 +489,9 @@ class Results:
     cost: dict[str, Any] | None = None
     #: the bill of materials (``bom.csv``), one row per BOM line
     bom: pd.DataFrame | None = None
+    #: straggler and bubble analysis: ``critical``, ``gpu_time``, ``stragglers`` (module
+    #: docstring; :meth:`scenarios.analysis.Analysis.tables`), empty when not analysed
+    analysis: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -541,11 +563,13 @@ class Results:
     def write(
         self, out_dir: str | Path, formats: tuple[str, ...] | list[str] = ("parquet", "csv")
     ) -> list[Path]:
-        """Write every table (Parquet and/or CSV), summary.json and resolved.yaml."""
+        """Write every table and analysis table (Parquet and/or CSV), summary.json and
+        resolved.yaml."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
-        for name, df in self.tables().items():
+        extra = {k: self.analysis[k] for k in ANALYSIS_TABLES if k in self.analysis}
+        for name, df in {**self.tables(), **extra}.items():
             if "parquet" in formats:
                 p = out / f"{name}.parquet"
                 df.to_parquet(p, index=False)
@@ -587,7 +611,16 @@ class Results:
                 tables[name] = empty_table(name)
             tables[name] = conform(name, tables[name])
         # folders written before the status column said complete/failed/unfinished
-        tables["messages"]["status"] = tables["messages"]["status"].replace("ok", "complete")
+        msgs = tables["messages"]
+        msgs["status"] = msgs["status"].replace("ok", "complete")
+        msgs["reason"] = msgs["reason"].fillna("")  # CSV reads an empty reason as missing
+        analysis = {}
+        for name in ANALYSIS_TABLES:
+            pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
+            if pq.is_file():
+                analysis[name] = pd.read_parquet(pq)
+            elif csv.is_file():
+                analysis[name] = pd.read_csv(csv)
         summary = json.loads((out / "summary.json").read_text())
         scen_path = out / "resolved.yaml"
         scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}
@@ -601,6 +634,7 @@ class Results:
             out_dir=out,
             cost=cost,
             bom=bom,
+            analysis=analysis,
         )
 
     # ----------------------------------------------------------------- printing

@@ -232,8 +232,10 @@ def _run(
     if len(res.phases):
         from scenarios.analysis import analyse
 
-        # stragglers, critical ranks/links, GPU idle and bubbles (issue 9)
-        res.summary["analysis"] = analyse(res, prep.cluster).summary()
+        # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
+        an = analyse(res, prep.cluster)
+        res.summary["analysis"] = an.summary()
+        res.analysis = an.tables()
     res.cost, res.bom = price(sc, prep.cluster.graph, res)
     if write or out is not None:
         write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph, stage=stage)

@@ -379,7 +379,8 @@ class HostTransport(_Transport):
 
 class QueueSampler:
     """Every ``interval`` seconds, the queued bytes of every port (while anything else is
-    scheduled: an idle simulation is not kept alive by its own sampler)."""
+    scheduled: an idle simulation is not kept alive by its own sampler). Stretches where every
+    queue is empty and no event is due are skipped (all-zero samples, not recorded)."""
 
     def __init__(self, env: simpy.Environment, ports: list[Any], interval: float) -> None:
         from fabric.kernel import call_later
@@ -393,12 +394,21 @@ class QueueSampler:
         call_later(env, 0.0, self._sample)
 
     def _sample(self, _arg: object) -> None:
-        self.times.append(self.env.now)
-        self.samples.append(np.fromiter((p.qbytes for p in self.ports), np.int64, len(self.ports)))
+        env = self.env
+        depth = np.fromiter((p.qbytes for p in self.ports), np.int64, len(self.ports))
+        self.times.append(env.now)
+        self.samples.append(depth)
         # anything else pending means the simulation still has work (the timeline's event
         # loop puts no stop event on the heap), so keep sampling
-        if self.env._queue:
-            self._call_later(self.env, self.interval, self._sample)
+        queue = env._queue
+        if not queue:
+            return
+        delay = self.interval
+        if not depth.any() and queue[0][0] > env.now + delay:
+            # every queue is empty and nothing can fill one before the next event: skip the
+            # idle stretch (its samples would all be zero), staying on the sampling grid
+            delay *= math.floor((queue[0][0] - env.now) / delay)
+        self._call_later(env, delay, self._sample)
 
     def table(self, keep: int) -> pd.DataFrame:
         if not self.samples:

@@ -24,6 +24,8 @@ __all__ = [
     "fig_pareto",
     "fig_tornado",
     "pareto_front",
+    "plot_study_folder",
+    "read_study_folder",
     "save_study_figures",
     "study_figures",
     "variant_labels",
@@ -276,3 +278,35 @@ def save_study_figures(
                 written.append(p)
             plt.close(fig)
     return written
+
+
+def read_study_folder(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The results table and the study (``study.yaml`` as written by the sweep, with
+    ``name``, ``metric``, ``cost_metric`` and ``maximize`` always set) of a sweep folder."""
+    import yaml
+
+    d = Path(directory)
+    df = pd.read_parquet(d / "results.parquet")
+    path = d / "study.yaml"
+    study = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    study["name"] = str(study.get("name") or d.name)
+    study["metric"] = str(study.get("metric") or "layer_time_s")
+    study["cost_metric"] = str(study.get("cost_metric") or "capex_usd")
+    study["maximize"] = bool(study.get("maximize", False))
+    return df, study
+
+
+def plot_study_folder(directory: str | Path, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """(Re)draw the study figures of a sweep folder under ``directory/plots``."""
+    df, st = read_study_folder(directory)
+    if df.empty:
+        return []
+    return save_study_figures(
+        df,
+        Path(directory) / "plots",
+        st["metric"],
+        st["cost_metric"],
+        st["maximize"],
+        st["name"],
+        formats=formats,
+    )

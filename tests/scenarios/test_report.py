@@ -146,3 +146,17 @@ def test_study_report_renders_in_headless_chromium(tmp_path: Path) -> None:
            "--dump-dom", path.as_uri()]  # fmt: skip
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
     assert 'data-figures-total="3"' in dom and 'data-figures-loaded="3"' in dom
+
+
+def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scenarios.cli import app
+    from scenarios.report import STUDY_FIGURE_TITLES
+
+    d = _study_folder(tmp_path / "study")
+    r = CliRunner().invoke(app, ["plot", str(d)])
+    assert r.exit_code == 0, r.output
+    for name in STUDY_FIGURE_TITLES:
+        assert (d / "plots" / f"{name}.png").is_file() and (d / "plots" / f"{name}.svg").is_file()
+    assert f"wrote {2 * len(STUDY_FIGURE_TITLES)} plot files" in r.output

@@ -153,3 +153,68 @@ def test_interrupt_keeps_what_was_done() -> None:
     done = np.isfinite(res.end_s).sum()
     assert 0 < done < 50
     assert len(res.phases) >= done
+
+
+def test_loop_leaves_at_the_last_phase_end_and_leaves_later_events() -> None:
+    """The run ends at the event that ends the last phase: a timer far in the future (a
+    NIC's retransmission timer, a sampler) is neither run nor waited for."""
+    from fabric.kernel import call_later
+
+    b = 8_000
+    tr = trace([{"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": b}])
+    t = FixedTransport()
+    late = call_later(t.env, 1.0, lambda _a: None)
+    res = run_timeline(t.env, t, tr, compute([]), num_ranks=2)
+    d = b / RATE + LAT
+    assert res.status == "complete"
+    assert res.sim_time_s == pytest.approx(d) and t.env.now == pytest.approx(d)
+    assert late.pending  # still on the heap, never run
+
+
+def test_time_going_backward_stops_the_run_with_a_report() -> None:
+    """An engine that schedules an event in the past is caught on that very event."""
+    from heapq import heappush
+
+    from fabric.invariants import InvariantViolation
+    from fabric.kernel import Callback
+
+    class Broken(FixedTransport):
+        def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):
+            env = self.env
+
+            def backwards(_a):
+                ev = Callback(lambda _b: on_done(msg), None)
+                heappush(env._queue, (env.now - 1e-6, 1, next(env._eid), ev))
+
+            env.timeout(2e-6).callbacks.append(backwards)
+
+    tr = trace([{"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": 10}])
+    t = Broken()
+    with pytest.raises(InvariantViolation) as info:
+        run_timeline(t.env, t, tr, compute([]), num_ranks=2)
+    assert info.value.check == "time" and info.value.time_s == pytest.approx(2e-6)
+
+
+def test_progress_cadence_counts_events_and_never_changes_the_run() -> None:
+    rows = [
+        {"phase": "dispatch", "layer": ly, "src_rank": 0, "dst_rank": 1, "bytes": 8_000}
+        for ly in range(40)
+    ]
+    runs = {}
+    for every in (1, 7, 10**9):
+        t = FixedTransport()
+        calls: list[tuple[float, int | None]] = []
+        res = run_timeline(
+            t.env, t, trace(rows), compute([]), num_ranks=2,
+            progress=lambda s, e, calls=calls: calls.append((s, e)), progress_every=every,
+        )  # fmt: skip
+        runs[every] = (res, calls)
+    ref = runs[10**9][0]
+    assert len(runs[10**9][1]) == 2  # start and end only
+    for every in (1, 7):
+        res, calls = runs[every]
+        pd.testing.assert_frame_equal(res.phases, ref.phases, check_exact=True)
+        np.testing.assert_array_equal(res.end_s, ref.end_s)
+        assert [s for s, _ in calls] == sorted(s for s, _ in calls)  # simulated time grows
+    # one call per `every` processed events, plus start and end
+    assert len(runs[1][1]) > 7 * (len(runs[7][1]) - 3)

@@ -1,0 +1,78 @@
+"""The plot speed-ups keep what the figures show: thinned lines keep the CDF's ends and every
+queue peak, the topology is drawn once for all formats and not again while unchanged, SVG text
+stays text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from scenarios import plots
+from scenarios.plots import MAX_POINTS, _thin_cdf, _thin_series, graph_key
+
+
+def test_thin_cdf_keeps_the_ends_and_the_shape() -> None:
+    x = np.sort(np.random.default_rng(1).exponential(size=50_000))
+    tx, ty = _thin_cdf(x)
+    assert len(tx) <= MAX_POINTS
+    assert tx[0] == x[0] and tx[-1] == x[-1] and ty[-1] == 1.0
+    # every kept point lies exactly on the empirical CDF: F(x_i) = (i + 1) / n
+    idx = np.searchsorted(x, tx, side="right")
+    np.testing.assert_allclose(ty, idx / len(x))
+    small = np.sort(np.arange(10.0))
+    assert len(_thin_cdf(small)[0]) == 10
+
+
+def test_thin_series_keeps_every_peak() -> None:
+    t = np.arange(100_000) * 1e-6
+    y = np.zeros(len(t), dtype=np.int64)
+    peaks = [17, 31_337, 99_999]
+    y[peaks] = [5, 9, 7]
+    tt, yy = _thin_series(t, y)
+    assert len(tt) <= MAX_POINTS and tt[0] == t[0]
+    assert yy.max() == 9 and sorted(yy[yy > 0].tolist()) == [5, 7, 9]
+    assert np.all(np.diff(tt) > 0)
+
+
+def _graph(n: int) -> nx.Graph:
+    g = nx.Graph(name=f"toy{n}")
+    for i in range(n):
+        g.add_node(f"nic{i}.p0", role="nic", server=i, gpu=i, plane=0, pod=0, nic=i)
+        g.add_edge(f"nic{i}.p0", "leaf0", rate_bps=400e9, kind="scaleout", tier="nic-leaf")
+    g.nodes["leaf0"].update(role="leaf", tier=1, plane=0, pod=-1, radix=n)
+    return g
+
+
+def test_topology_is_drawn_once_and_not_again_while_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fabric.topology_io as tio
+
+    calls: list[list[str]] = []
+    real = tio.draw_topology
+
+    def counting(g: nx.Graph, paths: list[str], **kw: object) -> None:
+        calls.append(list(paths))
+        real(g, paths, **kw)
+
+    monkeypatch.setattr(tio, "draw_topology", counting)
+    g = _graph(4)
+    first = plots._draw_topology(g, tmp_path, ("png", "svg"), 80)
+    assert len(calls) == 1 and len(calls[0]) == 2  # one drawing, saved in both formats
+    assert all(p.is_file() and p.stat().st_size > 1000 for p in first)
+    plots._draw_topology(g, tmp_path, ("png", "svg"), 80)
+    assert len(calls) == 1  # same graph, files there: nothing drawn
+    plots._draw_topology(_graph(5), tmp_path, ("png", "svg"), 80)
+    assert len(calls) == 2  # another graph: drawn again
+    (tmp_path / "topology.svg").unlink()
+    plots._draw_topology(_graph(5), tmp_path, ("png", "svg"), 80)
+    assert len(calls) == 3  # a file missing: drawn again
+    assert graph_key(_graph(5)) == graph_key(_graph(5)) != graph_key(_graph(4))
+
+
+def test_svg_text_is_text(quickstart_dir: Path) -> None:
+    svg = (quickstart_dir / "plots" / "fct_cdf.svg").read_text()
+    assert "<text" in svg and "Message completion time CDF" in svg
