@@ -460,13 +460,11 @@ class SwitchConfig(Strict):
 
 
 class RoutingConfig(Strict):
-    """How the fabric routes: ECMP hashing and how long static routes take to reconverge
-    after a failure (50 ms is a typical BGP/BFD datacentre figure [E])."""
+    """How the fabric routes: how long static routes take to reconverge after a failure
+    (50 ms is a typical BGP/BFD datacentre figure [E]). Switches always hash the 5-tuple, whose
+    UDP source port carries the packet's entropy value (RoCEv2/UEC), so a QP with one EV stays on
+    one path and per-packet EVs spray (``fabric.switch.Switch.select``)."""
 
-    ecmp_hash: Literal["5-tuple", "entropy"] = Field(
-        "entropy",
-        description="what the switches' ECMP hash covers: the whole 5-tuple or the entropy value",
-    )
     reconvergence: Time = Field(
         parse_time("50ms"), description="how long routes take to avoid a failed link or switch"
     )
