@@ -95,6 +95,10 @@ class NicConfig:
     ``reo_factor``/``reo_min_s`` selective-repeat reordering window (x srtt; floor).
     ``rto_min_s``/``rto_max_s`` retransmission timeout bounds [E] (IB's local ACK timeout is
                           4.096 us x 2^n; RDMA stacks use ms, UEC-style transports ~100 us).
+    ``retry_limit``       consecutive timeouts a QP retries before it fails: the next one
+                          fails every message not complete with "retry limit exceeded"
+                          (InfiniBand's ``retry_cnt``, a 3-bit QP attribute, 7 the usual
+                          setting [S: IBTA; ibv_modify_qp(3)]); None retries forever.
     ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (physics.md [S]).
     ``qps_per_pair``      QPs per (src, dst) NIC pair; messages are spread round-robin.
     ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`nic.pcie`).
@@ -118,6 +122,7 @@ class NicConfig:
     reo_min_s: float = 2e-6
     rto_min_s: float = 100e-6
     rto_max_s: float = 10e-3
+    retry_limit: int | None = 7
     cnp_interval_s: float = 50e-6
     qps_per_pair: int = 1
     pcie_rate_cap_bps: float | None = None
@@ -150,6 +155,12 @@ class NicConfig:
             raise bad("reo_min_s", "seconds >= 0")
         if not 0 < self.rto_min_s <= self.rto_max_s:
             raise bad("rto_min_s", f"seconds in (0, rto_max_s={self.rto_max_s}]")
+        if self.retry_limit is not None and (
+            isinstance(self.retry_limit, bool)
+            or not isinstance(self.retry_limit, int)
+            or self.retry_limit < 0
+        ):
+            raise bad("retry_limit", "an int >= 0 (consecutive timeouts) or None (no limit)")
         if not self.cnp_interval_s > 0:
             raise bad("cnp_interval_s", "seconds > 0")
         if not self.qps_per_pair >= 1:
@@ -734,6 +745,9 @@ class SmartNic:
     def message_done(self, msg: Message) -> None:
         self.rdma._message_done(msg)
 
+    def message_failed(self, msg: Message) -> None:
+        self.rdma._message_failed(msg)
+
     def __repr__(self) -> str:
         return f"SmartNic(nic{self.card} planes={self.planes} qps={len(self.qps)})"
 
@@ -804,6 +818,8 @@ class RdmaNetwork:
         self._rtt_cache: dict[tuple[int, int, bool], tuple[float, int]] = {}
         self._rr: dict[tuple[int, int], int] = {}
         self.on_done: list[Callable[[Message], object]] = []
+        #: called with each message that failed (its QP exceeded the retry limit)
+        self.on_failed: list[Callable[[Message], object]] = []
 
     # ------------------------------------------------------------------ lookup
     def nic(self, card: int) -> SmartNic:
@@ -851,6 +867,7 @@ class RdmaNetwork:
             reo_min_s=cfg.reo_min_s,
             rto_min_s=cfg.rto_min_s,
             rto_max_s=cfg.rto_max_s,
+            retry_limit=cfg.retry_limit,
         )
         self._qp_list.append(qp)
         return qp
@@ -969,12 +986,18 @@ class RdmaNetwork:
     # ------------------------------------------------------------------ running
     @property
     def pending(self) -> int:
-        """Messages posted (or scheduled) and not yet complete."""
+        """Messages posted (or scheduled) and not yet complete or failed."""
         return self._pending
 
     def _message_done(self, msg: Message) -> None:
         self._pending -= 1
         for fn in self.on_done:
+            fn(msg)
+
+    def _message_failed(self, msg: Message) -> None:
+        """``msg`` failed (``msg.error`` says why): it no longer counts as pending."""
+        self._pending -= 1
+        for fn in self.on_failed:
             fn(msg)
 
     def _all_done(self) -> bool:
@@ -1021,6 +1044,7 @@ class RdmaNetwork:
                 "fct_s": [m.done_s - m.post_s for m in ms],
                 "retx_pkts": [m.retx_pkts for m in ms],
                 "tag": [m.tag for m in ms],
+                "error": [m.error or "" for m in ms],
             }
         )
 
@@ -1042,6 +1066,7 @@ class RdmaNetwork:
                 "acked_bytes": [q.snd.acked_bytes for q in qs],
                 "retx_pkts": [q.snd.retransmits for q in qs],
                 "timeouts": [q.snd.timeouts for q in qs],
+                "failed": [q.failed or "" for q in qs],
                 "nacks_rcvd": [q.nacks_rcvd for q in qs],
                 "ecn_acks": [q.ecn_acks for q in qs],
                 "cnps_rcvd": [q.cnps_rcvd for q in qs],

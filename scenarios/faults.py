@@ -159,11 +159,15 @@ def build_injector(sc: Scenario, network: Network, *, watch_flows: bool = True) 
 
 
 def check_termination(sc: Scenario, graph: nx.Graph, trace: Any, rank_ports: Any) -> None:
-    """Refuse a run that could never end: with the NIC transport (which retransmits until it
-    gets through) and no ``sim.time_limit``, faults without ``until`` must not cut a pair of
-    NIC ports that the trace's ``rdma`` messages connect. The error names the first such
-    fault and pair and suggests ``until`` or ``sim.time_limit``."""
+    """Refuse a run that could never end: with the NIC transport retransmitting forever
+    (``cluster.nic.retry_limit: null``) and no ``sim.time_limit``, faults without ``until``
+    must not cut a pair of NIC ports that the trace's ``rdma`` messages connect. The error
+    names the first such fault and pair and suggests ``until``, ``sim.time_limit`` or a
+    retry limit. With a retry limit (the default, 7) the transport gives up on an unreachable
+    destination and its messages fail with "retry limit exceeded": such runs are allowed."""
     if sc.sim.endpoint != "nic" or sc.sim.time_limit is not None:
+        return
+    if sc.cluster.nic.retry_limit is not None:
         return
     permanent = [(i, f) for i, f in fabric_faults(sc, graph) if f.until is None
                  and isinstance(f, LinkDown | SwitchDown | NicDown)]  # fmt: skip
@@ -193,8 +197,9 @@ def check_termination(sc: Scenario, graph: nx.Graph, trace: Any, rank_ports: Any
             if not ok:
                 raise ScenarioError(
                     f"{f.kind} {f.target()} (no 'until') cuts rank {a} ({pa[0]}) off from rank "
-                    f"{b} ({pb[0]}) for good; the NIC transport would retransmit forever. Give "
-                    "the fault an 'until', or set sim.time_limit.",
+                    f"{b} ({pb[0]}) for good; the NIC transport would retransmit forever "
+                    "(cluster.nic.retry_limit is null). Give the fault an 'until', set "
+                    "sim.time_limit, or set a retry limit.",
                     path=f"faults[{i}]",
                 )
 
@@ -208,8 +213,10 @@ class RdmaEndpoints:
     Counts payload bytes of DATA packets per QP (``tx_bytes`` sent with retransmissions,
     ``rx.rx_bytes`` received with duplicates), and every message's completions (through
     ``rdma.on_done``) to catch a message completed twice. The transport retransmits, so an
-    unfinished message is explained only by the run stopping early or an unreachable
-    destination (``injector`` names the faults that cut it off)."""
+    unfinished message is explained by its QP exceeding the retry limit (the message's
+    ``error``, with the unreachable destination behind it when that is the cause), the run
+    stopping early, or an unreachable destination (``injector`` names the faults that cut it
+    off)."""
 
     def __init__(
         self, rdma: Any, *, injector: FaultInjector | None = None, name: str = "nic transport"
@@ -263,6 +270,9 @@ class RdmaEndpoints:
                 retransmits=True,
                 injector=self.injector,
             )
+            error = getattr(m, "error", None)
+            if error:  # the transport gave up; say why it could not get through, if known
+                reason = error + (f"; {reason}" if reason and is_failure(reason) else "")
             label = f"message {m.id} nic{q.nic.card}->nic{q.dst_nic.card} ({m.size} B)"
             out.append((m, label, reason))
         return out

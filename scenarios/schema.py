@@ -300,7 +300,10 @@ class NicConfig(Strict):
     the topology (its ``nic_phy`` / ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate``
     here are checks: when given they must match every NIC port's link, so a scenario cannot
     claim a NIC speed the fabric does not have. ``rto`` 100 us is an estimate for a
-    datacentre RTT of a few microseconds [E].
+    datacentre RTT of a few microseconds [E]. ``retry_limit`` 7 is InfiniBand's usual
+    ``retry_cnt`` (a 3-bit QP attribute [S: IBTA; ibv_modify_qp(3)]): after that many
+    consecutive retransmission timeouts the next one fails the QP's messages ("retry limit
+    exceeded" in the messages table) instead of retrying forever.
     """
 
     model: NicModelName = Field(
@@ -338,6 +341,11 @@ class NicConfig(Strict):
     )
     qp_miss_penalty: Time = Field(
         0.0, description="delay of a QP-context cache miss (fetch over PCIe; default: the preset)"
+    )
+    retry_limit: NonNegInt | None = Field(
+        7,
+        description="consecutive timeouts a QP retries before its messages fail (InfiniBand "
+        "retry_cnt); null: retry forever",
     )
 
     @model_validator(mode="before")

@@ -12,7 +12,11 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
 * the timers, one lazily re-armed event per QP (never one per packet): the retransmission
   timeout RTO = max(``rto_min_s``, srtt + 4 rttvar) (RFC 6298 shape), doubled on each
   consecutive timeout up to ``rto_max_s``, which declares every in-flight packet lost and tells
-  the path selector about each EV they used (UEC keeps a timer per packet); and, in
+  the path selector about each EV they used (UEC keeps a timer per packet). After
+  ``retry_limit`` consecutive timeouts without cumulative progress, the next one fails the QP
+  (InfiniBand's ``retry_cnt``: the QP goes to the error state): every message not yet complete
+  fails with :attr:`QueuePair.failed` as its ``error`` ("retry limit exceeded: ..."), later
+  posts to the QP fail at once, and late ACKs are ignored; and, in
   selective-repeat mode, a tail-loss probe (RFC 8985 TLP): once the last new PSN has left,
   2 x srtt without a delivery resends the highest in-flight PSN, whose SACK lets RACK find
   the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO.
@@ -36,7 +40,12 @@ from typing import TYPE_CHECKING, Any
 from fabric.packet import DATA as K_DATA
 from fabric.packet import ROCE_OVERHEAD, Packet
 from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
-from nic.transport.reliability import ReceiverReliability, ReorderBuffer, SenderReliability
+from nic.transport.reliability import (
+    SENT,
+    ReceiverReliability,
+    ReorderBuffer,
+    SenderReliability,
+)
 from nic.transport.segmentation import OP_WRITE, RETH_BYTES, packet_count
 from nic.transport.selectors import PathSelector
 
@@ -121,6 +130,7 @@ class Message:
 
     __slots__ = (
         "done_s",
+        "error",
         "end_psn",
         "first_psn",
         "id",
@@ -151,6 +161,8 @@ class Message:
         self.done_s = math.nan
         self.retx_pkts = 0
         self.tag = tag
+        #: why the message failed (the QP's retry limit); None while it has not
+        self.error: str | None = None
 
     @property
     def done(self) -> bool:
@@ -187,6 +199,7 @@ class QueuePair:
     """Requester side of one RDMA reliable connection (see the module docstring)."""
 
     __slots__ = (
+        "_cc_ack",
         "_cc_tx",
         "_ccev",
         "_deliver_cb",
@@ -202,6 +215,7 @@ class QueuePair:
         "dst_eids",
         "dst_nic",
         "ecn_acks",
+        "failed",
         "fcc",
         "id",
         "index",
@@ -215,6 +229,8 @@ class QueuePair:
         "nic",
         "planes",
         "queued",
+        "retries",
+        "retry_limit",
         "rto",
         "rto_deadline",
         "rto_max_s",
@@ -251,6 +267,7 @@ class QueuePair:
         reo_min_s: float,
         rto_min_s: float,
         rto_max_s: float,
+        retry_limit: int | None = None,
     ) -> None:
         self.id = qp_id
         self.nic = nic
@@ -281,6 +298,9 @@ class QueuePair:
         self._fetched = False  # QP context fetched after a cache miss (skip one lookup)
         self.rto_min_s = rto_min_s
         self.rto_max_s = rto_max_s
+        self.retry_limit = retry_limit  # None: retransmit forever
+        self.retries = 0  # consecutive timeouts since the last cumulative progress
+        self.failed: str | None = None  # the error that failed the QP
         self.rto = max(rto_min_s, 3 * fcc.base_rtt_s)
         self.rttvar = 0.0
         self.rto_deadline = _INF
@@ -290,6 +310,13 @@ class QueuePair:
         self._timer_at = _INF  # when the NIC's timer wheel calls _on_rto next (inf: never)
         self._ccev = CCEvent(0.0)
         self._cc_tx = cc.uses_tx
+        # An algorithm without an ACK handler (DCQCN reacts to CNPs) only needs its due
+        # timers run on an ACK, which on_ack does inline instead of filling a CCEvent.
+        cls = type(cc)
+        self._cc_ack = (
+            cls.on_ack is not CongestionControl.on_ack
+            or cls.handle_ack is not CongestionControl.handle_ack
+        )
         self.want_int = cc.requires_int
         self.credit_wanted = 0  # bytes of credit requested from the receiver, not granted yet
         self._deliver_cb: Callable[[Message], object] | None = None
@@ -301,7 +328,12 @@ class QueuePair:
 
     # ------------------------------------------------------------------ posting
     def post(self, msg: Message) -> None:
-        """Append ``msg`` to the send queue (the NIC assigns ids and wakes the scheduler)."""
+        """Append ``msg`` to the send queue (the NIC assigns ids and wakes the scheduler); on a
+        failed QP the message fails at once."""
+        if self.failed is not None:
+            msg.error = self.failed
+            self.nic.message_failed(msg)
+            return
         msg.first_psn = self.snd.post(msg.npkts)
         msg.end_psn = msg.first_psn + msg.npkts
         self.msgs.append(msg)
@@ -325,6 +357,8 @@ class QueuePair:
 
     def sendable(self) -> bool:
         """True if a packet may go as far as data, window and credit are concerned."""
+        if self.failed is not None:
+            return False
         snd = self.snd
         psn = snd.pick()
         if psn < 0:
@@ -345,6 +379,8 @@ class QueuePair:
 
     def build(self, now: float) -> RdmaPacket | None:
         """The next packet to transmit now (pacing already checked), or None."""
+        if self.failed is not None:
+            return None
         snd = self.snd
         psn = snd.pick()
         if psn < 0:
@@ -383,10 +419,19 @@ class QueuePair:
         )
         if self.want_int:
             pkt.int_rec = []
-        if snd.on_send(psn, payload, now, ev):
+        if psn >= snd.high_sent:
+            # SenderReliability.on_send's first-transmission path, inlined (one call less per
+            # packet): PSNs go out in order the first time, so the arrays just grow.
+            snd.inflight_bytes += payload
+            snd._state.append(SENT)
+            snd._tx_time.append(now)
+            snd._size.append(payload)
+            snd._ev.append(ev)
+            snd.high_sent = snd.snd_nxt = psn + 1
+            if idx == 0:
+                m.start_s = now
+        elif snd.on_send(psn, payload, now, ev):
             m.retx_pkts += 1
-        elif idx == 0:
-            m.start_s = now
         if m is self.seg and snd.high_sent >= m.end_psn:
             unsent = self.unsent
             unsent.popleft()
@@ -448,6 +493,8 @@ class QueuePair:
 
     # ------------------------------------------------------------------ feedback
     def on_ack(self, pkt: RdmaPacket, now: float) -> None:
+        if self.failed is not None:
+            return  # an ACK arriving after the QP failed (IB drops it in the error state)
         snd = self.snd
         una0 = snd.snd_una
         newly = snd.on_ack(pkt.psn, pkt.aux, now)
@@ -468,16 +515,19 @@ class QueuePair:
         if self._sel_ack:
             self.sel.on_ack(pkt.ev, ecn, now)
         fcc = self.fcc
-        e = self._ccev
-        e.now = now
-        e.bytes = newly
-        e.psn = pkt.dpsn
-        e.rtt = rtt
-        e.ecn = ecn
-        e.int_records = pkt.int_rec
-        e.path = pkt.ev
-        e.snd_nxt = snd.snd_nxt
-        self.cc.handle_ack(e, fcc)
+        if self._cc_ack:
+            e = self._ccev
+            e.now = now
+            e.bytes = newly
+            e.psn = pkt.dpsn
+            e.rtt = rtt
+            e.ecn = ecn
+            e.int_records = pkt.int_rec
+            e.path = pkt.ev
+            e.snd_nxt = snd.snd_nxt
+            self.cc.handle_ack(e, fcc)
+        elif now >= fcc.timer_due_s:  # CongestionControl.handle_ack with a no-op on_ack
+            self.cc.on_timer(now, fcc)
         if fcc.requests:
             self._requests(now)
         una = snd.snd_una
@@ -489,7 +539,8 @@ class QueuePair:
                 self._tlp_ok = True
                 self._arm(self.tlp_deadline)
         if una > una0:
-            # cumulative progress: complete messages, reset the RTO and its backoff
+            # cumulative progress: complete messages, reset the RTO, its backoff and retries
+            self.retries = 0
             msgs = self.msgs
             while msgs and msgs[0].end_psn <= una:
                 m = msgs.popleft()
@@ -501,6 +552,8 @@ class QueuePair:
             self.rto_deadline = now + rto if snd.high_sent > una else _INF
 
     def on_nack(self, pkt: RdmaPacket, now: float) -> None:
+        if self.failed is not None:
+            return
         snd = self.snd
         una0 = snd.snd_una
         self.nacks_rcvd += 1
@@ -578,6 +631,7 @@ class QueuePair:
 
     def _progress(self, now: float) -> None:
         """The cumulative ACK advanced: complete messages, reset the RTO backoff."""
+        self.retries = 0
         una = self.snd.snd_una
         msgs = self.msgs
         while msgs and msgs[0].end_psn <= una:
@@ -596,6 +650,8 @@ class QueuePair:
 
     def _on_rto(self) -> None:
         """The timer fired (the NIC has cleared ``_timer_at``): TLP, then RTO if due."""
+        if self.failed is not None:
+            return
         snd = self.snd
         if snd.high_sent <= snd.snd_una:
             self.rto_deadline = _INF
@@ -609,6 +665,10 @@ class QueuePair:
         if now < self.rto_deadline:
             tlp = self.tlp_deadline
             self._arm(tlp if self._tlp_ok and now < tlp < self.rto_deadline else self.rto_deadline)
+            return
+        self.retries += 1
+        if self.retry_limit is not None and self.retries > self.retry_limit:
+            self._fail()
             return
         evs = snd.inflight_evs()
         lost = snd.inflight_bytes
@@ -632,6 +692,22 @@ class QueuePair:
         self.rto_deadline = now + self.rto
         self._arm(self.rto_deadline)
         self.nic.activate(self)
+
+    def _fail(self) -> None:
+        """Retry limit exceeded: the QP stops, every message not complete fails."""
+        self.failed = (
+            f"retry limit exceeded: {self.retries} consecutive timeouts without progress "
+            f"(retry_limit {self.retry_limit}) on QP {self.id} nic{self.nic.card}->"
+            f"nic{self.dst_nic.card}"
+        )
+        self.rto_deadline = self.tlp_deadline = _INF
+        msgs = list(self.msgs)
+        self.msgs.clear()
+        self.unsent.clear()
+        self.seg = None
+        for m in msgs:
+            m.error = self.failed
+            self.nic.message_failed(m)
 
     def __repr__(self) -> str:
         return (

@@ -177,6 +177,7 @@ def nic_config(ctx: RunContext) -> Any:
         qpc_entries=n.qp_cache or None,
         qpc_miss_penalty_s=n.qp_miss_penalty,
         rto_min_s=n.rto,
+        retry_limit=n.retry_limit,
         # PCIe DMA caps change with the traffic: the node's PcieRuntime sets them per NIC
     )
 

@@ -117,3 +117,29 @@ def test_message_table_and_settle_rules() -> None:
     assert s["reason"][2].startswith("stalled") and s["reason"][3].startswith("never posted")
     with pytest.raises(ValueError, match="status 'lost'"):
         message_table(tr, post, end, {1: ("lost", "?")})
+
+
+def test_retry_limit_fails_messages_to_a_dead_nic_and_the_run_ends(tmp_path: Path) -> None:
+    """No time limit, a NIC port dead for good: with the default retry limit (7) the transport
+    gives up and the messages table says why; with no limit the run is refused up front."""
+    nic_down = {"kind": "nic_down", "node": "nic7.p0", "at": "2us"}
+    d = doc(tmp_path, "spray", [nic_down])
+    d["cluster"]["nic"]["rto"] = "10us"  # 7 retries take 10 us x (2^8 - 1) = 2.55 ms
+    res = scenarios.run(d)
+    assert res.summary["status"] == "stalled"
+    m = res.messages
+    failed = m[m["status"] == "failed"]
+    assert sorted(failed["dst_rank"]) == [7, 7, 7, 7]
+    assert failed["reason"].str.startswith("retry limit exceeded: 8 consecutive timeouts").all()
+    assert failed["reason"].str.contains("no route from nic.\\.p0 to nic7\\.p0 after nic down",
+                                         regex=True).all()  # fmt: skip
+    assert (res.qps.loc[res.qps["dst_rank"] == 7, "timeouts"] == 7).all()
+    never = m[m["status"] == "unfinished"]
+    assert len(never) == 16 and never["reason"].str.startswith("never posted").all()
+
+    from scenarios.errors import ScenarioError
+
+    d["cluster"]["nic"]["retry_limit"] = None
+    with pytest.raises(ScenarioError, match="retransmit forever") as info:
+        scenarios.run(d)
+    assert "faults[0]" in str(info.value) and "retry limit" in str(info.value)
