@@ -110,7 +110,6 @@ def run_one(
     from scenarios.engines import RunContext
     from scenarios.engines.flow import OPTIONS, run_flow
     from scenarios.loader import load_scenario
-    from scenarios.results import conform, summarise
 
     t_gen = time.perf_counter()
     tr1, ct1 = ep_trace(min(ep, gpus), tokens, seed, cache)
@@ -141,15 +140,7 @@ def run_one(
     out = run_flow(RunContext(sc, cluster, trace, compute))
     engine_s = time.perf_counter() - t1
     engine_cpu_s = time.process_time() - c1
-    ph = conform("phases", out.phases)
-    s = summarise(
-        messages=conform("messages", out.messages),
-        phases=ph,
-        links=conform("links", out.links),
-        qps=conform("qps", out.qps),
-        num_ranks=gpus,
-        makespan_s=float(ph["end_s"].max()),
-    )
+    s = out.summary(gpus)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "gpus": gpus,

@@ -30,7 +30,6 @@ from scenarios.engines import ENGINES, RunContext
 from scenarios.engines.flow import OPTIONS
 from scenarios.loader import load_scenario
 from scenarios.registries import get_registry
-from scenarios.results import conform, summarise
 
 NO_COMPUTE = None
 
@@ -66,15 +65,7 @@ def ctx_for(pattern: str, cc: str, size: int, seed: int) -> RunContext:
 
 
 def completion(out, n: int) -> float:
-    ph = conform("phases", out.phases)
-    s = summarise(
-        messages=conform("messages", out.messages),
-        phases=ph,
-        links=conform("links", out.links),
-        qps=conform("qps", out.qps),
-        num_ranks=n,
-        makespan_s=float(ph["end_s"].max()),
-    )
+    s = out.summary(n)
     return float(s["phases"]["dispatch"]["completion_time_s"])
 
 
@@ -84,8 +75,7 @@ def main() -> None:
     ap.add_argument("--size", default="1MiB")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    reg = get_registry("congestion control")
-    names = args.cc or (reg.names() if reg is not None else ["dcqcn"])
+    names = args.cc or get_registry("congestion control").names()
     size = parse_size(args.size)
     table: dict[str, float] = {}
     print(f"{'cc':8s} {'scenario':11s} {'packet':>10s} {'flow eta=1':>11s} {'efficiency':>10s}")

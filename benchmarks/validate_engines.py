@@ -36,7 +36,6 @@ from scenarios.build import assign_hops, build_cluster
 from scenarios.engines import ENGINES, RunContext
 from scenarios.engines.bound import bound_summary
 from scenarios.loader import load_scenario
-from scenarios.results import conform, summarise
 from scenarios.runner import prepare
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
@@ -105,21 +104,6 @@ def moe_ctx(ep: int, args: argparse.Namespace) -> RunContext:
     return RunContext(sc, prep.cluster, prep.trace, prep.compute)
 
 
-def summary(out, ctx: RunContext) -> dict:
-    ph = conform("phases", out.phases)
-    links = conform("links", out.links)
-    qps = conform("qps", out.qps)
-    s = summarise(
-        messages=conform("messages", out.messages),
-        phases=ph,
-        links=links,
-        qps=qps,
-        num_ranks=ctx.cluster.num_ranks,
-        makespan_s=float(ph["end_s"].max()),
-    )
-    return s
-
-
 def rel(a: float | None, b: float | None) -> float:
     if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b == 0:
         return math.nan
@@ -147,7 +131,7 @@ def main() -> None:
         for engine in ("packet", "flow"):
             t0 = time.perf_counter()
             out = ENGINES.get(engine)(ctx)
-            res[engine] = (summary(out, ctx), time.perf_counter() - t0)
+            res[engine] = (out.summary(ctx.cluster.num_ranks), time.perf_counter() - t0)
         bound = bound_summary(ctx)["phases"]
         sp, wp = res["packet"]
         sf, wf = res["flow"]

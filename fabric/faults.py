@@ -649,12 +649,7 @@ class FaultInjector:
 
     def _lose(self, port: Port, pkt: Packet, rec: FaultRecord) -> None:
         """A frame lost to bit errors: counted on the port like a link-down loss."""
-        port.drops += 1
-        port.drop_bytes += pkt.size
-        port.drop_wire += pkt.wire
-        port.lost_pkts += 1
-        port.lost_bytes += pkt.size
-        port.lost_wire += pkt.wire
+        port.count_lost(pkt)
         self._credit(rec, pkt)
 
     def _credit(self, rec: FaultRecord, pkt: Packet) -> None:

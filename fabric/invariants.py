@@ -54,12 +54,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKS",
+    "REASON_INTERRUPTED",
+    "REASON_TIME_LIMIT",
     "Checker",
     "Endpoints",
     "HostEndpoints",
     "InvariantViolation",
-    "REASON_INTERRUPTED",
-    "REASON_TIME_LIMIT",
     "explain_unfinished",
     "is_failure",
     "run_checked",

@@ -36,6 +36,7 @@ from fabric.phy import PROPAGATION_S_PER_M, get_phy
 from fabric.port import Port
 from fabric.routing import Routing
 from fabric.switch import Switch, SwitchConfig, SwitchPort
+from fabric.topology import endpoints
 
 __all__ = ["Network", "NetworkError", "Receiver"]
 
@@ -51,13 +52,7 @@ class Receiver(Protocol):
 
 
 def _endpoint_order(g: nx.Graph, include_scaleup: bool) -> list[str]:
-    try:
-        from fabric.topology import endpoints
-    except ImportError:  # pragma: no cover - topology.py is part of the package
-        nics = [(d["nic"], d["plane"], n) for n, d in g.nodes(data=True) if d.get("role") == "nic"]
-        eps = [n for *_, n in sorted(nics)]
-    else:
-        eps = endpoints(g)
+    eps = endpoints(g)
     if include_scaleup:
         gpus = sorted((d["gpu"], n) for n, d in g.nodes(data=True) if d.get("role") == "gpu")
         eps += [n for _, n in gpus]

@@ -237,13 +237,17 @@ class Port:
             self._saved = self._deliver
             self._deliver = (self._lost,)
 
-    def _lost(self, pkt: Packet) -> None:
+    def count_lost(self, pkt: Packet) -> None:
+        """Count ``pkt`` as lost on this link (a drop too), whatever lost it."""
         self.drops += 1
         self.drop_bytes += pkt.size
         self.drop_wire += pkt.wire
         self.lost_pkts += 1
         self.lost_bytes += pkt.size
         self.lost_wire += pkt.wire
+
+    def _lost(self, pkt: Packet) -> None:
+        self.count_lost(pkt)
         if self.on_lost is not None:
             self.on_lost(self, pkt)
 

@@ -287,6 +287,29 @@ def h800_deepep(
     return _preset(g, "h800-deepep", {"nodes": nodes})
 
 
+def _pod_preset(
+    preset: str,
+    pods: int,
+    gpus_per_pod: int,
+    name: str | None,
+    overrides: dict[str, Any],
+    *,
+    nic_phy: str,
+    **kw: Any,
+) -> nx.Graph:
+    """``superpod`` of ``pods`` pods of ``gpus_per_pod`` accelerators in 8-accelerator servers,
+    recorded as preset ``preset``. The fabric PHY defaults to the NIC's and the scale-up latency
+    to :data:`DEFAULT_SCALEUP_LATENCY`; ``overrides`` may replace either or pass any other
+    ``superpod`` parameter."""
+    pods = int_param(pods, "pods")
+    extra: dict[str, Any] = {"fabric_phy": nic_phy, "scaleup_latency": DEFAULT_SCALEUP_LATENCY}
+    extra.update(overrides)
+    g = superpod(
+        pods, gpus_per_pod, 8, nic_phy=nic_phy, name=name or f"{preset}-{pods}p", **kw, **extra
+    )
+    return _preset(g, preset, {"pods": pods})
+
+
 @TOPOLOGIES.register(
     "superpod-128", "preset: 128-accelerator pods, on-card-switch 400G SmartNIC per GPU pair"
 )
@@ -312,23 +335,19 @@ def superpod_128(
     Rail-optimised 1:1 scale-out by default. Other ``superpod`` parameters pass through
     ``overrides``.
     """
-    pods = int_param(pods, "pods")
-    kw: dict[str, Any] = {"fabric_phy": nic_phy, "scaleup_latency": DEFAULT_SCALEUP_LATENCY}
-    kw.update(overrides)
-    g = superpod(
+    return _pod_preset(
+        "superpod-128",
         pods,
         128,
-        8,
+        name,
+        overrides,
         gpus_per_nic=gpus_per_nic,
         planes=planes,
         nic_phy=nic_phy,
         scaleup_rate=scaleup_rate,
         scaleup_switches=scaleup_switches,
         scaleout=scaleout,
-        name=name or f"superpod-128-{pods}p",
-        **kw,
     )
-    return _preset(g, "superpod-128", {"pods": pods})
 
 
 @TOPOLOGIES.register(
@@ -352,20 +371,16 @@ def superpod_384(
     accelerator (physics.md 400GbE), rail-optimised 1:1 scale-out joining ``pods`` pods. Scale-up
     latency is an estimate [E]. Other ``superpod`` parameters pass through ``overrides``.
     """
-    pods = int_param(pods, "pods")
-    kw: dict[str, Any] = {"fabric_phy": nic_phy, "scaleup_latency": DEFAULT_SCALEUP_LATENCY}
-    kw.update(overrides)
-    g = superpod(
+    return _pod_preset(
+        "superpod-384",
         pods,
         384,
-        8,
+        name,
+        overrides,
         gpus_per_nic=gpus_per_nic,
         planes=planes,
         nic_phy=nic_phy,
         scaleup_rate=scaleup_rate,
         scaleup_switches=scaleup_switches,
         scaleout=scaleout,
-        name=name or f"superpod-384-{pods}p",
-        **kw,
     )
-    return _preset(g, "superpod-384", {"pods": pods})

@@ -30,6 +30,10 @@ import pandas as pd
 
 from scenarios.errors import ScenarioError
 from scenarios.schema import Scenario, Straggler
+from workloads.moe import moe_layer_trace
+from workloads.trace import COLUMNS as TRACE_COLUMNS
+from workloads.trace import HOPS, PHASES, read_trace
+from workloads.trace import compute_table as workload_compute_table
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -42,20 +46,6 @@ __all__ = [
     "read_trace_file",
     "switch_config",
 ]
-
-TRACE_COLUMNS = (
-    "step",
-    "layer",
-    "phase",
-    "src_rank",
-    "dst_rank",
-    "bytes",
-    "tokens",
-    "start_s",
-    "hop",
-)
-PHASES = ("dispatch", "combine", "other")
-HOPS = ("rdma", "scaleup", "local")
 
 
 @contextmanager
@@ -184,11 +174,6 @@ def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
     from scenarios.registries import get_registry
 
     reg = get_registry("node layout")
-    if reg is None:
-        raise ScenarioError(
-            "node layouts need nic.pcie, which is not installed in this tree.",
-            path="cluster.layout",
-        )
     from scenarios.pcie_model import ClusterPcie
 
     pcie = ClusterPcie.build(
@@ -350,16 +335,15 @@ def _read_raw(path: Path, fmt: str) -> pd.DataFrame:
 def read_trace_file(path: Path, fmt: str = "auto", num_ranks: int | None = None) -> pd.DataFrame:
     """Read a trace with ``workloads.trace.read_trace`` (which validates it); a file without a
     recorded rank count gets ``num_ranks`` or its highest rank + 1."""
-    reader = _workloads_fn("workloads.trace.read_trace")
     where = "workload.trace.path"
-    if reader is None or path.suffix not in (".parquet", ".csv"):
+    if path.suffix not in (".parquet", ".csv"):
         df = _read_raw(path, fmt)
         if num_ranks is not None:
             df.attrs["num_ranks"] = num_ranks
         return df
     if num_ranks is None:
         try:
-            return reader(str(path))
+            return read_trace(str(path))
         except ValueError as exc:
             if "num_ranks" not in str(exc):
                 raise ScenarioError(f"{str(exc).rstrip('.')}.", path=where) from None
@@ -370,48 +354,26 @@ def read_trace_file(path: Path, fmt: str = "auto", num_ranks: int | None = None)
             hi = 0  # read_trace below names the missing or bad column
         num_ranks = hi + 1
     with at(where, f"trace {str(path)!r}"):
-        return reader(str(path), num_ranks=num_ranks)
+        return read_trace(str(path), num_ranks=num_ranks)
 
 
 def topology_io(name: str) -> Callable[..., Any] | None:
-    """``write_graphml`` / ``read_graphml`` / ``draw_topology`` from fabric (they moved from
-    fabric.topology to fabric.topology_io; look in both)."""
-    import importlib
+    """``write_graphml`` / ``read_graphml`` / ``draw_topology`` from :mod:`fabric.topology_io`
+    (imported on first use: it is only needed when writing or reading a result folder)."""
+    from fabric import topology_io as tio
 
-    for module in ("fabric.topology_io", "fabric.topology"):
-        try:
-            fn = getattr(importlib.import_module(module), name, None)
-        except ModuleNotFoundError:
-            continue
-        if callable(fn):
-            return fn
-    return None
+    fn = getattr(tio, name, None)
+    return fn if callable(fn) else None
 
 
 def read_graph(directory: str | Path) -> nx.Graph | None:
     """The ``topology.graphml`` of a result folder, or None."""
-    reader = topology_io("read_graphml")
+    from fabric.topology_io import read_graphml
+
     p = Path(directory) / "topology.graphml"
-    if reader is None or not p.is_file():
+    if not p.is_file():
         return None
-    return reader(str(p))
-
-
-def _workloads_fn(*names: str) -> Callable[..., Any] | None:
-    import importlib
-
-    for dotted in names:
-        module, _, attr = dotted.rpartition(".")
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue
-            raise
-        fn = getattr(mod, attr, None)
-        if callable(fn):
-            return fn
-    return None
+    return read_graphml(str(p))
 
 
 def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
@@ -419,12 +381,6 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain)."""
     m = sc.workload.moe
     assert m is not None
-    fn = _workloads_fn("workloads.moe_layer_trace", "workloads.moe.moe_layer_trace")
-    if fn is None:
-        raise ScenarioError(
-            "MoE workloads need workloads.moe_layer_trace, which is not installed.",
-            path="workload.moe",
-        )
     kwargs: dict[str, Any] = {
         "model": m.model,
         "ep_size": m.ep_size,
@@ -452,7 +408,7 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     if m.routing is not None:
         kwargs["routing"] = str(m.routing)
     with at("workload.moe", "MoE trace"):
-        return _call_exact(fn, kwargs, "workload.moe.skew.params")
+        return _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
 
 
 def _call_exact(fn: Callable[..., Any], kwargs: dict[str, Any], path: str) -> Any:
@@ -478,14 +434,7 @@ def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     assert s is not None
     from scenarios.registries import get_registry
 
-    reg = get_registry("synthetic pattern")
-    if reg is None or s.pattern not in reg:
-        raise ScenarioError(
-            f"synthetic pattern {s.pattern!r} needs the workloads synthetic patterns, which are "
-            "not installed.",
-            path="workload.synthetic.pattern",
-        )
-    fn = reg.get(s.pattern)
+    fn = get_registry("synthetic pattern").get(s.pattern)  # the schema checked the name
     params = inspect.signature(fn).parameters
     kwargs: dict[str, Any] = {"num_ranks": cluster.num_ranks}
     size_key = next((k for k in _SIZE_PARAMS if k in params), None)
@@ -560,9 +509,8 @@ def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.Dat
     ranks = np.arange(cluster.num_ranks)
     out = None
     if fixed is None:
-        fn = _workloads_fn("workloads.trace.compute_table")
-        ct = fn(trace) if fn is not None else None
-        if ct is not None and len(ct):
+        ct = workload_compute_table(trace)
+        if len(ct):
             out = pd.DataFrame(
                 {
                     "step": ct["step"].to_numpy(np.int64),

@@ -300,8 +300,7 @@ def list_(
         ("PHY profiles", "PHY profile"),
         ("engines", "engine"),
     ):
-        reg = get_registry(kind)
-        sections.append((title, reg.describe() if reg is not None else []))
+        sections.append((title, get_registry(kind).describe()))
     if what:
         key = what.lower().rstrip("s")
         aliases = {
@@ -350,13 +349,9 @@ def trace(
     if path.suffix not in (".parquet", ".csv"):
         raise ScenarioError(f"--out {str(path)!r}: a trace file ends in .parquet or .csv.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        from workloads.trace import write_trace
-    except ImportError:  # pragma: no cover - workloads is part of the tree
-        df.attrs = {}
-        df.to_parquet(path, index=False) if path.suffix == ".parquet" else df.to_csv(path)
-    else:
-        write_trace(df, path)  # keeps num_ranks and the compute table in the file
+    from workloads.trace import write_trace
+
+    write_trace(df, path)  # keeps num_ranks and the compute table in the file
     out_console.print(
         f"wrote {len(df)} messages ({int(df['bytes'].sum())} bytes, {cluster.num_ranks} ranks) "
         f"to {path}",

@@ -32,6 +32,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "Origins",
     "ScenarioError",
+    "check_run_name",
     "dotted",
     "from_validation_error",
     "is_model",
@@ -87,6 +88,14 @@ class ScenarioError(ValueError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+def check_run_name(name: str) -> str:
+    """``name`` of a scenario or study: it names the result folder, so it must be non-empty
+    and hold no path separator (or NUL)."""
+    if not name or any(c in name for c in "/\\\0"):
+        raise ValueError("name must be non-empty and contain no path separators")
+    return name
 
 
 def dotted(loc: Iterable[Any]) -> str:

@@ -51,6 +51,7 @@ from fabric.units import (
     parse_time,
 )
 from scenarios.cost.spec import CostSpec
+from scenarios.errors import check_run_name
 from scenarios.registries import check_name
 
 __all__ = [
@@ -382,12 +383,12 @@ class NicConfig(Strict):
 
 
 def _nic_preset(name: Any) -> dict[str, Any] | None:
-    """The scenario-shaped defaults of NIC model ``name`` (None: no registry or unknown name,
-    which the field validator then reports)."""
+    """The scenario-shaped defaults of NIC model ``name`` (None: an unknown name, which the
+    field validator then reports)."""
     from scenarios.registries import get_registry
 
     reg = get_registry("NIC model")
-    if reg is None or not isinstance(name, str) or name not in reg:
+    if not isinstance(name, str) or name not in reg:
         return None
     cfg = reg.get(name)()
     return {
@@ -851,9 +852,7 @@ class Scenario(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not v or any(c in v for c in "/\\\0"):
-            raise ValueError("name must be non-empty and contain no path separators")
-        return v
+        return check_run_name(v)
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in, quantities printed human (exact)."""

@@ -134,9 +134,27 @@ class _Builder:
         for n, gs in enumerate(serves):
             self.device(f"nic{n}", "nic", n, sockets_of("nic", n), serves=[f"gpu{i}" for i in gs])
 
-    def add_ssds(self, ssds: int, socket_of: Callable[[int], int]) -> None:
+    def add_ssds(
+        self,
+        ssds: int,
+        lanes: int,
+        socket_of: Callable[[int], int],
+        parent_of: Callable[[int], str],
+    ) -> None:
+        """SSD ``i`` on socket ``socket_of(i)``, linked with ``lanes`` to ``parent_of(i)``."""
         for i in range(ssds):
             self.device(f"ssd{i}", "ssd", i, socket_of(i), spec=self.ssd)
+        for i in range(ssds):
+            self.pcie(parent_of(i), f"ssd{i}", lanes, "ssd_lanes")
+
+    def add_ssds_on_switches(self, ssds: int, n_sw: int, lanes: int) -> None:
+        """SSDs spread evenly over switches ``sw0..sw{n_sw-1}``, each on its switch's socket."""
+        self.add_ssds(
+            ssds,
+            lanes,
+            lambda i: self.socket_of(i * n_sw // ssds, n_sw),
+            lambda i: f"sw{i * n_sw // ssds}",
+        )
 
     def tree(self) -> PcieTree:
         return PcieTree(self.g)
@@ -200,9 +218,7 @@ def external_switch(
         b.pcie(f"sw{sw_of('gpu', i)}", f"gpu{i}", gpu_lanes, "gpu_lanes")
     for n in range(n_nics):
         b.pcie(f"sw{sw_of('nic', n)}", f"nic{n}", nic_lanes, "nic_lanes")
-    b.add_ssds(ssds, lambda i: b.socket_of(i * n_sw // ssds, n_sw))
-    for i in range(ssds):
-        b.pcie(f"sw{i * n_sw // ssds}", f"ssd{i}", ssd_lanes, "ssd_lanes")
+    b.add_ssds_on_switches(ssds, n_sw, ssd_lanes)
     return b.tree()
 
 
@@ -252,9 +268,7 @@ def on_card_switch(
         b.pcie(f"sw{n}", f"nic{n}", nic_lanes, "nic_lanes")
     for i in range(gpus):
         b.pcie(f"sw{i // per}", f"gpu{i}", gpu_lanes, "gpu_lanes")
-    b.add_ssds(ssds, lambda i: b.socket_of(i * n_nics // ssds, n_nics))
-    for i in range(ssds):
-        b.pcie(f"sw{i * n_nics // ssds}", f"ssd{i}", ssd_lanes, "ssd_lanes")
+    b.add_ssds_on_switches(ssds, n_nics, ssd_lanes)
     return b.tree()
 
 
@@ -288,9 +302,9 @@ def root_complex(
         b.pcie(f"root{b.socket_of(i, gpus)}", f"gpu{i}", gpu_lanes, "gpu_lanes")
     for n in range(n_nics):
         b.pcie(f"root{b.socket_of(n, n_nics)}", f"nic{n}", nic_lanes, "nic_lanes")
-    b.add_ssds(ssds, lambda i: b.socket_of(i, ssds))
-    for i in range(ssds):
-        b.pcie(f"root{b.socket_of(i, ssds)}", f"ssd{i}", ssd_lanes, "ssd_lanes")
+    b.add_ssds(
+        ssds, ssd_lanes, lambda i: b.socket_of(i, ssds), lambda i: f"root{b.socket_of(i, ssds)}"
+    )
     return b.tree()
 
 

@@ -130,8 +130,8 @@ class Message:
 
     __slots__ = (
         "done_s",
-        "error",
         "end_psn",
+        "error",
         "first_psn",
         "id",
         "npkts",
@@ -382,9 +382,14 @@ class QueuePair:
         if self.failed is not None:
             return None
         snd = self.snd
-        psn = snd.pick()
-        if psn < 0:
-            return None
+        if snd.n_lost:
+            psn = snd.pick()
+            if psn < 0:
+                return None
+        else:  # SenderReliability.pick without retransmissions, inlined
+            psn = snd.snd_nxt
+            if psn >= snd.end_psn:
+                return None
         m = self.seg
         if m is None or not m.first_psn <= psn < m.end_psn:
             m = self._msg_of(psn)

@@ -11,8 +11,9 @@ layout's business (``nic.pcie.NODE_LAYOUTS``, issue 5). The cost model needs onl
 
 The counts are read from the layout's device graph (``nic.pcie.NODE_LAYOUTS`` builder called with
 the server's GPU and NIC-card counts): nodes of role ``switch`` (on the card when their
-:class:`nic.pcie.devices.PcieSwitch` spec says ``on_card``) and ``ssd``. When the registry or the
-layout is not available these assumptions, the same as the layouts' own defaults, stand in:
+:class:`nic.pcie.devices.PcieSwitch` spec says ``on_card``) and ``ssd``. When the layout is
+unknown or rejects the server's counts these assumptions, the same as the layouts' own defaults,
+stand in:
 
 - ``external-switch``: one switch board per two GPUs (the HGX H100 baseboard pairs two GPUs and
   their NICs under one Gen5 switch [E]);
@@ -24,7 +25,6 @@ Explicit ``cost.pcie_boards_per_server`` / ``cost.ssds_per_server`` always win.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,29 +44,19 @@ class NodeHardware:
     source: str  # "layout graph", "assumption" or "cost spec"
 
 
-def _layout_registry() -> Any | None:
-    try:
-        mod = importlib.import_module("nic.pcie")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("nic.pcie", "nic"):
-            return None
-        raise
-    return getattr(mod, "NODE_LAYOUTS", None)
-
-
 def _device_graph(layout: str, gpus: int, nics: int) -> Any | None:
     """The layout's device graph built for this server (``gpus`` GPUs, ``nics`` NIC cards), or
-    None when the layout registry is absent, does not know ``layout`` or rejects the sizes."""
-    reg = _layout_registry()
-    if reg is None or layout not in reg:
+    None when the layout registry does not know ``layout`` or the layout rejects the sizes."""
+    from nic.pcie import NODE_LAYOUTS
+
+    if layout not in NODE_LAYOUTS:
         return None
-    builder = reg.get(layout)
+    builder = NODE_LAYOUTS.get(layout)
     try:
         tree = builder(gpus=max(gpus, 1), nics=nics or None)
     except (TypeError, ValueError):
         return None
-    graph = getattr(tree, "graph", tree)
-    return graph if hasattr(graph, "nodes") else None
+    return tree.graph
 
 
 def _count_from_graph(graph: Any) -> tuple[int, int, int]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from fabric.registry import Registry
+from scenarios.results import conform, summarise
 
 if TYPE_CHECKING:
     from scenarios.build import Cluster
@@ -67,6 +68,20 @@ class EngineOutput:
     events: int | None = None
     status: str = "complete"
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, num_ranks: int) -> dict[str, Any]:
+        """The run's figures (:func:`scenarios.results.summarise`) straight from the raw tables,
+        the makespan taken as the last phase end. For benchmarks and tests that call an engine
+        directly; the runner's own assembly also settles undelivered messages first."""
+        phases = conform("phases", self.phases)
+        return summarise(
+            messages=conform("messages", self.messages),
+            phases=phases,
+            links=conform("links", self.links),
+            qps=conform("qps", self.qps),
+            num_ranks=num_ranks,
+            makespan_s=float(phases["end_s"].max()),
+        )
 
 
 ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine")

@@ -49,6 +49,7 @@ from fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
 from fabric.kernel import call_at
 from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 from scenarios.engines import ENGINES, EngineOutput, RunContext
+from scenarios.engines.qps import qp_table
 from scenarios.results import link_table, message_table
 from scenarios.timeline import run_timeline
 
@@ -505,19 +506,7 @@ class FlowTransport:
         names = np.asarray(self.fc.paths.node_names, dtype=object)
         df["src_port"] = names[df["src_port"].to_numpy()]
         df["dst_port"] = names[df["dst_port"].to_numpy()]
-        g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
-        out = g.agg(
-            messages=("bytes", "size"),
-            bytes=("bytes", "sum"),
-            packets=("packets", "sum"),
-            paths_used=("paths_used", "max"),
-            t0=("t0", "min"),
-            t1=("t1", "max"),
-        ).reset_index()
-        active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
-        out["mean_rate_bps"] = 8.0 * out["bytes"] / active
-        out.insert(0, "qp", np.arange(len(out), dtype=np.int64))
-        return out.drop(columns=["t0", "t1"])
+        return qp_table(df)
 
 
 @ENGINES.register("flow", "flow-level: max-min fair rates between flow starts and ends")

@@ -56,8 +56,10 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from fabric.host import Host
 from fabric.kernel import call_at
-from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from scenarios.engines import ENGINES, EngineOutput, RunContext
+from scenarios.engines.qps import qp_table
 from scenarios.engines.scaleup import ScaleUpPipes
 from scenarios.faults import FaultSession
 from scenarios.results import link_table, message_table
@@ -66,27 +68,19 @@ from scenarios.timeline import run_timeline
 __all__ = ["run_packet"]
 
 
-def _host_class() -> type:
-    try:
-        from fabric.host import Host
-    except ImportError as exc:  # pragma: no cover - fabric.host is part of the tree
-        raise EngineUnavailable(f"the packet engine needs fabric.host: {exc}") from None
+class NotifyingHost(Host):
+    """A :class:`fabric.host.Host` that reports each completed message once."""
 
-    class NotifyingHost(Host):
-        """A :class:`fabric.host.Host` that reports each completed message once."""
+    def __init__(self, *args: Any, on_complete: Callable[[Any], None], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._on_complete = on_complete
 
-        def __init__(self, *args: Any, on_complete: Callable[[Any], None], **kw: Any) -> None:
-            super().__init__(*args, **kw)
-            self._on_complete = on_complete
-
-        def receive(self, pkt: Any) -> None:
-            m = pkt.meta
-            before = m.rx_bytes
-            super().receive(pkt)
-            if before < m.size <= m.rx_bytes:
-                self._on_complete(m)
-
-    return NotifyingHost
+    def receive(self, pkt: Any) -> None:
+        m = pkt.meta
+        before = m.rx_bytes
+        super().receive(pkt)
+        if before < m.size <= m.rx_bytes:
+            self._on_complete(m)
 
 
 class _Transport:
@@ -189,10 +183,7 @@ class NicTransport(_Transport):
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        try:
-            from nic.nic import RdmaNetwork
-        except ImportError as exc:
-            raise EngineUnavailable(f"the SmartNIC transport is not installed: {exc}") from None
+        from nic.nic import RdmaNetwork
         from scenarios.build import at
 
         with at("cluster.nic", "NIC"):
@@ -300,12 +291,11 @@ class HostTransport(_Transport):
         cell = sc.sim.cell if sc.sim.cell and sc.sim.cell > mtu else mtu
         frames = math.ceil(cell / mtu)
         spray = sc.cluster.nic.multipath.selector != "ecmp"
-        host_cls = _host_class()
         self.hosts: dict[str, Any] = {}
         for ports in cl.rank_ports:
             for p in ports:
                 if p not in self.hosts:
-                    self.hosts[p] = host_cls(
+                    self.hosts[p] = NotifyingHost(
                         self.net,
                         p,
                         mtu=cell,
@@ -363,19 +353,7 @@ class HostTransport(_Transport):
                 "t1",
             ],
         )
-        g = df.groupby(["src_port", "dst_port", "src_rank", "dst_rank"], sort=True)
-        out = g.agg(
-            messages=("bytes", "size"),
-            bytes=("bytes", "sum"),
-            packets=("packets", "sum"),
-            t0=("t0", "min"),
-            t1=("t1", "max"),
-        ).reset_index()
-        active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
-        out["mean_rate_bps"] = 8.0 * out["bytes"] / active
-        out["paths_used"] = 1
-        out.insert(0, "qp", np.arange(len(out), dtype=np.int64))
-        return out.drop(columns=["t0", "t1"])
+        return qp_table(df.assign(paths_used=1))  # a host sends every message on one path
 
 
 class QueueSampler:
@@ -449,9 +427,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     checked = session.finish(tl.status)
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
-    messages = message_table(
-        ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes
-    )
+    messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
     pcie = {}
     if transport.pcie is not None:
         pcie = {"pcie": transport.pcie.report(messages, transport.net_msgs)}

@@ -42,6 +42,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scenarios.errors import check_run_name
+
 __all__ = [
     "LIBRARY",
     "RandomParam",
@@ -133,9 +135,7 @@ class Study(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not v or any(c in v for c in "/\\\0"):
-            raise ValueError("name must be non-empty and contain no path separators")
-        return v
+        return check_run_name(v)
 
     @field_validator("grid")
     @classmethod

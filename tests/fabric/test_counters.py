@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.fabric.fabric_testutil import build
 
 from fabric.counters import Sampler
 from fabric.topology import star
+from tests.fabric.fabric_testutil import build
 
 
 def test_sampler_grid_and_arrays():

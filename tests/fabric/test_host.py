@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.fabric.fabric_testutil import OVERHEAD, build
 
 from fabric.host import Host, message_table
 from fabric.topology import leaf_spine, star
+from tests.fabric.fabric_testutil import OVERHEAD, build
 
 
 def test_segmentation_and_completion():

@@ -7,7 +7,6 @@ import random
 import networkx as nx
 import pytest
 import simpy
-from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build, fingerprint
 
 from fabric.counters import Sampler
 from fabric.host import conservation, message_table
@@ -16,6 +15,7 @@ from fabric.packet import Packet
 from fabric.phy import get_phy
 from fabric.switch import SwitchConfig
 from fabric.topology import endpoints, fat_tree, leaf_spine, star
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build, fingerprint
 
 
 def test_build_from_builders():

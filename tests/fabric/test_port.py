@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 import simpy
-from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 from fabric.network import Network
 from fabric.packet import ACK, DATA, Packet
 from fabric.phy import get_phy
 from fabric.switch import SwitchConfig
 from fabric.topology import leaf_spine, star
+from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 
 def _edge(g, u, v):

@@ -7,10 +7,10 @@ import math
 
 import networkx as nx
 import pytest
-from tests.fabric.fabric_testutil import build
 
 from fabric.routing import RoutingError
 from fabric.topology import fat_tree, leaf_spine
+from tests.fabric.fabric_testutil import build
 
 
 def _balance_bound(n: int, bins: int, z: float = 5.0) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.fabric.fabric_testutil import OVERHEAD, build
 
 from fabric.counters import Sampler
 from fabric.switch import SwitchConfig
 from fabric.topology import star
+from tests.fabric.fabric_testutil import OVERHEAD, build
 
 N = 4  # senders
 M = 100  # packets per sender

@@ -37,7 +37,7 @@ def setup(retry_limit: int | None, outage: tuple[float, float | None] = (0.0, No
 
 @pytest.mark.parametrize("limit", [0, 2, 4])
 def test_unreachable_destination_fails_after_limit_plus_one_timeouts(limit: int) -> None:
-    env, rdma, failed = setup(limit)
+    _env, rdma, failed = setup(limit)
     m = rdma.post(0, 1, SIZE)
     rdma.run()  # returns: nothing is pending any more (no "ran dry" error)
     assert rdma.pending == 0 and not m.done and math.isnan(m.done_s)
@@ -51,7 +51,7 @@ def test_unreachable_destination_fails_after_limit_plus_one_timeouts(limit: int)
 
 
 def test_no_limit_retransmits_forever() -> None:
-    env, rdma, failed = setup(None)
+    _env, rdma, failed = setup(None)
     m = rdma.post(0, 1, SIZE)
     rdma.run(until=RTO * (2**10))
     assert not failed and m.error is None and not m.done

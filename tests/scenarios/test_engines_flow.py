@@ -15,7 +15,7 @@ from scenarios.build import build_cluster
 from scenarios.engines import ENGINES, RunContext
 from scenarios.engines.bound import add_bound, bound_summary
 from scenarios.loader import load_scenario
-from scenarios.results import SCHEMAS, conform, summarise
+from scenarios.results import SCHEMAS, conform
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 
@@ -58,16 +58,7 @@ def make_ctx(
 
 
 def completion(out, n):
-    ph = conform("phases", out.phases)
-    s = summarise(
-        messages=conform("messages", out.messages),
-        phases=ph,
-        links=conform("links", out.links),
-        qps=conform("qps", out.qps),
-        num_ranks=n,
-        makespan_s=float(ph["end_s"].max()),
-    )
-    return s
+    return out.summary(n)
 
 
 def idle_closed_form(ctx, src_port, dst_port, nbytes, first_extra):

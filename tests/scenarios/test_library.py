@@ -23,6 +23,8 @@ SMALL: dict[str, list[str]] = {
     ],
     "incast-cc": ["workload.synthetic.size=64KiB"],
     "spray-vs-ecmp": ["workload.synthetic.size=64KiB"],
+    "link-failure": ["workload.synthetic.size=128KiB"],
+    "storage-contention": ["workload.moe.tokens_per_rank=16"],
 }
 NO_FILES = ["outputs.plots=false"]
 
