@@ -503,16 +503,17 @@ def run_checked(
     queue = env._queue
     pop = heappop
     n = 0
+    now = env._now  # a local copy: callbacks never move the clock themselves
     while queue and queue[0][0] < limit:
         t, _, _, ev = pop(queue)
-        if t < env._now:
+        if t < now:
             raise InvariantViolation(
                 "time",
-                env._now,
-                f"an event scheduled at {t!r} s ran after {env._now!r} s",
+                now,
+                f"an event scheduled at {t!r} s ran after {now!r} s",
                 [f"event {ev!r}"],
             )
-        env._now = t
+        env._now = now = t
         cbs = ev.callbacks
         ev.callbacks = None
         for cb in cbs:
