@@ -28,7 +28,14 @@ if TYPE_CHECKING:
     from scenarios.build import Cluster
     from scenarios.schema import Scenario
 
-__all__ = ["ENGINES", "ENGINE_MODULES", "EngineOutput", "EngineUnavailable", "RunContext"]
+__all__ = [
+    "ENGINES",
+    "ENGINE_MODULES",
+    "EngineOutput",
+    "EngineUnavailable",
+    "RunContext",
+    "refuse_unmodelled",
+]
 
 
 class EngineUnavailable(RuntimeError):
@@ -49,6 +56,30 @@ class RunContext:
     @property
     def seed(self) -> int:
         return self.scenario.seed
+
+
+def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
+    """Refuse what a fluid engine does not model, rather than silently ignoring it.
+
+    The ``flow`` and ``bound`` engines model straggler GPUs but no link, switch or NIC faults and
+    no GPUDirect Storage background reads; a scenario that asks for them must run on ``packet``.
+    """
+    from scenarios.errors import ScenarioError
+
+    sc = ctx.scenario
+    kinds = sorted({f.kind for f in sc.faults if f.kind != "straggler"})
+    if kinds:
+        raise ScenarioError(
+            f"the {engine} engine does not model {', '.join(kinds)} faults (only straggler); "
+            "run this scenario with engine: packet, or remove those faults",
+            path="faults",
+        )
+    if sc.workload.storage is not None:
+        raise ScenarioError(
+            f"the {engine} engine does not model GPUDirect Storage reads; "
+            "run this scenario with engine: packet, or remove workload.storage",
+            path="workload.storage",
+        )
 
 
 @dataclass

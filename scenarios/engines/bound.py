@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fabric.bound import lower_bound
-from scenarios.engines import ENGINES, EngineOutput, RunContext
+from scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
 from scenarios.engines.flow import FlowCluster
 from scenarios.results import link_table, message_table
 from scenarios.timeline import PHASE_ORDER
@@ -310,6 +310,7 @@ def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
 @ENGINES.register("bound", "no simulation: per-link load / capacity, the physical lower bound")
 def run_bound(ctx: RunContext) -> EngineOutput:
     """Fill the result tables from the bounds (see the module docstring)."""
+    refuse_unmodelled(ctx, "bound")
     pb = phase_bounds(ctx)
     strict_end, _ = _chain(ctx, pb, paced=False)
     _, phases = _chain(ctx, pb, paced=True)

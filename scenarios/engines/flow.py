@@ -48,7 +48,7 @@ import simpy
 from fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
 from fabric.kernel import call_at
 from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
-from scenarios.engines import ENGINES, EngineOutput, RunContext
+from scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
 from scenarios.engines.qps import qp_table
 from scenarios.results import link_table, message_table
 from scenarios.timeline import run_timeline
@@ -512,6 +512,7 @@ class FlowTransport:
 @ENGINES.register("flow", "flow-level: max-min fair rates between flow starts and ends")
 def run_flow(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the flow engine (see the module docstring)."""
+    refuse_unmodelled(ctx, "flow")
     sc = ctx.scenario
     transport = FlowTransport(ctx)
     tl = run_timeline(
@@ -535,10 +536,6 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         "endpoint_model": fc.endpoint,
         **transport.sim.stats(),
     }
-    if sc.faults:
-        extra["faults_ignored"] = [
-            f.kind for f in sc.faults if getattr(f, "kind", "") != "straggler"
-        ]
     return EngineOutput(
         messages=message_table(ctx.trace, tl.post_s, end_s),
         phases=tl.phases,
