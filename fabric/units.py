@@ -81,6 +81,9 @@ def _match(rx: re.Pattern[str], value: str, what: str, form: str) -> re.Match[st
 
 
 def _non_negative(x: float, value: object, what: str) -> float:
+    # A huge mantissa times a prefix (e.g. '1e400KiB') overflows to inf.
+    if not math.isfinite(x):
+        raise UnitError(f"{what} {value!r} is too large to represent (not a finite number)")
     if x < 0:
         raise UnitError(f"{what} {value!r} is negative; it must be >= 0")
     return x

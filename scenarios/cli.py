@@ -204,6 +204,9 @@ def run(
         sets = [*(sets or []), "sim.checks=false"]
     sc, doc = _load_doc(scenario, sets, seed)
     folder = output_dir(sc, out)
+    # refuse before simulating, not after: the results could not be written
+    if folder.exists() and not folder.is_dir():
+        _fail(f"error: --out {str(folder)!r} is an existing file, not a folder.", EXIT_BAD_INPUT)
     bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
     try:
         with _located(doc):
@@ -302,11 +305,10 @@ def list_(
     ):
         sections.append((title, get_registry(kind).describe()))
     if what:
-        key = what.lower().rstrip("s")
+        key = what.lower().replace("-", " ").replace("_", " ").rstrip("s")
         aliases = {
             "cc": "congestion control",
             "selector": "path selectors",
-            "preset": "model",
             "nic": "nic model",
             "layout": "node layout",
             "model": "moe model",

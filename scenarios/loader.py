@@ -362,7 +362,16 @@ def _apply_variant(doc: Document, overrides: Sequence[tuple[Key, Any, str]]) -> 
     variants = doc.data.pop("variants", None)
     chosen = doc.data.get("variant")
     if variants is None:
-        # a resolved scenario keeps its variant's name as a label, with no variants left
+        # a resolved scenario keeps its variant's name as a label, with no variants left;
+        # but a variant asked for on the command line must not be silently ignored
+        src, _ = doc.origins.get(("variant",), (None, None))
+        if chosen is not None and src is not None and src.startswith("command line"):
+            raise ScenarioError(
+                f"unknown variant {chosen!r}: this scenario defines no variants "
+                "(variants: {NAME: {key.path: value}}).",
+                file=src,
+                path="variant",
+            )
         return
     if not isinstance(variants, dict) or not all(
         isinstance(v, dict | type(None)) for v in variants.values()

@@ -32,8 +32,8 @@ Path choice (``mode``):
   sum of its links'. Because every spread flow puts the same fraction on each link of a bundle,
   and the links of a bundle have equal rates, the bundle constraint holds exactly when each of its
   links' constraints does: it is the per-link model with 4-6 entries per flow instead of hundreds.
-  Bundles assume equal link rates inside a bundle (true for every builder); link faults are not
-  modelled by the flow engine.
+  Bundles assume equal link rates inside a bundle (true for every builder); under link faults
+  :mod:`fabric.flow.faults` sets a bundle's capacity to its surviving members' even split.
 
 Latency of a route (physics.md: propagation 5 ns/m, FEC + PCS per hop from the PHY profile,
 switch port-to-port latency; the packet engine's :meth:`fabric.port.Port.arrival_delay_s`): the

@@ -211,6 +211,35 @@ class FlowSim:
         self._request(max(self.env.now, self._gap_until))
         return ids
 
+    def set_capacity(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """Change the capacity of constraints ``ids`` now (a fault: a link degraded, down or
+        repaired) and re-solve the rates at once. Flows keep the bytes they sent at the old
+        rates; a capacity of 0 stalls every flow that loads the constraint (rate 0)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        v = np.broadcast_to(np.asarray(values, dtype=float), ids.shape)
+        if np.isnan(v).any() or (v < 0).any():
+            raise ValueError("capacity values must be >= 0")
+        self.capacity[ids] = v
+        self._request(self.env.now)
+
+    def reroute(self, ids: np.ndarray, idx: np.ndarray, coef: np.ndarray, frac: np.ndarray) -> None:
+        """Give flows ``ids`` new constraint rows now (routing moved them to other paths) and
+        re-solve. Bytes already sent stay sent; the link counters charge the flow's bytes to
+        its final route (a fluid approximation)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
+        if not ids.size:
+            return
+        k = idx.shape[1]
+        self._grow(self.n, k)
+        self.idx[ids, :k] = idx
+        self.idx[ids, k:] = -1
+        self.coef[ids, :k] = np.where(idx >= 0, coef, 0.0)
+        self.coef[ids, k:] = 0.0
+        self.frac[ids, :k] = np.where(idx >= 0, frac, 0.0)
+        self.frac[ids, k:] = 0.0
+        self._request(self.env.now)
+
     @property
     def active(self) -> np.ndarray:
         """Ids of flows that are sending now."""

@@ -46,7 +46,7 @@ class CostSpec(BaseModel):
     - ``items``: which cost item builders (``COST_ITEMS`` registry) to run (default: all).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     catalog: str | None = Field(
         None, description="catalog YAML of unit prices and power (default: the built-in one)"

@@ -61,16 +61,29 @@ class RunContext:
 def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
     """Refuse what a fluid engine does not model, rather than silently ignoring it.
 
-    The ``flow`` and ``bound`` engines model straggler GPUs but no link, switch or NIC faults and
-    no GPUDirect Storage background reads; a scenario that asks for them must run on ``packet``.
+    The ``flow`` engine models straggler GPUs and link, switch and NIC failures and link
+    degradation as capacity changes (:mod:`fabric.flow.faults`) but not ``ber`` faults: their
+    effect is frame loss and link-level retries, which happen per packet. The ``bound`` engine
+    models straggler GPUs only. Neither models GPUDirect Storage background reads. A scenario
+    that asks for these must run on ``packet``.
     """
     from scenarios.errors import ScenarioError
 
     sc = ctx.scenario
-    kinds = sorted({f.kind for f in sc.faults if f.kind != "straggler"})
+    modelled = {"straggler"}
+    if engine == "flow":
+        modelled |= {"link_down", "link_degrade", "switch_down", "nic_down"}
+    kinds = sorted({f.kind for f in sc.faults if f.kind not in modelled})
     if kinds:
+        why = (
+            " (bit errors act through per-packet frame loss and retries, which a fluid model "
+            "does not have)"
+            if kinds == ["ber"]
+            else ""
+        )
         raise ScenarioError(
-            f"the {engine} engine does not model {', '.join(kinds)} faults (only straggler); "
+            f"the {engine} engine does not model {', '.join(kinds)} faults "
+            f"(only {', '.join(sorted(modelled))}){why}; "
             "run this scenario with engine: packet, or remove those faults",
             path="faults",
         )

@@ -25,6 +25,13 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   :mod:`scenarios.engines.scaleup`); two ranks behind one NIC card exchange data inside the node
   at once (as the packet engine does until the PCIe model is wired in).
 
+Faults (``link_down``, ``link_degrade``, ``switch_down``, ``nic_down``) are capacity changes
+at the fault times (:mod:`fabric.flow.faults`): hashed flows on a dead link stall until
+routing avoids it (``cluster.routing.reconvergence`` under static ECMP, at once under a
+multipath selector) and are then re-hashed onto surviving paths; spread flows lose the dead
+link's share of their bundles at once. Flows still at rate 0 on a dead constraint when the run
+ends get that reason in the messages table. ``ber`` faults are refused (loss is per packet).
+
 Latency of a message: its path's propagation, FEC and switch latency (plus a packet's
 serialisation per store-and-forward switch). With the SmartNIC endpoint (``sim.endpoint:
 nic``) the sender's phase bookkeeping waits for the ACK (one more path latency, as in the
@@ -46,6 +53,7 @@ import pandas as pd
 import simpy
 
 from fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
+from fabric.flow.faults import FlowFault, FlowFaults
 from fabric.kernel import call_at
 from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 from scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
@@ -404,6 +412,44 @@ class FlowTransport:
         self._flush_scheduled = False
         self.pcie_local = 0
         self.qp_rows: list[tuple[np.ndarray, ...]] = []
+        self.flow_src = np.full(1024, -1, dtype=np.int64)
+        self.flow_dst = np.full(1024, -1, dtype=np.int64)
+        self.flow_key = np.zeros(1024, dtype=np.int64)
+        self.faults = self._faults(ctx)
+
+    def _faults(self, ctx: RunContext) -> FlowFaults | None:
+        """Link, switch and NIC faults as capacity changes (:mod:`fabric.flow.faults`);
+        hashed flows re-route after ``cluster.routing.reconvergence`` under static ECMP, at
+        once under a multipath selector."""
+        sc = ctx.scenario
+        todo = []
+        for f in sc.faults:
+            if f.kind in ("link_down", "link_degrade"):
+                target = tuple(f.link)
+            elif f.kind in ("switch_down", "nic_down"):
+                target = (f.node,)
+            else:
+                continue
+            until = None if f.until is None else float(f.until)
+            rate = float(f.rate) if f.kind == "link_degrade" else None
+            todo.append(FlowFault(f.kind, target, float(f.at), until, rate))
+        if not todo:
+            return None
+        delay = float(sc.cluster.routing.reconvergence) if self.fc.selector == "ecmp" else 0.0
+        return FlowFaults(
+            self.env,
+            self.sim,
+            self.fc.paths,
+            todo,
+            reroute_delay_s=delay,
+            flow_ports=self._flow_ports,
+        )
+
+    def _flow_ports(self, fids: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(src port, dst port, paths, hash key) of flows; src -1 for flows that are not
+        hashed onto single paths (spread over bundles, or scale-up)."""
+        n = np.full(fids.size, max(1, self.fc.n_paths), dtype=np.int64)
+        return self.flow_src[fids], self.flow_dst[fids], n, self.flow_key[fids]
 
     def send(
         self,
@@ -439,12 +485,43 @@ class FlowTransport:
         go = ~local
         if not go.any():
             return
+        r_idx, r_coef, r_frac = r.idx[go], r.coef[go], r.frac[go]
+        # a flow hashed onto one port pair (multi-plane splits are left to their bundles)
+        one_plane = self.fc.ecmp_planes or int(self.fc.rank_nports.max()) == 1
+        hashed = (r.src_port[go] >= 0) & (self.fc.mode == "hash") & one_plane
+        src_p = np.where(hashed, r.src_port[go], -1)
+        key = np.abs(msg[go] * 7919 + src[go] * 131 + dst[go])
+        fl = self.faults
+        if fl is not None and fl.routing_dead and hashed.any():
+            # routing already avoids these dead links: new flows hash onto surviving paths
+            dead = np.asarray(sorted({2 * k + j for k in fl.routing_dead for j in (0, 1)}))
+            bad = hashed & np.isin(r_idx, dead).any(axis=1)
+            if bad.any():
+                rows = np.flatnonzero(bad)
+                nn = np.full(rows.size, max(1, self.fc.n_paths), dtype=np.int64)
+                i2, c2, f2, ok = fl.fix_routes(
+                    src_p[rows],
+                    r.dst_port[go][rows],
+                    nn,
+                    key[rows],
+                    r_idx[rows],
+                    r_coef[rows],
+                    r_frac[rows],
+                )
+                k2 = max(i2.shape[1], r_idx.shape[1])
+                r_idx = np.pad(r_idx, ((0, 0), (0, k2 - r_idx.shape[1])), constant_values=-1)
+                r_coef = np.pad(r_coef, ((0, 0), (0, k2 - r_coef.shape[1])))
+                r_frac = np.pad(r_frac, ((0, 0), (0, k2 - r_frac.shape[1])))
+                w = i2.shape[1]
+                r_idx[rows[ok], :w], r_idx[rows[ok], w:] = i2[ok], -1
+                r_coef[rows[ok], :w], r_coef[rows[ok], w:] = c2[ok], 0.0
+                r_frac[rows[ok], :w], r_frac[rows[ok], w:] = f2[ok], 0.0
         ids = self.sim.add(
-            r.idx[go],
-            r.coef[go],
+            r_idx,
+            r_coef,
             nbytes[go],
             latency_s=r.latency_s[go],
-            frac=r.frac[go],
+            frac=r_frac,
             packets=r.packets[go],
         )
         need = int(ids.max()) + 1
@@ -452,8 +529,14 @@ class FlowTransport:
             grow = max(need, 2 * self.flow_msg.size)
             self.flow_msg = np.resize(self.flow_msg, grow)
             self.flow_ack = np.resize(self.flow_ack, grow)
+            self.flow_src = np.resize(self.flow_src, grow)
+            self.flow_dst = np.resize(self.flow_dst, grow)
+            self.flow_key = np.resize(self.flow_key, grow)
         self.flow_msg[ids] = msg[go]
         self.flow_ack[ids] = r.ack_s[go]
+        self.flow_src[ids] = src_p
+        self.flow_dst[ids] = r.dst_port[go]
+        self.flow_key[ids] = key
         qp = r.src_port[go] >= 0  # RDMA flows (scale-up transfers have no QP)
         self.qp_rows.append(
             (
@@ -477,6 +560,29 @@ class FlowTransport:
             call_at(self.env, self.env.now + ack, self._cb, m)
         else:
             self._cb(m)
+
+    def stalled_outcomes(self, end_s: np.ndarray) -> dict[int, tuple[str, str]]:
+        """Undelivered messages whose flow sits on a constraint of capacity 0 (a dead link with
+        no surviving path, or not re-routed yet): message -> (unfinished, reason)."""
+        sim = self.sim
+        act = sim.active
+        if not act.size:
+            return {}
+        p = self.fc.paths
+        idx = sim.idx[act]
+        zero = (idx >= 0) & (sim.capacity[np.maximum(idx, 0)] <= 0)
+        out: dict[int, tuple[str, str]] = {}
+        for fid, row, z in zip(act.tolist(), idx.tolist(), zero.tolist(), strict=True):
+            m = int(self.flow_msg[fid])
+            if not any(z) or np.isfinite(end_s[m]):
+                continue
+            dead = ", ".join(p.names[c] for c, zz in zip(row, z, strict=True) if zz)
+            out[m] = (
+                "unfinished",
+                f"stalled at rate 0 on failed {dead} (no surviving path, or routing had not "
+                "re-converged) when the run ended",
+            )
+        return out
 
     # ----------------------------------------------------------------- tables
 
@@ -536,8 +642,12 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         "endpoint_model": fc.endpoint,
         **transport.sim.stats(),
     }
+    outcomes: dict[int, tuple[str, str]] = {}
+    if transport.faults is not None:
+        extra["faults"] = transport.faults.summary()
+        outcomes = transport.stalled_outcomes(end_s)
     return EngineOutput(
-        messages=message_table(ctx.trace, tl.post_s, end_s),
+        messages=message_table(ctx.trace, tl.post_s, end_s, outcomes),
         phases=tl.phases,
         links=links,
         qps=transport.qp_table(),

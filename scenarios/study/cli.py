@@ -74,7 +74,12 @@ def cost_command(
         a, b = pair
         console.print(savings_table(a, b, *names))
     if csv is not None:
-        cost.bom.to_csv(csv, index=False)
+        try:
+            cost.bom.to_csv(csv, index=False)
+        except OSError as exc:  # a folder, a missing parent, no permission
+            raise _bad_input(
+                ValueError(f"--csv {str(csv)!r}: cannot write the BOM: {exc}")
+            ) from None
         console.print(f"BOM written to {csv}")
 
 

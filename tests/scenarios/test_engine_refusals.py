@@ -8,12 +8,32 @@ import scenarios
 from scenarios.errors import ScenarioError
 
 
-@pytest.mark.parametrize("engine", ["flow", "bound"])
-def test_link_faults_refused_by_fluid_engines(engine):
+def test_link_faults_refused_by_bound():
     with pytest.raises(ScenarioError) as e:
-        scenarios.run("link-failure", overrides=[f"engine={engine}"])
+        scenarios.run("link-failure", overrides=["engine=bound"])
     msg = str(e.value)
     assert "faults" in msg and "link_down" in msg and "engine: packet" in msg
+
+
+def test_ber_refused_by_flow_with_the_reason():
+    with pytest.raises(ScenarioError) as e:
+        scenarios.run(
+            "link-failure",
+            overrides=[
+                "engine=flow",
+                "faults=[{kind: ber, link: [leaf0, spine0], pre_fec_ber: 1.0e-4}]",
+            ],
+        )
+    msg = str(e.value)
+    assert "ber" in msg and "per-packet" in msg and "engine: packet" in msg
+
+
+def test_link_faults_run_on_flow():
+    r = scenarios.run(
+        "link-failure",
+        overrides=["engine=flow", "workload.synthetic.size=64KiB", "outputs.plots=false"],
+    )
+    assert r.summary["status"] == "complete"
 
 
 @pytest.mark.parametrize("engine", ["flow", "bound"])

@@ -1,0 +1,88 @@
+"""QA regressions for command-line input handling: each is a clean error (exit 2, one
+paragraph naming the key and value, no traceback) instead of a crash or a silent no-op."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from fabric.units import UnitError, parse_length, parse_rate, parse_size, parse_time
+from scenarios.cli import app
+
+
+def _validate(*args: str):
+    return CliRunner().invoke(app, ["validate", *args])
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_size, "1e400"),
+        (parse_size, "1e400KiB"),
+        (parse_rate, "1e400Gbps"),
+        (parse_time, "1e400s"),
+        (parse_length, "1e400km"),
+    ],
+)
+def test_overflowing_quantity_is_a_unit_error(parse, text: str) -> None:
+    with pytest.raises(UnitError, match="too large"):
+        parse(text)
+
+
+def test_overflowing_mtu_on_the_command_line_is_exit_2() -> None:
+    r = _validate("quickstart", "--set", "cluster.nic.mtu=1e400")
+    assert r.exit_code == 2, r.output
+    assert "cluster.nic.mtu" in r.output and "1e400" in r.output
+    assert "Traceback" not in r.output and "internal error" not in r.output
+
+
+def test_variant_on_a_scenario_without_variants_is_not_silently_ignored() -> None:
+    r = _validate("quickstart", "--set", "variant=nope")
+    assert r.exit_code == 2, r.output
+    assert "nope" in r.output and "variant" in r.output
+
+
+def test_variant_label_of_a_resolved_scenario_still_loads(tmp_path) -> None:
+    # resolved.yaml keeps its variant's name as a label with no variants: that stays valid
+    f = tmp_path / "resolved.yaml"
+    show = CliRunner().invoke(app, ["show", "deepep-h800", "--set", "variant=ep32"])
+    assert show.exit_code == 0, show.output
+    f.write_text(show.stdout)
+    r = _validate(str(f))
+    assert r.exit_code == 0, r.output
+
+
+def test_run_out_onto_an_existing_file_is_exit_2_before_simulating(tmp_path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("keep")
+    r = CliRunner().invoke(app, ["run", "quickstart", "-q", "-o", str(f)])
+    assert r.exit_code == 2, r.output
+    assert "--out" in r.output and "afile" in r.output
+    assert "internal error" not in r.output
+    assert f.read_text() == "keep"
+
+
+def test_list_presets_shows_the_cluster_presets() -> None:
+    r = CliRunner().invoke(app, ["list", "presets"])
+    assert r.exit_code == 0, r.output
+    assert "topologies and cluster presets" in r.output and "superpod-128" in r.output
+    assert "NIC models" not in r.output
+
+
+def test_list_section_accepts_hyphenated_names() -> None:
+    r = CliRunner().invoke(app, ["list", "congestion-control"])
+    assert r.exit_code == 0, r.output
+    assert "dcqcn" in r.output
+
+
+def test_cost_csv_into_a_folder_is_exit_2(tmp_path) -> None:
+    r = CliRunner().invoke(app, ["cost", "quickstart", "--csv", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    assert "--csv" in r.output
+
+
+def test_cost_years_infinite_is_refused() -> None:
+    r = CliRunner().invoke(app, ["cost", "quickstart", "--set", "cost.years=1e400"])
+    assert r.exit_code == 2, r.output
+    assert "cost.years" in r.output
