@@ -92,9 +92,9 @@ class ScenarioError(ValueError):
 
 def check_run_name(name: str) -> str:
     """``name`` of a scenario or study: it names the result folder, so it must be non-empty
-    and hold no path separator (or NUL)."""
-    if not name or any(c in name for c in "/\\\0"):
-        raise ValueError("name must be non-empty and contain no path separators")
+    and hold no path separator (or NUL); '.' and '..' would put the results in the parent."""
+    if not name or any(c in name for c in "/\\\0") or name in (".", ".."):
+        raise ValueError("name must be non-empty, not '.' or '..', and contain no path separators")
     return name
 
 
@@ -208,6 +208,14 @@ def _fields_at(types_: list[Any]) -> list[str]:
 def _origin_of(origins: Origins | None, loc: Sequence[Any]) -> tuple[str | None, int | None]:
     if not origins:
         return None, None
+    key = tuple(loc)
+    if key:
+        # a --set below the failing key (--set cluster.params.nodes=0 failing at
+        # cluster.params) is the likelier culprit than the file that wrote the parent
+        for k, hit in reversed(list(origins.items())):
+            below = len(k) > len(key) and k[: len(key)] == key
+            if below and str(hit[0]).startswith("command line"):
+                return hit
     for n in range(len(loc), -1, -1):
         hit = origins.get(tuple(loc[:n]))
         if hit is not None:

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from scenarios.errors import ScenarioError, dotted, from_validation_error
+from scenarios.errors import ScenarioError, _origin_of, dotted, from_validation_error
 from scenarios.schema import Scenario
 
 __all__ = [
@@ -92,6 +92,11 @@ def resolve_ref(ref: str | Path, base_dir: Path | None = None) -> Path:
     names = library_names()
     close = difflib.get_close_matches(str(ref), names, n=3, cutoff=0.5)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    if candidates[0].is_dir():
+        raise ScenarioError(
+            f"{str(candidates[0])!r} is a folder, not a scenario file (a .yaml file or a "
+            f"built-in name).{hint} Built-ins: {', '.join(names)}."
+        )
     raise ScenarioError(
         f"no scenario file {str(candidates[0])!r} and no built-in scenario named {str(ref)!r}."
         f"{hint} Built-ins: {', '.join(names)}."
@@ -222,10 +227,9 @@ class Document:
             key, _ = parse_override(f"{exc.path}=")
         except ScenarioError:
             return exc
-        for n in range(len(key), 0, -1):
-            hit = self.origins.get(tuple(key[:n]))
-            if hit is not None:
-                return ScenarioError(exc.message, file=hit[0], path=exc.path, line=hit[1])
+        src, line = _origin_of(self.origins, key)
+        if src is not None:
+            return ScenarioError(exc.message, file=src, path=exc.path, line=line)
         return ScenarioError(exc.message, file=self.file, path=exc.path)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -414,7 +415,11 @@ def plot_all(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    with matplotlib.rc_context(SAVE_RC):
+    # a run name with an emoji draws as a box; that is no reason to break --quiet
+    with matplotlib.rc_context(SAVE_RC), warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Glyph .* missing from font", category=UserWarning
+        )
         for name, fn in FIGURES.items():
             if name == "link_utilisation":
                 fig = fn(res, graph)

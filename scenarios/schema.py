@@ -836,7 +836,10 @@ class Scenario(Strict):
     name: str = Field("scenario", description="name of the run (no path separators)")
     description: str = Field("", description="what the scenario shows (podsim list)")
     variant: str | None = Field(None, description="a named variant of the file (variants:)")
-    seed: NonNegInt = Field(0, description="random seed; same seed, same results")
+    # the engines fold the seed into 64-bit hashes (seed x 1e6 + salt): keep it in 32 bits
+    seed: NonNegInt = Field(
+        0, le=2**32 - 1, description="random seed (0 .. 2**32-1); same seed, same results"
+    )
     engine: EngineName = Field("packet", description="simulation engine (podsim list engines)")
     sim: SimConfig = Field(default_factory=SimConfig, description="engine knobs")
     cluster: ClusterConfig = Field(

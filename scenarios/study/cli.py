@@ -35,7 +35,7 @@ def cost_command(
     set_: Annotated[
         list[str] | None,
         typer.Option(
-            "--set", help="override a key: cost.years=4, cost.prices.cable-dac.price_usd=150"
+            "--set", "-s", help="override a key: cost.years=4, cost.prices.cable-dac.price_usd=150"
         ),
     ] = None,
     csv: Annotated[
@@ -125,9 +125,10 @@ def sweep_command(
         typer.Option("--dask", help="dask scheduler address, or 'local' for a LocalCluster"),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="output folder (default results/studies/NAME)")
+        Path | None,
+        typer.Option("--out", "-o", help="output folder (default results/studies/NAME)"),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="write the plots")] = True,
 ) -> None:
     """Run every point of a study (resuming: finished points are kept and skipped), write the
@@ -139,9 +140,16 @@ def sweep_command(
     try:
         spec = load_study(study)
         out_dir = out or Path("results") / "studies" / spec.name
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder.")
+        if workers is not None and workers < 0:
+            raise ValueError(f"--workers {workers}: give 0 (inline) or a positive count.")
         report = run_study(spec, out_dir, workers=workers, dask=dask, progress=not quiet)
     except ValueError as exc:
         raise _bad_input(exc) from None
+    except OSError as exc:  # an unreachable --dask scheduler, an unwritable --out
+        where = f"--dask {dask!r}" if dask else f"study {study!r}"
+        raise _bad_input(ValueError(f"{where}: {exc}")) from None
     df = report.table
     if not df.empty:
         df.to_csv(out_dir / "results.csv", index=False)
