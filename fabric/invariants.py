@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
 
-from fabric.kernel import Callback, _noop
+from fabric.kernel import Callback, _crash, _noop
 from fabric.packet import DATA, PAUSE, RESUME, Packet
 
 if TYPE_CHECKING:
@@ -519,9 +519,7 @@ def run_checked(
         for cb in cbs:
             cb(ev)
         if not ev._ok and not hasattr(ev, "_defused"):
-            exc = type(ev._value)(*ev._value.args)
-            exc.__cause__ = ev._value
-            raise exc
+            _crash(ev)
         n += 1
         if n >= check_every:
             n = 0
