@@ -40,8 +40,9 @@ Packet-level engine, public API (SI units: seconds, bytes, bit/s, metres)
     telemetry=False, trace=False)``, ``add_message(dst, size, start_s=0.0) -> Message``;
     ``make_hosts``, ``conservation``, ``message_table``.
 ``fabric.counters``
-    ``Sampler(env, network, interval_s, *, ports=None, probes=None, until=None)``: ``times``,
-    ``queue_bytes``, ``tx_bytes``, ``probe(name)``, ``queue_of(port_name)``.
+    ``Sampler(env, network, interval_s, *, ports=None, probes=None, start_s=None, until=None,
+    skip_idle=False, record_tx=True)``: ``times``, ``queue_bytes``, ``tx_bytes``,
+    ``probe(name)``, ``queue_of(port_name)``, ``table(keep)``.
 ``fabric.faults``
     ``FaultInjector(network, faults=(), *, reconvergence_s=0.0, seed=0, watch_flows=True)``
     with ``LinkDown(link=(u, v), at, until)``, ``LinkDegrade(link, rate_bps, ...)``,

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from fabric.counters import Sampler
 from fabric.host import Host
 from fabric.kernel import call_at
 from scenarios.engines import ENGINES, EngineOutput, RunContext
@@ -356,53 +357,6 @@ class HostTransport(_Transport):
         return qp_table(df.assign(paths_used=1))  # a host sends every message on one path
 
 
-class QueueSampler:
-    """Every ``interval`` seconds, the queued bytes of every port (while anything else is
-    scheduled: an idle simulation is not kept alive by its own sampler). Stretches where every
-    queue is empty and no event is due are skipped (all-zero samples, not recorded)."""
-
-    def __init__(self, env: simpy.Environment, ports: list[Any], interval: float) -> None:
-        from fabric.kernel import call_later
-
-        self.env = env
-        self.ports = ports
-        self.interval = interval
-        self.times: list[float] = []
-        self.samples: list[np.ndarray] = []
-        self._call_later = call_later
-        call_later(env, 0.0, self._sample)
-
-    def _sample(self, _arg: object) -> None:
-        env = self.env
-        depth = np.fromiter((p.qbytes for p in self.ports), np.int64, len(self.ports))
-        self.times.append(env.now)
-        self.samples.append(depth)
-        # anything else pending means the simulation still has work (the timeline's event
-        # loop puts no stop event on the heap), so keep sampling
-        queue = env._queue
-        if not queue:
-            return
-        delay = self.interval
-        if not depth.any() and queue[0][0] > env.now + delay:
-            # every queue is empty and nothing can fill one before the next event: skip the
-            # idle stretch (its samples would all be zero), staying on the sampling grid
-            delay *= math.floor((queue[0][0] - env.now) / delay)
-        self._call_later(env, delay, self._sample)
-
-    def table(self, keep: int) -> pd.DataFrame:
-        if not self.samples:
-            return pd.DataFrame()
-        depth = np.vstack(self.samples)
-        peak = depth.max(axis=0)
-        order = [i for i in np.argsort(-peak, kind="stable") if peak[i] > 0][:keep]
-        t = np.asarray(self.times)
-        frames = [
-            pd.DataFrame({"time_s": t, "port": self.ports[i].name, "depth_bytes": depth[:, i]})
-            for i in order
-        ]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 @ENGINES.register("packet", "packet-level SimPy simulation: every packet through every queue")
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
@@ -412,7 +366,13 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     session = FaultSession(ctx, transport)
     sampler = None
     if sc.outputs.queue_series:
-        sampler = QueueSampler(transport.env, transport.net.ports, sc.sim.sample_interval)
+        sampler = Sampler(
+            transport.env,
+            ports=transport.net.ports,
+            interval_s=sc.sim.sample_interval,
+            skip_idle=True,
+            record_tx=False,
+        )
     if transport.pcie is not None and sc.workload.storage is not None:
         transport.pcie.schedule_storage(sc.workload.storage)
     tl = run_timeline(

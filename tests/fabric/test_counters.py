@@ -52,3 +52,41 @@ def test_sampler_arguments():
     smp = Sampler(env, ports=[net.ports[0]], interval_s=1e-6)
     env.run()
     assert smp.queue_bytes.shape == (1, 1)
+
+
+def _bursts(skip_idle: bool) -> Sampler:
+    """Two 2:1 incast bursts 200 us apart: a long idle gap in between."""
+    env, net, hosts = build(star(hosts=3), mtu=4096)
+    for start in (0.0, 200e-6):
+        for s in ("nic0.p0", "nic1.p0"):
+            hosts[s].add_message("nic2.p0", 20 * 4096, start_s=start)
+    smp = Sampler(env, net, 1e-6, skip_idle=skip_idle, record_tx=False)
+    env.run()
+    return smp
+
+
+def test_sampler_skip_idle_drops_only_all_zero_samples():
+    full, skip = _bursts(False), _bursts(True)
+    assert len(skip.times) < len(full.times) / 4  # the gap is most of the run
+    # both lie on the same grid, so kept times match exactly
+    idx = np.searchsorted(full.times, skip.times)
+    assert (full.times[idx] == skip.times).all()
+    assert (full.queue_bytes[idx] == skip.queue_bytes).all()
+    dropped = np.setdiff1d(np.arange(len(full.times)), idx)
+    assert dropped.size and not full.queue_bytes[dropped].any()
+    assert skip.queue_bytes[skip.times > 200e-6].any()  # the second burst is seen
+    with pytest.raises(ValueError, match="record_tx"):
+        _ = skip.tx_bytes
+
+
+def test_sampler_table_keeps_the_busiest_queues():
+    smp = _bursts(False)
+    tab = smp.table(keep=1)
+    peak = smp.queue_bytes.max(axis=0)
+    busiest = smp.port_names[int(np.argmax(peak))]
+    assert list(tab.columns) == ["time_s", "port", "depth_bytes"]
+    assert set(tab["port"]) == {busiest} and len(tab) == len(smp.times)
+    assert tab["depth_bytes"].max() == peak.max()
+    # ports that never queued are left out even when keep allows them
+    queued = {n for n, p in zip(smp.port_names, peak, strict=True) if p}
+    assert set(smp.table(keep=100)["port"]) == queued
