@@ -16,6 +16,7 @@ by a scenario.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import networkx as nx
@@ -26,17 +27,21 @@ from fabric.topology import (
     DEFAULT_SPINE_CORE_CABLE,
     TOPOLOGIES,
     TopologyError,
+    TopologySize,
     add_nic_ports,
     attach_fat_tree,
     attach_rail,
+    fat_tree_size,
     int_param,
     length_param,
     mac_rate,
     new_graph,
     rail_cards,
+    rail_size,
     rails_per_server,
     resolve_rail,
     set_radix,
+    sizer,
     switch_attrs,
 )
 from fabric.units import parse_rate, parse_time
@@ -384,3 +389,78 @@ def superpod_384(
         scaleup_switches=scaleup_switches,
         scaleout=scaleout,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# closed-form sizes (fabric.topology.topology_size): the arguments of the builders above
+
+
+@sizer("superpod")
+def superpod_size(
+    pods: int = 2,
+    gpus_per_pod: int = 64,
+    gpus_per_server: int = 8,
+    *,
+    gpus_per_nic: int = 1,
+    planes: int = 1,
+    scaleup_switches: int = 1,
+    scaleout: str = "rail",
+    servers_per_group: int | None = None,
+    spines: int | None = None,
+    oversubscription: float | None = None,
+    k: int | None = None,
+    nic_phy: str = "400GbE",
+    fabric_phy: str = "400GbE",
+    **_: Any,
+) -> TopologySize:
+    """What :func:`superpod` builds: ``pods*gpus_per_pod`` GPU nodes, each linked to the pod's
+    ``scaleup_switches`` switches, plus the rail or fat-tree scale-out of its NIC cards."""
+    unknown = set(_) - set(inspect.signature(superpod).parameters)
+    if unknown:
+        raise TopologyError(f"superpod has no parameter(s) {sorted(unknown)}")
+    pods = int_param(pods, "pods")
+    gpp = int_param(gpus_per_pod, "gpus_per_pod")
+    gps = int_param(gpus_per_server, "gpus_per_server")
+    planes = int_param(planes, "planes")
+    n_su = int_param(scaleup_switches, "scaleup_switches")
+    if gpp % gps or scaleout not in SCALEOUT_KINDS:
+        raise TopologyError("not a superpod")  # the builder says why
+    gpus = pods * gpp
+    servers = gpus // gps
+    su_nodes, su_edges = gpus + pods * n_su, gpus * n_su
+    if scaleout == "rail":
+        if servers_per_group is None:
+            spp = gpp // gps
+            servers_per_group = max(spp, min(servers, 64) // spp * spp)
+        rails, spg, n_spines, _ratio = resolve_rail(
+            servers, gps, gpus_per_nic, servers_per_group, spines, oversubscription, nic_phy,
+            fabric_phy,
+        )  # fmt: skip
+        return rail_size(servers, rails, spg, n_spines, planes, su_nodes, su_edges)
+    cards = servers * rails_per_server(gps, gpus_per_nic)
+    k_ft = smallest_fat_tree_k(cards) if k is None else int_param(k, "k", 2)
+    return fat_tree_size(cards, k_ft, planes, su_nodes, su_edges)
+
+
+@sizer("h800-deepep")
+def _h800_deepep_size(nodes: int = 4, *, scaleout: str = "rail", scaleup_rate: Any = None,
+                      scaleup_latency: Any = None, name: Any = None,
+                      **overrides: Any) -> TopologySize:  # fmt: skip
+    kw: dict[str, Any] = {"gpus_per_nic": 1, "planes": 1, "scaleup_switches": 1}
+    kw.update(overrides)
+    return superpod_size(int_param(nodes, "nodes"), 8, 8, scaleout=scaleout, **kw)
+
+
+def _pod_preset_size(gpus_per_pod: int, defaults: dict[str, Any]) -> Any:
+    def size(pods: int = 2, *, name: Any = None, **given: Any) -> TopologySize:
+        kw = {**defaults, **given}
+        kw.setdefault("fabric_phy", kw["nic_phy"])  # as _pod_preset: the fabric runs the NIC's PHY
+        return superpod_size(int_param(pods, "pods"), gpus_per_pod, 8, **kw)
+
+    return size
+
+
+_SIZE_128 = {"gpus_per_nic": 2, "planes": 2, "nic_phy": "200GbE", "scaleup_switches": 8}
+_SIZE_384 = {"gpus_per_nic": 1, "planes": 1, "nic_phy": "400GbE", "scaleup_switches": 7}
+sizer("superpod-128")(_pod_preset_size(128, _SIZE_128))
+sizer("superpod-384")(_pod_preset_size(384, _SIZE_384))

@@ -40,9 +40,11 @@ propagation") in the port model.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -55,9 +57,11 @@ __all__ = [
     "EDGE_TIERS",
     "KINDS",
     "ROLES",
+    "SIZERS",
     "SWITCH_ROLES",
     "TOPOLOGIES",
     "TopologyError",
+    "TopologySize",
     "build_topology",
     "endpoints",
     "gpu_nics",
@@ -66,6 +70,7 @@ __all__ = [
     "mac_rate",
     "scaleout_view",
     "switches",
+    "topology_size",
     "validate_graph",
 ]
 
@@ -699,8 +704,6 @@ def build_topology(name: str, **params: Any) -> nx.Graph:
         return builder(**params)
     except TypeError as exc:
         # wrong keyword: name it together with what the builder accepts
-        import inspect
-
         accepted = ", ".join(inspect.signature(builder).parameters)
         raise TopologyError(f"topology {name!r}: {exc}; parameters: {accepted}") from None
 
@@ -817,6 +820,137 @@ _SCALEOUT_TIERS = {
     frozenset({"leaf", "spine"}): "leaf-spine",
     frozenset({"spine", "core"}): "spine-core",
 }
+
+
+# --------------------------------------------------------------------------------------------
+# size estimates: what a builder would make, in closed form, without building it
+
+
+@dataclass(frozen=True)
+class TopologySize:
+    """Node, link and NIC-port counts of a topology, from its parameters alone."""
+
+    nodes: int
+    edges: int
+    endpoints: int
+
+    @property
+    def elements(self) -> int:
+        """Nodes plus links: what the graph's memory and build time scale with."""
+        return self.nodes + self.edges
+
+
+#: builder or preset name -> function(**params) -> TopologySize (same arguments as the builder)
+SIZERS: dict[str, Any] = {}
+
+
+def sizer(name: str) -> Any:
+    """Register the closed-form size function of builder ``name`` (see :func:`topology_size`)."""
+
+    def deco(fn: Any) -> Any:
+        SIZERS[name] = fn
+        return fn
+
+    return deco
+
+
+def topology_size(name: str, params: dict[str, Any]) -> TopologySize | None:
+    """The size :func:`build_topology` would build for ``name`` with ``params``, in closed form
+    (microseconds, whatever the size), so a caller can refuse an absurd cluster before building
+    it. None when there is no size function for ``name`` or the parameters are not valid (the
+    builder then reports them). The counts are exact: tests build small graphs and compare."""
+    fn = SIZERS.get(name)
+    if fn is None:
+        return None
+    try:
+        inspect.signature(TOPOLOGIES.get(name)).bind(**params)  # unknown keywords
+        return fn(**params)
+    except Exception:
+        return None
+
+
+def two_tier_size(ports: int, leaves: int, spines: int, planes: int, extra_nodes: int = 0,
+                  extra_edges: int = 0) -> TopologySize:  # fmt: skip
+    """Counts of :func:`attach_two_tier` over ``ports`` NIC ports per plane (plus extras)."""
+    return TopologySize(
+        nodes=planes * (ports + leaves + spines) + extra_nodes,
+        edges=planes * (ports + leaves * spines) + extra_edges,
+        endpoints=planes * ports,
+    )
+
+
+def fat_tree_size(ports: int, k: int, planes: int, extra_nodes: int = 0,
+                  extra_edges: int = 0) -> TopologySize:  # fmt: skip
+    """Counts of :func:`attach_fat_tree`: per plane k*k/2 edge + k*k/2 aggregation + (k/2)^2
+    core switches, k*(k/2)^2 links in each of the two upper tiers."""
+    h = k // 2
+    return TopologySize(
+        nodes=planes * (ports + 2 * k * h + h * h) + extra_nodes,
+        edges=planes * (ports + 2 * k * h * h) + extra_edges,
+        endpoints=planes * ports,
+    )
+
+
+@sizer("star")
+def _star_size(hosts: int = 16, *, planes: int = 1, **_: Any) -> TopologySize:
+    hosts, planes = int_param(hosts, "hosts"), int_param(planes, "planes")
+    return TopologySize(nodes=planes * (hosts + 1), edges=planes * hosts, endpoints=planes * hosts)
+
+
+@sizer("leaf-spine")
+def _leaf_spine_size(
+    hosts_per_leaf: int = 8,
+    leaves: int = 4,
+    *,
+    spines: int | None = None,
+    oversubscription: float | None = None,
+    planes: int = 1,
+    host_phy: str = "400GbE",
+    fabric_phy: str = "400GbE",
+    **_: Any,
+) -> TopologySize:
+    hpl, leaves = int_param(hosts_per_leaf, "hosts_per_leaf"), int_param(leaves, "leaves")
+    n_spines, _ratio = spines_for(
+        hpl, mac_rate(host_phy), mac_rate(fabric_phy), spines, oversubscription
+    )
+    return two_tier_size(hpl * leaves, leaves, n_spines, int_param(planes, "planes"))
+
+
+@sizer("fat-tree")
+def _fat_tree_size(k: int = 4, *, hosts: int | None = None, planes: int = 1,
+                   **_: Any) -> TopologySize:  # fmt: skip
+    k = int_param(k, "k", 2)
+    n_hosts = k**3 // 4 if hosts is None else int_param(hosts, "hosts")
+    return fat_tree_size(n_hosts, k, int_param(planes, "planes"))
+
+
+def rail_size(servers: int, rails: int, servers_per_group: int, spines: int, planes: int,
+              extra_nodes: int = 0, extra_edges: int = 0) -> TopologySize:  # fmt: skip
+    """Counts of :func:`attach_rail`: one leaf per rail per group of servers."""
+    groups = -(-servers // servers_per_group)
+    return two_tier_size(servers * rails, groups * rails, spines, planes, extra_nodes, extra_edges)
+
+
+@sizer("rail")
+def _rail_size(
+    servers: int = 4,
+    gpus_per_server: int = 8,
+    *,
+    gpus_per_nic: int = 1,
+    planes: int = 1,
+    servers_per_group: int | None = None,
+    spines: int | None = None,
+    oversubscription: float | None = None,
+    nic_phy: str = "400GbE",
+    fabric_phy: str = "400GbE",
+    **_: Any,
+) -> TopologySize:
+    servers = int_param(servers, "servers")
+    rails, spg, n_spines, _ratio = resolve_rail(
+        servers, gpus_per_server, gpus_per_nic, servers_per_group, spines, oversubscription,
+        nic_phy, fabric_phy,
+    )  # fmt: skip
+    return rail_size(servers, rails, spg, n_spines, int_param(planes, "planes"))
 
 
 # The SuperPoD builders and presets register into TOPOLOGIES on import; imported last because

@@ -93,9 +93,14 @@ class Cluster:
         return any(r == "gpu" for _, r in self.graph.nodes(data="role"))
 
 
-def build_graph(sc: Scenario) -> nx.Graph:
-    """The topology graph of ``sc.cluster`` (preset or explicit builder)."""
+def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
+    """The topology graph of ``sc.cluster`` (preset or explicit builder). A cluster too large
+    for the machine is refused before it is built (:func:`scenarios.limits.check_cluster_size`;
+    ``force`` skips the budget, not the physical memory)."""
     from fabric.topology import build_topology, validate_graph
+    from scenarios.limits import check_cluster_size
+
+    check_cluster_size(sc, force=force)
 
     c = sc.cluster
     if c.preset is not None:
@@ -237,11 +242,12 @@ def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
         )
 
 
-def build_cluster(sc: Scenario, num_ranks: int | None = None) -> Cluster:
-    """Build the graph and place the ranks (``num_ranks`` overrides the workload's count)."""
+def build_cluster(sc: Scenario, num_ranks: int | None = None, *, force: bool = False) -> Cluster:
+    """Build the graph and place the ranks (``num_ranks`` overrides the workload's count;
+    ``force``: see :func:`build_graph`)."""
     from fabric.rankmap import map_ranks
 
-    g = build_graph(sc)
+    g = build_graph(sc, force=force)
     n = num_ranks if num_ranks is not None else _num_ranks(sc, g)
     if n < 0:
         raise ValueError("build_cluster needs num_ranks for a trace workload")

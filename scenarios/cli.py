@@ -3,30 +3,37 @@
 ``podsim run [FILE|NAME]`` runs a scenario (the built-in ``quickstart`` when none is given) and
 writes its tables, summary, cost, plots (and report) under ``--out`` or the scenario's
 ``outputs.dir``; ``validate``, ``show``, ``list``, ``docs``, ``trace``, ``plot`` and ``report``
-do one job each. Bad input prints one paragraph naming the file, key and value and exits with
-status 2; Ctrl-C exits with 130 after writing what was simulated; an internal error prints a
-short message with the path of a saved traceback and exits with 1.
+do one job each, as do ``cost`` and ``sweep`` (:mod:`scenarios.study.cli`). Every command
+goes through one error guard (:mod:`scenarios.cli_common`): bad input prints one paragraph
+naming the file, key and value and exits with status 2; Ctrl-C exits with 130 after writing
+what was simulated; an internal error prints a short message with the path of a saved
+traceback and exits with 1 (``podsim --debug`` or ``PODSIM_DEBUG=1`` prints the traceback).
+``validate`` makes every input check ``run`` makes before simulating
+(:func:`scenarios.runner.preflight`), including the size estimates of :mod:`scenarios.limits`.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from scenarios.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    ScenarioError,
-    save_traceback,
+from scenarios.cli_common import (
+    ForceOpt,
+    SeedOpt,
+    SetOpt,
+    err_console,
+    fail,
+    guarded,
+    out_console,
+    set_debug,
 )
+from scenarios.errors import EXIT_INTERRUPTED, ScenarioError
+
+__all__ = ["app", "guarded", "main"]
 
 app = typer.Typer(
     name="podsim",
@@ -36,53 +43,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-out_console = Console(soft_wrap=True, highlight=False)
-err_console = Console(stderr=True, soft_wrap=True, highlight=False)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override a key: key.path=value (YAML value); repeatable."),
-]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (overrides seed:).")]
 RefArg = Annotated[str, typer.Argument(help="Scenario file or built-in name (podsim list).")]
+AllowPluginsOpt = Annotated[
+    bool, typer.Option("--allow-plugins", help="Allow module:Class plug-ins to load.")
+]
+_fail = fail  # the name the commands below (and older tests) use
 
 
-def _fail(message: str, code: int) -> None:
-    err_console.print(message, markup=False)
-    raise typer.Exit(code)
-
-
-def guarded(fn: F) -> F:
-    """Turn every expected failure into a clean message and exit status (no traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, SystemExit):
-            raise
-        except ScenarioError as exc:
-            _fail(f"error: {exc}", exc.exit_code)
-        except KeyboardInterrupt:
-            _fail("interrupted.", EXIT_INTERRUPTED)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            _fail(f"error: {exc}", EXIT_BAD_INPUT)
-        except Exception as exc:
-            from fabric.invariants import InvariantViolation
-
-            if isinstance(exc, InvariantViolation):  # a model bug caught by the checks
-                _fail(f"error: the run stopped. {exc}", EXIT_INTERNAL)
-            path = save_traceback(exc)
-            _fail(
-                f"internal error: {type(exc).__name__}: {exc}. This is a bug in podsim, not in "
-                f"your input; the traceback is saved in {path}.",
-                EXIT_INTERNAL,
-            )
-        return None
-
-    return wrapper  # type: ignore[return-value]
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Print the traceback of an internal error (also: PODSIM_DEBUG=1).",
+        ),
+    ] = False,
+) -> None:
+    """Simulate AI-cluster fabrics: SmartNICs, multipath RDMA, CC, MoE all-to-all."""
+    set_debug(debug)
 
 
 def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
@@ -121,6 +100,8 @@ class _ProgressBar:
     RATE_WINDOW_S = 0.5
 
     def __init__(self, enabled: bool, label: str) -> None:
+        import threading
+
         self.enabled = enabled
         self.label = label
         self.t0 = time.perf_counter()
@@ -128,11 +109,30 @@ class _ProgressBar:
         self.task: Any = None
         self._last = (self.t0, 0)
         self._rate = ""
+        # an engine reports progress every PROGRESS_EVENTS events, which can be minutes apart
+        # when single events are slow (a fluid scale-up re-solve over 60 k transfers): a timer
+        # shows the display (its spinner and elapsed time refresh on their own) on time anyway
+        self._lock = threading.RLock()
+        self._timer: Any = None
+        self._stopped = False
+
+    def _start_timer(self) -> None:
+        import threading
+
+        if self._timer is None and self.enabled and not self._stopped:
+            wait = max(0.0, self.DELAY_S - (time.perf_counter() - self.t0))
+            self._timer = threading.Timer(wait, lambda: self._shown(time.perf_counter()))
+            self._timer.daemon = True
+            self._timer.start()
 
     def _shown(self, now: float) -> bool:
         """Start the display once the run is older than DELAY_S; whether it is shown."""
+        with self._lock:
+            return self._show(now)
+
+    def _show(self, now: float) -> bool:
         if self.progress is None:
-            if not self.enabled or now - self.t0 < self.DELAY_S:
+            if not self.enabled or self._stopped or now - self.t0 < self.DELAY_S:
                 return False
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -151,6 +151,7 @@ class _ProgressBar:
 
     def __call__(self, sim_t: float, events: int | None) -> None:
         now = time.perf_counter()
+        self._start_timer()
         if not self._shown(now):
             return
         from fabric.units import fmt_time
@@ -170,8 +171,12 @@ class _ProgressBar:
             self.progress.update(self.task, description=f"{self.label}: {what}", rate="")
 
     def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        with self._lock:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self.progress is not None:
+                self.progress.stop()
 
 
 @app.command()
@@ -180,24 +185,34 @@ def run(
     scenario: Annotated[
         str, typer.Argument(help="Scenario file or built-in name; default: quickstart.")
     ] = "quickstart",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output folder.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output folder (default: the scenario's outputs.dir). A new or empty folder, "
+            "or an earlier result folder: its previous results are replaced (files of your "
+            "own in it stay); any other non-empty folder is refused.",
+        ),
+    ] = None,
     sets: SetOpt = None,
     seed: SeedOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
-    allow_plugins: Annotated[
-        bool, typer.Option("--allow-plugins", help="Allow module:Class plug-ins to load.")
-    ] = False,
+    allow_plugins: AllowPluginsOpt = False,
     no_checks: Annotated[
         bool,
         typer.Option("--no-checks", help="Skip the invariant checks (sim.checks: false)."),
     ] = False,
-    force: Annotated[
-        bool,
-        typer.Option("--force", help="Run even if the packet-level size estimate is too big."),
-    ] = False,
+    force: ForceOpt = False,
 ) -> None:
-    """Run a scenario and write its results, plots and summary."""
-    from scenarios.runner import output_dir
+    """Run a scenario and write its results, plots and summary.
+
+    The results go to --out (or the scenario's outputs.dir). Running again into the same
+    result folder replaces the earlier run's files (the manifest .podsim-files lists them), so
+    no stale table or plot survives; the earlier results stay until the new run has finished
+    simulating. A folder that is not empty and holds no podsim result is refused (exit 2).
+    """
+    from scenarios.runner import check_output_dir, output_dir
     from scenarios.runner import run as run_scenario
 
     if no_checks:
@@ -205,8 +220,7 @@ def run(
     sc, doc = _load_doc(scenario, sets, seed)
     folder = output_dir(sc, out)
     # refuse before simulating, not after: the results could not be written
-    if folder.exists() and not folder.is_dir():
-        _fail(f"error: --out {str(folder)!r} is an existing file, not a folder.", EXIT_BAD_INPUT)
+    check_output_dir(folder, "--out" if out is not None else "outputs.dir")
     bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
     try:
         with _located(doc):
@@ -241,19 +255,26 @@ def run(
 def validate(
     scenario: RefArg,
     sets: SetOpt = None,
+    seed: SeedOpt = None,
     build: Annotated[
-        bool, typer.Option("--build/--no-build", help="Also build the cluster (cheap checks).")
+        bool,
+        typer.Option(
+            "--build/--no-build",
+            help="Also build the cluster and the workload trace and make every check run "
+            "makes before simulating (--no-build: the file's keys and values only).",
+        ),
     ] = True,
+    allow_plugins: AllowPluginsOpt = False,
+    force: ForceOpt = False,
 ) -> None:
-    """Check a scenario without running it."""
-    sc, doc = _load_doc(scenario, sets)
+    """Check a scenario without running it: with --build (the default) every input check
+    that run makes before simulating, so a scenario that validates is not refused by run."""
+    sc, doc = _load_doc(scenario, sets, seed)
     if build:
-        from scenarios.build import build_cluster, trace_ranks
-        from scenarios.faults import check_targets
+        from scenarios.runner import preflight
 
         with _located(doc):
-            cluster = build_cluster(sc, trace_ranks(sc))
-            check_targets(sc, cluster.graph)  # faults name links/nodes the cluster has
+            preflight(sc, force=force, allow_plugins=allow_plugins)
     out_console.print(f"{scenario}: valid ({sc.name}, engine {sc.engine})", markup=False)
 
 
@@ -339,21 +360,30 @@ def trace(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Trace file to write.")] = None,
     sets: SetOpt = None,
     seed: SeedOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Write the scenario's workload trace (Parquet, or CSV by extension) without simulating."""
     from scenarios.build import build_cluster, build_trace, trace_ranks
 
     sc, doc = _load_doc(scenario, sets, seed)
-    with _located(doc):
-        cluster = build_cluster(sc, trace_ranks(sc))
-        df = build_trace(sc, cluster)
     path = out or Path(f"{sc.name}-trace.parquet")
+    opt = "--out" if out is not None else "the default trace file"
     if path.suffix not in (".parquet", ".csv"):
-        raise ScenarioError(f"--out {str(path)!r}: a trace file ends in .parquet or .csv.")
-    path.parent.mkdir(parents=True, exist_ok=True)
+        raise ScenarioError(f"{opt} {str(path)!r}: a trace file ends in .parquet or .csv.")
+    if path.is_dir():
+        raise ScenarioError(f"{opt} {str(path)!r} is a folder; give a trace file name.")
+    with _located(doc):
+        cluster = build_cluster(sc, trace_ranks(sc), force=force)
+        df = build_trace(sc, cluster)
     from workloads.trace import write_trace
 
-    write_trace(df, path)  # keeps num_ranks and the compute table in the file
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_trace(df, path)  # keeps num_ranks and the compute table in the file
+    except OSError as exc:
+        raise ScenarioError(
+            f"{opt} {str(path)!r}: cannot write the trace: {exc.strerror or exc}."
+        ) from None
     out_console.print(
         f"wrote {len(df)} messages ({int(df['bytes'].sum())} bytes, {cluster.num_ranks} ranks) "
         f"to {path}",
@@ -413,7 +443,7 @@ def docs(
 
 from scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402
 
-_register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8)
+_register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8), guarded too
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m scenarios.cli`

@@ -71,7 +71,7 @@ class ScenarioError(ValueError):
 
     def _render(self) -> str:
         where = []
-        if self.file and self.file.startswith("command line"):
+        if self.file and self.file.startswith(("command line", "study ")):
             where.append(self.file)
         elif self.file:
             where.append(f"scenario file {self.file}")

@@ -12,11 +12,24 @@ cluster and the trace (no simulation):
   message;
 * **wall time**: events / :data:`EVENTS_PER_S` (400 k events/s, measured for the packet engine
   with the SmartNIC transport on one core of the 2-core reference machine; DESIGN.md quotes
-  400-670 k packet-hops/s for the bare fabric);
-* **memory**: a base for the interpreter and libraries, about 2 KiB per message (trace row,
+  400-670 k packet-hops/s for the bare fabric), plus the fluid scale-up model's rate
+  re-solves (:func:`scaleup_wall`), which dominate MoE layers with large scale-up domains
+  (superpod-moe: about 90 % of the run);
+* **memory**: a base for the interpreter and libraries, the cluster
+  (:data:`CLUSTER_BYTES_PER_ELEMENT` per node or link), about 2 KiB per message (trace row,
   transport state, result rows), the packets that fit in every switch buffer at once, and the
   queue-depth samples (ports x simulated time / ``sim.sample_interval`` x 8 B), with the
   simulated time bounded below by the busiest NIC port's bytes at line rate plus compute.
+
+Before any of that, :func:`check_cluster_size` prices the cluster graph itself from the topology
+parameters alone (:func:`fabric.topology.topology_size`, a closed form per builder), so an
+absurd cluster (``--set cluster.params.nodes=100000000``) is refused in microseconds instead of
+hanging while networkx builds it: :data:`CLUSTER_BYTES_PER_ELEMENT` per node or link and
+:data:`CLUSTER_ELEMENTS_PER_S` to build and check it, for every engine and for ``validate``,
+``trace`` and ``cost`` too. ``--force`` overrides that budget, but not a cluster larger than the
+machine's physical memory (it could only end in the out-of-memory killer). The flow and bound
+engines are priced too (:func:`estimate_fluid`): :data:`FLUID_BYTES_PER_MESSAGE` per message
+for the route tables they hold for every message at once.
 
 :func:`check_limits` compares the estimate with a :class:`Budget` (default 1 hour and half the
 machine's memory, at most 16 GiB; ``PODSIM_MAX_WALL_S`` / ``PODSIM_MAX_MEMORY`` override it) and
@@ -35,23 +48,31 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
-from fabric.units import fmt_time, parse_size, parse_time
+from fabric.units import parse_size, parse_time
 from scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from fabric.topology import TopologySize
     from scenarios.build import Cluster
     from scenarios.schema import Scenario
 
 __all__ = [
+    "CLUSTER_BYTES_PER_ELEMENT",
+    "CLUSTER_ELEMENTS_PER_S",
     "EVENTS_PER_HOP",
     "EVENTS_PER_S",
     "PATH_SAMPLES",
     "Budget",
     "Estimate",
+    "check_cluster_size",
+    "check_fluid",
     "check_limits",
+    "check_workload_size",
+    "cluster_size",
     "estimate",
+    "physical_memory",
 ]
 
 #: scheduled events per packet-hop of the packet engine (measured: 1.85-1.98)
@@ -66,6 +87,32 @@ BASE_MEMORY = 300 * 2**20  # interpreter, numpy/pandas/networkx/simpy, the clust
 BYTES_PER_MESSAGE = 2048
 BYTES_PER_PACKET = 400  # a Packet object in flight with its event-heap entry
 BYTES_PER_SAMPLE = 8
+#: the packet engine's scale-up domain is a fluid max-min model (scenarios.engines.scaleup):
+#: every transfer that finishes re-solves the rates of all active ones. Per (step, layer,
+#: phase) with m scale-up messages of u distinct (source rank, size) pairs, about
+#: S = min(m, SCALEUP_SOLVES_PER_GROUP x u) solves over SCALEUP_ACTIVE_FRACTION x m transfers
+#: each, at SCALEUP_S_PER_SOLVE + SCALEUP_S_PER_FLOW per transfer. Fitted on superpod-moe
+#: (EP 256, 128-GPU pods) at tokens_per_rank 4 and 16 (5,123 and 5,943 solves over 19.5 M and
+#: 42.1 M transfers: 17.8 s and 34.6 s), checked at 64 (18,319 solves, 247 M transfers:
+#: 176 s measured, 184 s predicted); S/u came out 2.6-4.5 and the active fraction 0.17-0.26
+#: across the three, so the term is good to about 1.6x
+SCALEUP_SOLVES_PER_GROUP = 3.5
+SCALEUP_ACTIVE_FRACTION = 0.2
+SCALEUP_S_PER_SOLVE = 0.75e-3
+SCALEUP_S_PER_FLOW = 0.72e-6
+#: memory per node or link of the built cluster: the networkx graph with its attribute dicts
+#: (tracemalloc: 360-435 B per node or link on star, fat-tree, h800-deepep and superpod-128
+#: graphs) plus what build_cluster derives from it (graph validation, rank map, PCIe trees);
+#: the slope of ``podsim validate quickstart`` peak RSS between 512 and 2048 nodes is 550 B
+CLUSTER_BYTES_PER_ELEMENT = 600
+#: nodes plus links built, validated and mapped per second (build_topology alone: 630-850 k/s
+#: on h800-deepep; the whole validate step about a third of that)
+CLUSTER_ELEMENTS_PER_S = 250_000
+#: memory per message of the flow and bound engines (route tables of every message at once:
+#: link indices, coefficients and fractions over the path columns, and the message tables);
+#: tracemalloc peak of the flow engine on uniform all-to-all over 64 and 128 ranks of an
+#: h800-deepep cluster: 1.58-1.67 KiB per message, plus the result tables
+FLUID_BYTES_PER_MESSAGE = 2048
 
 
 @dataclass(frozen=True)
@@ -79,6 +126,8 @@ class Estimate:
     wall_s: float
     memory_bytes: int
     sim_time_s: float
+    #: the part of ``wall_s`` spent in the fluid scale-up model (see SCALEUP_S_PER_FLOW)
+    scaleup_wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +165,141 @@ class Budget:
                 f"{env_mem!r}: {exc}"
             ) from None
         return cls(max_wall_s=wall, max_memory_bytes=mem)
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return None
+
+
+def cluster_size(sc: Scenario) -> tuple[TopologySize | None, str, str]:
+    """(size, topology name, scenario key of its parameters) of ``sc``'s cluster, from the
+    parameters alone; size None when the builder has no closed form or rejects them."""
+    from fabric.topology import topology_size
+
+    c = sc.cluster
+    if c.preset is not None:
+        name, params, path = c.preset, dict(c.params), "cluster.params"
+    else:
+        assert c.topology is not None
+        name, params, path = c.topology.name, dict(c.topology.params), "cluster.topology.params"
+    return topology_size(name, params), name, path
+
+
+def _fmt_wall(seconds: float) -> str:
+    """A wall time for a person: ``40 s``, ``12 min``, ``4.6 h``, ``3.2 days``."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:,.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def _fmt_bytes(n: float) -> str:
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB")):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 2**10:,.0f} KiB"
+
+
+def check_cluster_size(
+    sc: Scenario, *, force: bool = False, budget: Budget | None = None
+) -> TopologySize | None:
+    """Refuse, before it is built, a cluster whose graph would not fit the budget's memory
+    (ScenarioError at the topology parameters, with the counts and the estimate);
+    ``force`` skips the budget but never lets through a cluster larger than the machine's
+    physical memory. Returns the size (None when it cannot be computed)."""
+    size, name, path = cluster_size(sc)
+    if size is None:
+        return None
+    mem = BASE_MEMORY + size.elements * CLUSTER_BYTES_PER_ELEMENT
+    wall = size.elements / CLUSTER_ELEMENTS_PER_S
+    phys = physical_memory()
+    what = (
+        f"topology {name!r} with these parameters has {size.nodes:,} graph nodes, {size.edges:,} "
+        f"links and {size.endpoints:,} NIC ports; building it needs about {_fmt_bytes(mem)} "
+        f"of memory ({CLUSTER_BYTES_PER_ELEMENT} B per node or link) and about "
+        f"{_fmt_wall(wall)}"
+    )
+    if phys is not None and mem > phys:
+        raise ScenarioError(
+            f"{what}, more than this machine's {_fmt_bytes(phys)} of memory (even with "
+            "--force). Make the cluster smaller.",
+            path=path,
+        )
+    if force:
+        return size
+    b = budget or Budget.default()
+    # memory binds first: at CLUSTER_ELEMENTS_PER_S a 16 GiB graph builds in about 2 minutes,
+    # so the wall budget (PODSIM_MAX_WALL_S) stays the simulation's
+    if mem > b.max_memory_bytes:
+        raise ScenarioError(
+            f"{what}, over the memory budget of {_fmt_bytes(b.max_memory_bytes)} "
+            "(PODSIM_MAX_MEMORY). Make the cluster smaller, raise the budget, or pass --force "
+            "to build it anyway.",
+            path=path,
+        )
+    return size
+
+
+#: bytes per (token, expert) of the MoE trace generator while it routes one layer: float32
+#: router logits and their noise, and the top-k selection's temporaries (workloads.gating:
+#: popularity_logits draws an [N, E] float32 array for all N = ep_size x tokens_per_rank tokens)
+MOE_BYTES_PER_TOKEN_EXPERT = 12
+
+
+def workload_memory(sc: Scenario) -> tuple[int, str] | None:
+    """(bytes, scenario key) the workload generator needs at once, from the parameters alone;
+    None for workloads with nothing to estimate (a trace file is read as it is)."""
+    m = sc.workload.moe
+    if m is None:
+        return None
+    from workloads.models import get_model
+
+    try:
+        experts = int(get_model(m.model).routed_experts)
+    except (KeyError, ValueError):
+        return None
+    tokens = int(m.ep_size) * int(m.tokens_per_rank)
+    return tokens * experts * MOE_BYTES_PER_TOKEN_EXPERT, "workload.moe.tokens_per_rank"
+
+
+def check_workload_size(
+    sc: Scenario, *, force: bool = False, budget: Budget | None = None
+) -> int | None:
+    """Refuse, before the trace is generated, a workload whose generator would not fit the
+    memory budget (``force`` skips the budget, not the physical memory). Returns the bytes."""
+    est = workload_memory(sc)
+    if est is None:
+        return None
+    need, path = est
+    m = sc.workload.moe
+    assert m is not None
+    what = (
+        f"routing {int(m.ep_size) * int(m.tokens_per_rank):,} tokens ({m.ep_size} ranks x "
+        f"{m.tokens_per_rank:,}) of {m.model!r} needs about {_fmt_bytes(BASE_MEMORY + need)} of "
+        "memory for the router logits of a layer"
+    )
+    phys = physical_memory()
+    if phys is not None and BASE_MEMORY + need > phys:
+        raise ScenarioError(
+            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). "
+            "Route fewer tokens per rank.",
+            path=path,
+        )
+    b = budget or Budget.default()
+    if not force and BASE_MEMORY + need > b.max_memory_bytes:
+        raise ScenarioError(
+            f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
+            "Route fewer tokens per rank, or pass --force.",
+            path=path,
+        )
+    return need
 
 
 def _mean_hops(sc: Scenario, cluster: Cluster, src: np.ndarray, dst: np.ndarray) -> float:
@@ -161,7 +345,10 @@ def estimate(
     hops = _mean_hops(sc, cluster, src, dst)
     packet_hops = round(packets * hops)
     n_msgs = len(trace)
-    events = int(packet_hops * EVENTS_PER_HOP + n_msgs * EVENTS_PER_MESSAGE)
+    # scale-up messages cost the fluid model's solves (below), not engine events
+    n_su = int((trace["hop"] == "scaleup").sum()) if cluster.has_scaleup else 0
+    events = int(packet_hops * EVENTS_PER_HOP + (n_msgs - n_su) * EVENTS_PER_MESSAGE)
+    su_wall = scaleup_wall(trace) if n_su else 0.0
     # simulated time: the busiest NIC port at line rate, plus the slowest rank's compute
     rate = _nic_rate(cluster)
     busiest = 0.0
@@ -182,8 +369,10 @@ def estimate(
         * sum(1 for _n, r in cluster.graph.nodes(data="role") if r in ("leaf", "spine", "core"))
         // max(1, nic.mtu)
     )
+    g = cluster.graph
     memory = int(
         BASE_MEMORY
+        + (g.number_of_nodes() + g.number_of_edges()) * CLUSTER_BYTES_PER_ELEMENT
         + n_msgs * BYTES_PER_MESSAGE
         + min(buffered, packets) * BYTES_PER_PACKET
         + samples * n_ports * BYTES_PER_SAMPLE
@@ -193,10 +382,26 @@ def estimate(
         packets=packets,
         packet_hops=packet_hops,
         events=events,
-        wall_s=events / EVENTS_PER_S,
+        wall_s=events / EVENTS_PER_S + su_wall,
         memory_bytes=memory,
         sim_time_s=sim_t,
+        scaleup_wall_s=su_wall,
     )
+
+
+def scaleup_wall(trace: pd.DataFrame) -> float:
+    """Wall seconds of the packet engine's fluid scale-up model for ``trace`` (the model of
+    the SCALEUP_* constants)."""
+    su = trace[trace["hop"] == "scaleup"]
+    if not len(su):
+        return 0.0
+    keys = ["step", "layer", "phase"]
+    m = su.groupby(keys).size()
+    u = su[[*keys, "src_rank", "bytes"]].drop_duplicates().groupby(keys).size()
+    m_arr = m.to_numpy(float)
+    solves = np.minimum(m_arr, SCALEUP_SOLVES_PER_GROUP * u.reindex(m.index).to_numpy(float))
+    flows = SCALEUP_ACTIVE_FRACTION * m_arr * solves
+    return float((solves * SCALEUP_S_PER_SOLVE + flows * SCALEUP_S_PER_FLOW).sum())
 
 
 def _nic_rate(cluster: Cluster) -> float:
@@ -212,6 +417,48 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def fluid_memory(cluster: Cluster, trace: pd.DataFrame) -> int:
+    """Memory of a flow- or bound-engine run: the base, the cluster and
+    :data:`FLUID_BYTES_PER_MESSAGE` per message."""
+    g = cluster.graph
+    elements = g.number_of_nodes() + g.number_of_edges()
+    return int(
+        BASE_MEMORY + elements * CLUSTER_BYTES_PER_ELEMENT + len(trace) * FLUID_BYTES_PER_MESSAGE
+    )
+
+
+def check_fluid(
+    sc: Scenario,
+    cluster: Cluster,
+    trace: pd.DataFrame,
+    *,
+    budget: Budget | None = None,
+    force: bool = False,
+) -> int:
+    """Refuse a flow/bound run whose route tables would not fit the memory budget (``force``
+    skips the budget, not the physical memory). Returns the estimate in bytes."""
+    need = fluid_memory(cluster, trace)
+    what = (
+        f"the {sc.engine} engine holds the routes of all {len(trace):,} messages at once: about "
+        f"{_fmt_bytes(need)} of memory ({FLUID_BYTES_PER_MESSAGE} B per message)"
+    )
+    phys = physical_memory()
+    if phys is not None and need > phys:
+        raise ScenarioError(
+            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). Make "
+            "the run smaller (fewer ranks, layers or steps).",
+            path="engine",
+        )
+    b = budget or Budget.default()
+    if not force and need > b.max_memory_bytes:
+        raise ScenarioError(
+            f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
+            "Make the run smaller (fewer ranks, layers or steps), or pass --force.",
+            path="engine",
+        )
+    return need
+
+
 def check_limits(
     sc: Scenario,
     cluster: Cluster,
@@ -224,20 +471,30 @@ def check_limits(
     """Refuse a packet-engine run whose estimate exceeds ``budget`` (ScenarioError naming the
     estimate and the alternatives); ``force`` or another engine skips it. Returns the estimate
     (None when skipped)."""
+    if sc.engine in ("flow", "bound"):
+        check_fluid(sc, cluster, trace, budget=budget, force=force)
+        return None
     if force or sc.engine != "packet":
         return None
     b = budget or Budget.default()
     est = estimate(sc, cluster, trace, compute)
     over = []
     if est.wall_s > b.max_wall_s:
-        over.append(f"about {fmt_time(est.wall_s)} of wall time (budget {fmt_time(b.max_wall_s)})")
+        over.append(
+            f"about {_fmt_wall(est.wall_s)} of wall time (budget {_fmt_wall(b.max_wall_s)})"
+        )
     if est.memory_bytes > b.max_memory_bytes:
         over.append(f"about {_gib(est.memory_bytes)} of memory (budget {_gib(b.max_memory_bytes)})")
     if over:
+        su = (
+            f" (of which ~{_fmt_wall(est.scaleup_wall_s)} re-solving the fluid scale-up rates)"
+            if est.scaleup_wall_s > 0.5 * est.wall_s
+            else ""
+        )
         raise ScenarioError(
             f"this scenario is too large for the packet engine: {est.messages:,} messages, "
             f"{est.packets:,} packets, {est.packet_hops:,} packet-hops, ~{est.events:,.0f} "
-            f"events, which needs {' and '.join(over)}. Use the flow engine for this size "
+            f"events, which needs {' and '.join(over)}{su}. Use the flow engine for this size "
             "(--set engine=flow, or engine: bound for the lower bound), or make the run "
             "smaller (fewer tokens, layers or steps; with sim.endpoint: host a sim.cell "
             "above the MTU); pass --force to run it anyway.",

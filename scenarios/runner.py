@@ -28,7 +28,19 @@ from scenarios.loader import Document, load_scenario
 from scenarios.results import Results, conform, settle_messages, summarise
 from scenarios.schema import Scenario
 
-__all__ = ["Prepared", "output_dir", "prepare", "price", "run", "write_outputs"]
+__all__ = [
+    "MANIFEST",
+    "Prepared",
+    "check_output_dir",
+    "clear_previous",
+    "is_result_folder",
+    "output_dir",
+    "preflight",
+    "prepare",
+    "price",
+    "run",
+    "write_outputs",
+]
 
 Progress = Callable[[float, int | None], None]
 #: told what a run does after its engine finished (a short text)
@@ -67,10 +79,14 @@ def check_plugins(sc: Scenario, allow_plugins: bool) -> None:
         )
 
 
-def prepare(scenario: Scenario) -> Prepared:
-    """Build the cluster, the trace and the compute times of ``scenario``."""
+def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
+    """Build the cluster, the trace and the compute times of ``scenario`` (``force``: build a
+    cluster over the size budget, :func:`scenarios.limits.check_cluster_size`)."""
+    from scenarios.limits import check_workload_size
+
     n = trace_ranks(scenario)
-    cluster = build_cluster(scenario, n)
+    cluster = build_cluster(scenario, n, force=force)
+    check_workload_size(scenario, force=force)
     trace = build_trace(scenario, cluster)
     compute = compute_table(scenario, cluster, trace)
     return Prepared(scenario, cluster, trace, compute)
@@ -81,6 +97,71 @@ def output_dir(sc: Scenario, out: str | Path | None = None) -> Path:
     if out is not None:
         return Path(out)
     return Path(sc.outputs.dir.format(name=sc.name, variant=sc.variant or "default"))
+
+
+#: the list of files a run wrote into its result folder (relative paths, one a line), so that
+#: the next run into the same folder removes exactly those and no file of the user's
+MANIFEST = ".podsim-files"
+#: what ``podsim plot`` / ``podsim report`` add to a result folder later
+_LATER_FILES = ("report.html",)
+_PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: a result folder written before the manifest existed: podsim's files by name, and its
+#: tables by suffix
+_LEGACY_NAMES = ("summary.json", "cost.json", "resolved.yaml", "topology.graphml")
+_LEGACY_SUFFIXES = (".parquet", ".csv")
+
+
+def is_result_folder(folder: Path) -> bool:
+    """A folder a ``podsim run`` wrote (it has ``summary.json``)."""
+    return (folder / "summary.json").is_file()
+
+
+def check_output_dir(folder: Path, option: str = "--out") -> None:
+    """Refuse, before anything runs, an output folder the results cannot go to: an existing
+    file, or a non-empty folder that is not a podsim result folder (its files would be mixed
+    with the results). An earlier result folder is fine: :func:`clear_previous` replaces it."""
+    if folder.exists() and not folder.is_dir():
+        raise ScenarioError(f"{option} {str(folder)!r} is an existing file, not a folder.")
+    if folder.is_dir() and not is_result_folder(folder) and any(folder.iterdir()):
+        raise ScenarioError(
+            f"{option} {str(folder)!r} is a folder that is neither empty nor a podsim result "
+            "folder (it has no summary.json); the results would be mixed with its files. "
+            "Choose a new or empty folder, or an earlier result folder (which is replaced)."
+        )
+
+
+def clear_previous(folder: Path) -> list[Path]:
+    """Remove the files an earlier run wrote into result folder ``folder`` (those its manifest
+    lists, the plots and the report; for a folder from before the manifest, podsim's named
+    files and every .parquet or .csv table at the top level), so that no stale table or plot
+    survives next to the new results. Files of the user's own (other names, subfolders) stay.
+    Returns what was removed."""
+    if not folder.is_dir() or not is_result_folder(folder):
+        return []
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        names = [n for n in manifest.read_text().splitlines() if n.strip()]
+        targets = [folder / n for n in names] + [manifest]
+    else:
+        targets = [
+            p
+            for p in folder.iterdir()
+            if p.is_file() and (p.suffix in _LEGACY_SUFFIXES or p.name in _LEGACY_NAMES)
+        ]
+    targets += [folder / n for n in _LATER_FILES]
+    plots = folder / "plots"
+    if plots.is_dir():
+        targets += [p for p in plots.iterdir() if p.is_file() and p.suffix in _PLOT_SUFFIXES]
+    removed = []
+    root = folder.resolve()
+    for p in targets:
+        # a manifest is a file the user may edit: never follow it out of the folder
+        if p.is_file() and root in p.resolve().parents:
+            p.unlink()
+            removed.append(p)
+    if plots.is_dir() and not any(plots.iterdir()):
+        plots.rmdir()
+    return removed
 
 
 def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> Results:
@@ -192,12 +273,9 @@ def _run(
     force: bool = False,
     stage: Stage | None = None,
 ) -> Results:
-    check_plugins(sc, allow_plugins)
-    _check_cost(sc)
-    prep = prepare(sc)
-    from scenarios.limits import check_limits
-
-    check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
+    if write or out is not None:
+        check_output_dir(output_dir(sc, out), "--out" if out is not None else "outputs.dir")
+    prep = preflight(sc, force=force, allow_plugins=allow_plugins)
     seen: dict[str, int | None] = {"events": None}
     engine = ENGINES.get(sc.engine)
     ctx = RunContext(
@@ -242,6 +320,65 @@ def _run(
     return res
 
 
+def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False) -> Prepared:
+    """Every check of the input that :func:`run` makes before its engine starts, and nothing
+    it makes after: ``podsim validate`` calls this too, so a scenario that validates is never
+    refused by ``run`` or ``trace`` for its input. In order: plug-ins allowed, the cost
+    catalog, the cluster size (before building it), the cluster and the workload trace (every
+    workload parameter the ``workloads`` kernels reject), the packet engine's size estimate,
+    the congestion-control and path-selector parameters, and what the chosen engine cannot
+    model or could never finish (faults, storage reads)."""
+    check_plugins(sc, allow_plugins)
+    _check_cost(sc)
+    prep = prepare(sc, force=force)
+    from scenarios.limits import check_limits
+
+    check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
+    _check_nic_params(sc)
+    _check_engine(sc, prep)
+    return prep
+
+
+def _check_nic_params(sc: Scenario) -> None:
+    """Built-in congestion control and path selectors accept only their own parameters
+    (plug-ins are checked when they load)."""
+    import random
+
+    from scenarios.build import at
+    from scenarios.schema import is_plugin
+
+    nic = sc.cluster.nic
+    if not is_plugin(nic.cc.name):
+        from nic.congestion.registry import make_cc
+
+        with at("cluster.nic.cc.params"):
+            make_cc(nic.cc.name, dict(nic.cc.params))
+    if not is_plugin(nic.multipath.selector):
+        from nic.transport.selectors import make_selector
+
+        with at("cluster.nic.multipath.params"):
+            make_selector(
+                nic.multipath.selector, nic.multipath.paths, random.Random(0), 1,
+                dict(nic.multipath.params),
+            )  # fmt: skip
+
+
+def _check_engine(sc: Scenario, prep: Prepared) -> None:
+    """What the chosen engine refuses before it starts: faults and reads it does not model
+    (flow, bound), fault targets the cluster lacks and runs that could never end (packet)."""
+    from scenarios import faults
+
+    if sc.engine == "packet":
+        faults.check_targets(sc, prep.cluster.graph)
+        faults.check_termination(sc, prep.cluster.graph, prep.trace, prep.cluster.rank_ports)
+    elif sc.engine in ("flow", "bound"):
+        from scenarios.engines import refuse_unmodelled
+
+        ctx = RunContext(scenario=sc, cluster=prep.cluster, trace=prep.trace,
+                         compute=prep.compute)  # fmt: skip
+        refuse_unmodelled(ctx, sc.engine)
+
+
 def _check_cost(sc: Scenario) -> None:
     from scenarios.cost.scenario import check_catalog
 
@@ -270,6 +407,7 @@ def write_outputs(
     report when asked) under ``out``; ``stage`` hears which of them is being written."""
     tell = stage or (lambda _what: None)
     tell("writing results")
+    clear_previous(out)
     written = res.write(out, sc.outputs.formats)
     write_graphml = topology_io("write_graphml")
     if graph is not None and write_graphml is not None:
@@ -292,4 +430,6 @@ def write_outputs(
 
         tell("writing the report")
         written.append(write_report(out))
+    names = sorted({str(p.relative_to(out)) for p in written if out in p.parents})
+    (out / MANIFEST).write_text("".join(f"{n}\n" for n in names))
     return written

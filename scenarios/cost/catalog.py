@@ -214,6 +214,19 @@ class Catalog(BaseModel):
                     merged["source"] = f"overridden by scenario (catalog: {merged['source']})"
                 raw["items"][name] = merged
             else:
+                kind = fields.get("kind")
+                if kind not in _KINDS:
+                    close = difflib.get_close_matches(str(name), list(raw["items"]), n=3,
+                                                      cutoff=0.5)  # fmt: skip
+                    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+                    given = "has no kind" if kind is None else f"has kind {kind!r}"
+                    raise CatalogError(
+                        f"cost.prices.{name}: no catalog item is called {name!r}.{hint} To "
+                        "change a price, name an existing item: "
+                        f"{', '.join(sorted(raw['items']))}. To add an item, give its kind "
+                        f"and every field of that kind (this one {given}; kinds: "
+                        f"{', '.join(sorted(_KINDS))})."
+                    )
                 raw["items"][name] = {**fields, "overridden": True}
         return _validate(raw, "cost.prices")
 
@@ -239,7 +252,10 @@ def _validate(raw: dict[str, Any], where: str) -> Catalog:
             if len(loc) > 3 and loc[0] == "items" and loc[2] in _KINDS:
                 del loc[2]  # the discriminator tag pydantic inserts
             loc = ".".join(loc)
-            lines.append(f"{where}: {loc}: {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"]
+            if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+                msg = f"'kind' must be one of {', '.join(sorted(_KINDS))}"
+            lines.append(f"{where}: {loc}: {msg} (got {err.get('input')!r})")
         raise CatalogError("invalid cost catalog:\n  " + "\n  ".join(lines)) from None
 
 

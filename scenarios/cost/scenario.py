@@ -20,6 +20,7 @@ import pandas as pd
 
 from scenarios.cost.model import CostBreakdown, cost_cluster, efficiency
 from scenarios.cost.spec import parse_cost_spec
+from scenarios.errors import ScenarioError
 
 __all__ = [
     "check_catalog",
@@ -37,21 +38,32 @@ def cost_of_scenario(
     *,
     cost: Mapping[str, Any] | None = None,
     graph: Any = None,
+    seed: int | None = None,
+    force: bool = False,
 ) -> CostBreakdown:
     """Price a scenario (a :class:`scenarios.schema.Scenario`, a file, a built-in name or a
-    mapping; ``overrides`` are ``--set`` strings). ``cost`` entries replace the scenario's own
-    ``cost:`` keys; ``graph`` is the already built cluster graph (else it is built)."""
+    mapping; ``overrides`` are ``--set`` strings, ``seed`` the ``--seed``). ``cost`` entries
+    replace the scenario's own ``cost:`` keys; ``graph`` is the already built cluster graph
+    (else it is built; ``force``: even over the size budget, see
+    :func:`scenarios.limits.check_cluster_size`)."""
     from scenarios.build import build_graph
     from scenarios.loader import load_scenario
     from scenarios.schema import Scenario
 
-    if not isinstance(scenario, Scenario) or overrides:
+    if not isinstance(scenario, Scenario) or overrides or seed is not None:
         ref = scenario if not isinstance(scenario, Path) else str(scenario)
-        scenario, _ = load_scenario(ref, list(overrides))
+        if isinstance(ref, Scenario):
+            ref = ref.resolved()
+        scenario, doc = load_scenario(ref, list(overrides), seed=seed)
+    else:
+        doc = None
     own = scenario.cost.model_dump() if scenario.cost is not None else {}
     spec = parse_cost_spec({**own, **(cost or {})}) if cost else parse_cost_spec(scenario.cost)
     if graph is None:
-        graph = build_graph(scenario)
+        try:
+            graph = build_graph(scenario, force=force)
+        except ScenarioError as exc:
+            raise (doc.locate(exc) if doc is not None else exc) from None
     return cost_cluster(
         graph,
         spec,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -61,7 +60,18 @@ class ScaleUpPipes:
         n = len(self.gpus)
         # constraints: egress of GPU i at i, ingress at n + i
         self._capacity = np.array([rate[g] for g in self.gpus] * 2, dtype=float)
-        self._flows: list[list[Any]] = []  # [remaining_bytes, src_idx, dst_idx, done, arg, rate]
+        # active transfers as arrays (a phase has tens of thousands at once; per-flow Python
+        # loops on every start and finish made a 256-GPU layer take minutes): bytes left,
+        # egress and ingress constraint, current rate (bit/s), delivery latency; callbacks in
+        # a list in the same order. Transfers posted at one instant wait in _new until the
+        # rates are solved for all of them.
+        self._rem = np.zeros(0)
+        self._src = np.zeros(0, dtype=np.int64)
+        self._dst = np.zeros(0, dtype=np.int64)
+        self._rate = np.zeros(0)
+        self._lat = np.zeros(0)
+        self._cb: list[tuple[Callable[[object], None], object]] = []
+        self._new: list[tuple[float, int, int, float, Callable[[object], None], object]] = []
         self._last = 0.0
         self._next: Callback | None = None
         self._dirty = False
@@ -84,8 +94,8 @@ class ScaleUpPipes:
             call_later(self.env, lat, done, arg)
             return
         self._advance()
-        self._flows.append(
-            [float(nbytes), self._index[gpu_a], self._n + self._index[gpu_b], done, arg, 0.0, lat]
+        self._new.append(
+            (float(nbytes), self._index[gpu_a], self._n + self._index[gpu_b], lat, done, arg)
         )
         # a phase posts many transfers at one instant: solve the rates once for all of them
         if not self._dirty:
@@ -95,51 +105,69 @@ class ScaleUpPipes:
     def _resolve(self, _arg: object) -> None:
         self._dirty = False
         self._advance()
+        self._merge()
         self._reschedule()
 
     # ----------------------------------------------------------------- fluid core
 
+    def _merge(self) -> None:
+        """Append the transfers posted since the last solve (at rate 0 until solved)."""
+        new = self._new
+        if not new:
+            return
+        self._new = []
+        k = len(new)
+        self._rem = np.concatenate([self._rem, np.fromiter((f[0] for f in new), float, k)])
+        self._src = np.concatenate([self._src, np.fromiter((f[1] for f in new), np.int64, k)])
+        self._dst = np.concatenate([self._dst, np.fromiter((f[2] for f in new), np.int64, k)])
+        self._lat = np.concatenate([self._lat, np.fromiter((f[3] for f in new), float, k)])
+        self._rate = np.concatenate([self._rate, np.zeros(k)])
+        self._cb.extend((f[4], f[5]) for f in new)
+
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self._last
-        if dt > 0:
-            for f in self._flows:
-                f[0] -= f[5] * dt / 8.0
+        if dt > 0 and self._rem.size:
+            self._rem -= self._rate * dt / 8.0
         self._last = now
 
     def _reschedule(self) -> None:
         if self._next is not None:
             self._next.cancel()
             self._next = None
-        flows = self._flows
-        if not flows:
+        m = self._rem.size
+        if not m:
             return
-        m = len(flows)
-        links = np.fromiter((x for f in flows for x in (f[1], f[2])), np.int64, 2 * m)
+        links = np.empty(2 * m, dtype=np.int64)
+        links[0::2] = self._src
+        links[1::2] = self._dst
         owners = np.repeat(np.arange(m), 2)
         inc = build_incidence(links, owners, 2 * self._n, m)
-        rates = maxmin_rates(inc, self._capacity).rates
-        t_min = math.inf
-        for f, r in zip(flows, rates.tolist(), strict=True):
-            f[5] = r
-            if r > 0:
-                t_min = min(t_min, 8.0 * max(f[0], 0.0) / r)
-        if math.isfinite(t_min):
-            self._next = call_later(self.env, t_min, self._finish)
+        rates = np.asarray(maxmin_rates(inc, self._capacity).rates, dtype=float)
+        self._rate = rates
+        moving = rates > 0
+        if moving.any():
+            t_min = float((8.0 * np.maximum(self._rem[moving], 0.0) / rates[moving]).min())
+            if math.isfinite(t_min):
+                self._next = call_later(self.env, t_min, self._finish)
 
     def _finish(self, _arg: object) -> None:
         self._next = None
         if self._dirty:
             return  # a re-solve is already scheduled for this instant
         self._advance()
-        keep: list[list[Any]] = []
-        for f in self._flows:
-            # bytes left that the current rate would carry in a picosecond count as done
-            if f[0] <= _EPS_BYTES + f[5] * 1e-12 / 8.0:
-                call_at(self.env, self.env.now + f[6], f[3], f[4])
-            else:
-                keep.append(f)
-        self._flows = keep
+        # bytes left that the current rate would carry in a picosecond count as done
+        done = self._rem <= _EPS_BYTES + self._rate * 1e-12 / 8.0
+        if done.any():
+            now = self.env.now
+            cb = self._cb
+            for i in np.flatnonzero(done).tolist():
+                fn, arg = cb[i]
+                call_at(self.env, now + float(self._lat[i]), fn, arg)
+            keep = ~done
+            self._cb = [c for c, k in zip(cb, keep.tolist(), strict=True) if k]
+            self._rem, self._src, self._dst = self._rem[keep], self._src[keep], self._dst[keep]
+            self._rate, self._lat = self._rate[keep], self._lat[keep]
         self._reschedule()
 
     def link_counters(self) -> list[dict[str, object]]:

@@ -15,6 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scenarios.cli_common import ForceOpt, SeedOpt, guarded
+
 __all__ = ["cost_command", "register_commands", "sweep_command"]
 
 EXIT_BAD_INPUT = 2
@@ -26,7 +28,10 @@ err_console = Console(stderr=True)
 
 
 def _bad_input(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    # the same plain paragraph as every other command's errors (scenarios.cli_common)
+    from scenarios.cli_common import err_console as plain_err
+
+    plain_err.print(f"error: {exc}", markup=False)
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -49,6 +54,8 @@ def cost_command(
             "variant's saving at each scope of 'system cost'",
         ),
     ] = None,
+    seed: SeedOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Print the bill of materials and the cost breakdown of a scenario's cluster (no
     simulation)."""
@@ -56,7 +63,7 @@ def cost_command(
     from scenarios.cost.tables import bom_table, breakdown_table, savings_table
 
     try:
-        cost = cost_of_scenario(file, set_ or [])
+        cost = cost_of_scenario(file, set_ or [], seed=seed, force=force)
         pair = None
         if compare_layouts:
             names = [n.strip() for n in compare_layouts.split(",")]
@@ -65,7 +72,12 @@ def cost_command(
                     f"--compare-layouts {compare_layouts!r} must be two node layouts, "
                     f"BASE,VARIANT (e.g. external-switch,on-card-switch)"
                 )
-            pair = [cost_of_scenario(file, [*(set_ or []), f"cluster.layout={n}"]) for n in names]
+            pair = [
+                cost_of_scenario(
+                    file, [*(set_ or []), f"cluster.layout={n}"], seed=seed, force=force
+                )
+                for n in names
+            ]
     except ValueError as exc:
         raise _bad_input(exc) from None
     console.print(bom_table(cost))
@@ -184,12 +196,13 @@ def sweep_command(
 
 
 def register_commands(app: typer.Typer) -> None:
-    """Add ``cost`` and ``sweep`` to the podsim typer app."""
+    """Add ``cost`` and ``sweep`` to the podsim typer app, behind the same error guard as
+    every other command (:func:`scenarios.cli_common.guarded`)."""
     app.command(
         "cost",
         help="Print the bill of materials and cost breakdown of a scenario (no simulation).",
-    )(cost_command)
+    )(guarded(cost_command))
     app.command(
         "sweep",
         help="Run a study's points in parallel (resumable); write results.parquet and plots.",
-    )(sweep_command)
+    )(guarded(sweep_command))

@@ -40,7 +40,15 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from scenarios.errors import check_run_name
 
@@ -131,6 +139,25 @@ class Study(BaseModel):
     maximize: bool = False
     cost_metric: str = "capex_usd"
     base_dir: str | None = Field(None, exclude=True)
+    #: the study file it was loaded from (None for a mapping), for error messages
+    _file: str | None = PrivateAttr(None)
+
+    @property
+    def file(self) -> str | None:
+        return self._file
+
+    def source_of(self, key: str) -> str:
+        """Where the study sets override ``key``: ``grid``, ``list``, ``random.params`` or
+        ``set`` (the first that has it), for error messages."""
+        for label, keys in (
+            ("grid", set(self.grid)),
+            ("list", {k for p in self.list_ for k in p}),
+            ("random.params", set(self.random.params) if self.random else set()),
+            ("set", set(self.set)),
+        ):
+            if key in keys:
+                return label
+        return "set"
 
     @field_validator("name")
     @classmethod
@@ -235,7 +262,9 @@ def load_study(ref: str | Path | dict[str, Any]) -> Study:
     if base_dir is not None:
         raw.setdefault("base_dir", base_dir)
     try:
-        return Study.model_validate(raw)
+        study = Study.model_validate(raw)
+        study._file = None if isinstance(ref, dict) else where
+        return study
     except ValidationError as exc:
         lines = []
         fields = [*Study.model_fields, "list"]

@@ -10,6 +10,7 @@ a point is the hash of that resolved scenario (:func:`scenarios.study.store.poin
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import os
 from collections.abc import Callable
@@ -18,11 +19,12 @@ from typing import Any
 
 import yaml
 
+from scenarios.errors import ScenarioError
 from scenarios.study.engine import Point, RunPoint, SweepReport, run_points
 from scenarios.study.spec import Study, StudyError, load_study
-from scenarios.study.store import point_key
+from scenarios.study.store import META_COLUMNS, PARAM_PREFIX, ResultStore, point_key
 
-__all__ = ["resolve_dict", "resolve_points", "resolve_scenario", "run_study"]
+__all__ = ["check_metrics", "resolve_dict", "resolve_points", "resolve_scenario", "run_study"]
 
 Resolver = Callable[[Any, dict[str, Any]], dict[str, Any]]
 
@@ -53,6 +55,29 @@ def resolve_dict(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
     return out
 
 
+def _from_study(
+    study: Study, index: int, overrides: dict[str, Any], exc: ScenarioError
+) -> ScenarioError:
+    """``exc`` blamed on the study key that set the bad value (``grid.KEY`` of the study file,
+    point ``index``) instead of the ``--set`` the resolver made of it; errors of the base
+    scenario's own file keep their file and line."""
+    src = exc.file or ""
+    if not src.startswith("command line (--set "):
+        # the base scenario's own file is at fault: keep its file and line, name the point
+        return ScenarioError(
+            f"(study {study.file or repr(study.name)}, point {index}) {exc.message}",
+            file=exc.file,
+            path=exc.path,
+            line=exc.line,
+            problems=exc.problems,
+        )
+    key = src[len("command line (--set ") :].split("=", 1)[0]
+    section = study.source_of(key)
+    value = overrides.get(key)
+    label = f"study {study.file or repr(study.name)}, {section} key {key}={value!r} (point {index})"
+    return ScenarioError(exc.message, file=label, path=exc.path, problems=exc.problems)
+
+
 def resolve_points(study: Study, resolve: Resolver | None = None) -> list[Point]:
     """Every point of ``study`` resolved and keyed, in study order."""
     resolve = resolve or resolve_scenario
@@ -61,12 +86,37 @@ def resolve_points(study: Study, resolve: Resolver | None = None) -> list[Point]
     for i, overrides in enumerate(study.points()):
         try:
             resolved = resolve(base, overrides)
+        except ScenarioError as exc:
+            raise _from_study(study, i, overrides, exc) from None
         except ValueError as exc:
             shown = ", ".join(f"{k}={v!r}" for k, v in study.point_params(overrides).items())
             raise StudyError(f"study {study.name!r} point {i} ({shown or 'base'}): {exc}") from None
         params = study.point_params(overrides)
         points.append(Point(study.name, i, point_key(resolved), params, resolved))
     return points
+
+
+def check_metrics(study: Study, columns: list[str] | set[str], where: str = "") -> None:
+    """Raise a StudyError when the study's ``metric`` or ``cost_metric`` is not a column of its
+    results (``columns``: what a point returns), with a did-you-mean over the metric names.
+    A misspelt metric would otherwise give a column of nothing and plots without a point."""
+    names = sorted(c for c in columns if c not in META_COLUMNS and not c.startswith(PARAM_PREFIX))
+    if not names:
+        return
+    for key in ("metric", "cost_metric"):
+        value = getattr(study, key)
+        if value in names:
+            continue
+        close = difflib.get_close_matches(value, names, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        top = [n for n in names if "." not in n]
+        raise StudyError(
+            f"study {study.file or repr(study.name)}{where}: {key} {value!r} is not a figure a "
+            f"point reports.{hint} "
+            f"Figures without a dot: {', '.join(top)}; dotted ones follow the run's summary "
+            "(phases.dispatch.completion_time_s, link_utilisation.leaf-spine.max_utilisation, "
+            "...). Finished points are kept: fix the study and run it again."
+        )
 
 
 def _default_run_point() -> RunPoint:
@@ -101,7 +151,26 @@ def run_study(
     )
     index = [{"point": p.index, "key": p.key, "params": p.params} for p in points]
     (out / "points.json").write_text(json.dumps(index, indent=1, default=str) + "\n")
-    return run_points(
+    store = ResultStore(out)
+    table = store.read()
+    if len(table):  # a resumed study: its metrics are known before anything runs
+        check_metrics(study, list(table.columns), f" (results in {out})")
+    bad: list[StudyError] = []
+
+    def first_row(point: Point, ok: bool) -> None:
+        # the first finished point tells which figures exist: stop at once on a misspelt metric
+        if ok and not bad and not first_row.checked:  # type: ignore[attr-defined]
+            first_row.checked = True  # type: ignore[attr-defined]
+            try:
+                check_metrics(study, list(store.read().columns))
+            except StudyError as exc:
+                bad.append(exc)
+                raise KeyboardInterrupt from None
+        if on_done is not None:
+            on_done(point, ok)
+
+    first_row.checked = False  # type: ignore[attr-defined]
+    report = run_points(
         points,
         run_point or _default_run_point(),
         out,
@@ -109,5 +178,8 @@ def run_study(
         dask=dask,
         dask_processes=dask_processes,
         progress=progress,
-        on_done=on_done,
+        on_done=first_row,
     )
+    if bad:
+        raise bad[0]
+    return report

@@ -226,7 +226,11 @@ def test_too_large_is_refused_with_the_estimate_and_force_overrides(monkeypatch)
     assert check_limits(sc, prep.cluster, prep.trace, budget=Budget(1e-3, 1), force=True) is None
     flow = copy.copy(sc)
     object.__setattr__(flow, "engine", "flow")
-    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1)) is None
+    # the flow engine is priced by memory only (its route tables), not by events
+    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 2**40)) is None
+    with pytest.raises(ScenarioError, match="flow engine holds the routes"):
+        check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1))
+    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1), force=True) is None
     # through the command: exit 2, then --force runs it
     monkeypatch.setenv("PODSIM_MAX_WALL_S", "1us")
     args = ["run", "quickstart", "--set", "workload.moe.tokens_per_rank=16", "--set",

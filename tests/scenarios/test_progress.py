@@ -61,7 +61,8 @@ def test_quiet_shows_nothing(screen: io.StringIO, scenario_dir: Path, tmp_path: 
     quiet(1.0, 1)
     quiet.stage("drawing plots")
     assert quiet.progress is None and screen.getvalue() == ""
-    r = CliRunner().invoke(app, ["run", str(scenario_dir / "base.yaml"), "-o", str(tmp_path), "-q"])
+    out = tmp_path / "out"  # a new folder (a non-empty non-result folder is refused)
+    r = CliRunner().invoke(app, ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "-q"])
     assert r.exit_code == 0 and r.output == "" and screen.getvalue() == ""
 
 

@@ -211,5 +211,5 @@ def test_study_can_sweep_catalog_prices() -> None:
     chip = load_catalog().get("pcie-gen5-switch-chip").price_usd
     assert capex == [boards * (chip + b) for b in (0, 1000, 3000)]
     bad = load_study({"name": "bad", "base": SCENARIO, "grid": {"cost.yeers": [1]}})
-    with pytest.raises(ValueError, match=r"point 0 .*cost\.yeers"):
+    with pytest.raises(ValueError, match=r"grid key cost\.yeers=1 \(point 0\).*'years'"):
         resolve_points(bad)

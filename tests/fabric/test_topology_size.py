@@ -1,0 +1,70 @@
+"""fabric.topology.topology_size: the closed-form size of every builder equals what it builds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fabric.topology import TOPOLOGIES, build_topology, endpoints, topology_size
+
+CASES = [
+    ("star", {}),
+    ("star", {"hosts": 5, "planes": 3}),
+    ("leaf-spine", {}),
+    ("leaf-spine", {"hosts_per_leaf": 4, "leaves": 3, "oversubscription": 2, "planes": 2}),
+    ("fat-tree", {}),
+    ("fat-tree", {"k": 6, "hosts": 20, "planes": 2}),
+    ("rail", {}),
+    ("rail", {"servers": 10, "servers_per_group": 3, "gpus_per_nic": 2, "planes": 2, "spines": 3}),
+    ("superpod", {}),
+    ("superpod", {"pods": 3, "gpus_per_pod": 16, "scaleout": "fat-tree", "planes": 2}),
+    ("superpod", {"pods": 2, "gpus_per_pod": 16, "scaleup_switches": 3}),
+    ("superpod", {"pods": 3, "gpus_per_pod": 16, "servers_per_group": 4}),
+    ("h800-deepep", {}),
+    ("h800-deepep", {"nodes": 3, "scaleout": "fat-tree"}),
+    ("superpod-128", {}),
+    ("superpod-128", {"pods": 1, "planes": 1, "nic_phy": "400GbE"}),
+    ("superpod-128", {"pods": 1, "oversubscription": 2}),
+    ("superpod-384", {"pods": 1}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+def test_size_equals_the_built_graph(name: str, params: dict) -> None:
+    g = build_topology(name, **params)
+    size = topology_size(name, params)
+    assert size is not None
+    assert (size.nodes, size.edges, size.endpoints) == (
+        g.number_of_nodes(),
+        g.number_of_edges(),
+        len(endpoints(g)),
+    )
+    assert size.elements == g.number_of_nodes() + g.number_of_edges()
+
+
+def test_every_registered_topology_has_a_size() -> None:
+    # a builder without one could not be refused before it is built
+    assert {name for name, _ in TOPOLOGIES.describe()} == {n for n, _ in CASES}
+
+
+def test_an_absurd_size_is_computed_at_once() -> None:
+    t0 = time.perf_counter()
+    size = topology_size("h800-deepep", {"nodes": 100_000_000})
+    assert time.perf_counter() - t0 < 0.1
+    assert size is not None and size.endpoints == 8 * 100_000_000
+    # GPUs + NIC ports + one scale-up switch per node, at least
+    assert size.nodes > 2 * 8 * 100_000_000
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("star", {"hosts": 0}), ("fat-tree", {"k": 3.5}), ("rail", {"nope": 1}), ("zzz", {})],
+)
+def test_bad_parameters_give_no_size(name: str, params: dict) -> None:
+    # the builder, not the size function, reports bad parameters
+    assert topology_size(name, params) is None
+
+
+def test_unknown_preset_override_gives_no_size() -> None:
+    assert topology_size("superpod-128", {"pods": 1, "bogus": 2}) is None
