@@ -88,18 +88,19 @@ BYTES_PER_MESSAGE = 2048
 BYTES_PER_PACKET = 400  # a Packet object in flight with its event-heap entry
 BYTES_PER_SAMPLE = 8
 #: the packet engine's scale-up domain is a fluid max-min model (scenarios.engines.scaleup):
-#: every transfer that finishes re-solves the rates of all active ones. Per (step, layer,
-#: phase) with m scale-up messages of u distinct (source rank, size) pairs, about
-#: S = min(m, SCALEUP_SOLVES_PER_GROUP x u) solves over SCALEUP_ACTIVE_FRACTION x m transfers
-#: each, at SCALEUP_S_PER_SOLVE + SCALEUP_S_PER_FLOW per transfer. Fitted on superpod-moe
-#: (EP 256, 128-GPU pods) at tokens_per_rank 4 and 16 (5,123 and 5,943 solves over 19.5 M and
-#: 42.1 M transfers: 17.8 s and 34.6 s), checked at 64 (18,319 solves, 247 M transfers:
-#: 176 s measured, 184 s predicted); S/u came out 2.6-4.5 and the active fraction 0.17-0.26
-#: across the three, so the term is good to about 1.6x
+#: every transfer that finishes costs a few NumPy passes over the active transfers and a
+#: re-solve of the rates at or above its own. Per (step, layer, phase) with m scale-up
+#: messages of u distinct (source rank, size) pairs, about S = min(m, SCALEUP_SOLVES_PER_GROUP
+#: x u) finishes over SCALEUP_ACTIVE_FRACTION x m active transfers each, at
+#: SCALEUP_S_PER_SOLVE + SCALEUP_S_PER_FLOW per active transfer. S/u came out 2.6-4.5 and the
+#: active fraction 0.17-0.26 on superpod-moe (EP 256, 128-GPU pods) at tokens_per_rank 4, 16
+#: and 64. Cost constants measured there after the partial re-solve (CPU time in the scale-up
+#: model: 1.29 s, 2.26 s and 16.9 s over 4,869, 5,687 and 18,053 finishes; predicted 1.1 s,
+#: 4.8 s and 16.1 s), so the term is good to about 2x
 SCALEUP_SOLVES_PER_GROUP = 3.5
 SCALEUP_ACTIVE_FRACTION = 0.2
-SCALEUP_S_PER_SOLVE = 0.75e-3
-SCALEUP_S_PER_FLOW = 0.72e-6
+SCALEUP_S_PER_SOLVE = 1.0e-4
+SCALEUP_S_PER_FLOW = 6.0e-8
 #: memory per node or link of the built cluster: the networkx graph with its attribute dicts
 #: (tracemalloc: 360-435 B per node or link on star, fat-tree, h800-deepep and superpod-128
 #: graphs) plus what build_cluster derives from it (graph validation, rank map, PCIe trees);

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric.maxmin import CAP, UNCONSTRAINED, build_incidence, maxmin_rates
+from fabric.maxmin import CAP, UNCONSTRAINED, build_incidence, maxmin_pairs, maxmin_rates
 
 
 def reference_maxmin(a: np.ndarray, cap: np.ndarray, caps: np.ndarray, w: np.ndarray):
@@ -211,3 +211,46 @@ def test_deterministic():
     r1 = maxmin_rates(a, cap)
     r2 = maxmin_rates(a, cap)
     assert np.array_equal(r1.rates, r2.rates) and np.array_equal(r1.bottleneck, r2.bottleneck)
+
+
+def _pair_incidence(a: np.ndarray, b: np.ndarray, n_links: int) -> sp.csc_array:
+    links = np.stack([a, b], axis=1).ravel()
+    return build_incidence(links, np.repeat(np.arange(a.size), 2), n_links, a.size)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 8), st.integers(1, 30), st.integers(0, 2**32 - 1))
+def test_pairs_solver_matches_the_oracle(n_links, n_flows, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n_links, n_flows)
+    b = (a + rng.integers(1, n_links, n_flows)) % n_links  # distinct from a
+    capacity = rng.integers(0, 6, n_links).astype(float) * 10  # ties and zero capacities
+    capacity[rng.random(n_links) < 0.15] = np.inf
+    dense = _pair_incidence(a, b, n_links).toarray()
+    expect = reference_maxmin(dense, capacity, np.full(n_flows, np.inf), np.ones(n_flows))
+    got = maxmin_pairs(a, b, capacity)
+    assert np.allclose(got, expect, rtol=1e-9, atol=1e-12, equal_nan=False)
+
+
+def test_pairs_solver_equals_general_solver_on_an_all_to_all():
+    # a skewed all-to-all over GPU egress (0..63) and ingress (64..127) constraints
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 64, 5000)
+    dst = 64 + (src + rng.integers(1, 64, 5000)) % 64
+    capacity = rng.choice([1.6e12, 3.2e12], 128)
+    general = maxmin_rates(_pair_incidence(src, dst, 128), capacity).rates
+    assert np.allclose(maxmin_pairs(src, dst, capacity), general, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "cap", "match"),
+    [
+        ([0], [0], [1.0, 1.0], "distinct"),
+        ([0], [2], [1.0, 1.0], "distinct"),
+        ([0, 1], [1], [1.0, 1.0], "one length"),
+        ([0], [1], [1.0, -1.0], "capacity"),
+    ],
+)
+def test_pairs_solver_rejects_bad_input(a, b, cap, match):
+    with pytest.raises(ValueError, match=match):
+        maxmin_pairs(np.array(a), np.array(b), np.array(cap))

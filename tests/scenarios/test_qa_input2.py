@@ -373,4 +373,46 @@ def test_scaleup_pipes_finish_every_transfer_of_distinct_sizes() -> None:
     env.run()
     assert len(sent) == 992
     assert time.perf_counter() - t0 < 5.0  # a guard against pathologies, not a benchmark
-    assert pipes._rem.size == 0 and not pipes._new and not pipes._cb
+    assert pipes._rem.size == 0 and not pipes._new and pipes._cb.size == 0
+
+
+def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
+    """Finishes re-solve only the transfers at or above the lowest leaver's rate; the finish
+    times must equal those of a full re-solve at every event, with skewed sizes and arrivals
+    in the middle of the phase."""
+    import numpy as np
+
+    import scenarios.engines.scaleup as su
+
+    def run(partial: bool) -> tuple[dict[object, float], list[int]]:
+        env, pipes = _pipes(16)
+        solved: list[int] = []
+        solve = pipes._solve
+
+        def spy(solve_from: float) -> None:
+            before = pipes._rate.copy()
+            solve(solve_from if partial else 0.0)
+            solved.append(int((pipes._rate != before).sum()))
+
+        pipes._solve = spy
+        rng = np.random.default_rng(7)
+        done: dict[object, float] = {}
+
+        def post(batch: int) -> None:
+            for a in range(16):
+                for b in rng.choice(16, size=6, replace=False):
+                    if a != b:
+                        size = int(rng.lognormal(16, 1.0))
+                        pipes.send(a, int(b), size, lambda k: done.__setitem__(k, env.now),
+                                   (batch, a, int(b)))  # fmt: skip
+
+        post(0)
+        su.call_at(env, 20e-6, lambda _a: post(1))
+        env.run()
+        return done, solved
+
+    full, _ = run(False)
+    part, solved = run(True)
+    assert len(full) > 150 and part.keys() == full.keys()
+    assert all(part[k] == pytest.approx(full[k], rel=1e-9, abs=0) for k in full)
+    assert min(solved) < max(solved)  # some finishes re-solved only part of the transfers
