@@ -102,12 +102,7 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
 
     check_cluster_size(sc, force=force)
 
-    c = sc.cluster
-    if c.preset is not None:
-        name, params, path = c.preset, dict(c.params), "cluster.params"
-    else:
-        assert c.topology is not None
-        name, params, path = c.topology.name, dict(c.topology.params), "cluster.topology.params"
+    name, params, path = sc.cluster.topology_source()
     with at(path, f"topology {name!r}"):
         g = build_topology(name, **params)
     with at(path, f"topology {name!r}"):

@@ -181,12 +181,7 @@ def cluster_size(sc: Scenario) -> tuple[TopologySize | None, str, str]:
     parameters alone; size None when the builder has no closed form or rejects them."""
     from fabric.topology import topology_size
 
-    c = sc.cluster
-    if c.preset is not None:
-        name, params, path = c.preset, dict(c.params), "cluster.params"
-    else:
-        assert c.topology is not None
-        name, params, path = c.topology.name, dict(c.topology.params), "cluster.topology.params"
+    name, params, path = sc.cluster.topology_source()
     return topology_size(name, params), name, path
 
 

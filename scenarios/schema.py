@@ -511,6 +511,14 @@ class ClusterConfig(Strict):
         default_factory=RoutingConfig, description="ECMP hashing and failure reconvergence"
     )
 
+    def topology_source(self) -> tuple[str, dict[str, Any], str]:
+        """(builder name, its parameters, the scenario key that holds them): the preset or
+        the explicit topology, whichever the cluster names."""
+        if self.preset is not None:
+            return self.preset, dict(self.params), "cluster.params"
+        assert self.topology is not None  # _one_source guarantees one of them
+        return self.topology.name, dict(self.topology.params), "cluster.topology.params"
+
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
         if (self.preset is None) == (self.topology is None):
