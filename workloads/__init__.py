@@ -3,7 +3,8 @@
 Modules, one job each: ``models`` (MoE presets), ``gating`` (router top-k, limited routing,
 popularity/skew models, replay), ``placement`` (experts on ranks, EPLB-style replicas),
 ``layout`` (DeepEP's get_dispatch_layout), ``precision`` (FP8 E4M3 / BF16 wire formats),
-``dispatch`` and ``combine`` (the kernels on real token tensors), ``workspace`` (their reusable
+``dispatch`` and ``combine`` (the kernels on real token tensors), ``parallel`` (their thread
+pool), ``workspace`` (their reusable
 buffers, as DeepEP's Buffer), ``compute`` (expert grouped-GEMM time), ``traffic`` (per-mode
 messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
 ``moe`` (moe_layer_trace), ``synthetic`` (fabric test patterns), ``splits`` (all-to-all split
