@@ -96,7 +96,7 @@ def cost_command(
 
 
 def _summary_table(report, study) -> Table:
-    from scenarios.study.plots import pareto_front, variant_labels
+    from scenarios.study.plots import fmt_metric, pareto_front, variant_labels
 
     df = report.table
     t = Table(title=f"study {study.name}: {len(df)} points", title_justify="left")
@@ -119,8 +119,8 @@ def _summary_table(report, study) -> Table:
         t.add_row(
             str(row["point"]),
             label,
-            f"{m:.4g}" if isinstance(m, int | float) else str(m),
-            f"{c:,.0f}" if isinstance(c, int | float) else str(c),
+            fmt_metric(study.metric, m),
+            fmt_metric(study.cost_metric, c),
             "*" if f else "",
         )
     return t

@@ -103,6 +103,30 @@ def _axis_format(axis: Any, metric: str) -> None:
         axis.set_major_formatter(EngFormatter(unit="B/s"))
 
 
+def fmt_metric(metric: str, value: object) -> str:
+    """``value`` of ``metric`` for a table, in the unit its name ends with (``_s`` seconds,
+    ``_usd`` dollars, ``_Bps`` bytes/s, ``_bps`` bits/s, ``_w`` watts); other numbers with 4
+    significant digits, anything else as text."""
+    from fabric.units import fmt_rate, fmt_time
+
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        return str(value)
+    x = float(value)
+    if not np.isfinite(x):
+        return str(x)
+    if metric.endswith("_usd"):
+        return f"${x:,.0f}"
+    if metric.endswith("_s"):
+        return fmt_time(x)
+    if metric.endswith("_Bps"):
+        return f"{x / 1e9:.4g} GB/s"  # bandwidths in decimal GB/s, as NCCL and DeepEP print
+    if metric.endswith("_bps"):
+        return fmt_rate(x)
+    if metric.endswith("_w"):
+        return f"{x:,.0f} W"
+    return f"{x:.4g}"
+
+
 def _label(metric: str) -> str:
     units = {"_usd": " (USD)", "_s": " (s)", "_Bps": " (B/s)", "_w": " (W)", "_bps": " (bit/s)"}
     for suffix, unit in units.items():

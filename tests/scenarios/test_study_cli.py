@@ -11,12 +11,13 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from fabric.units import fmt_time
 from scenarios.cost import load_catalog
 from scenarios.cost.compare import scope_savings
 from scenarios.cost.scenario import cost_of_scenario
 from scenarios.study import sweep as sweep_mod
 from scenarios.study.cli import register_commands
-from scenarios.study.plots import pareto_front, save_study_figures, tornado_data
+from scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
 from scenarios.study.spec import load_study, study_names
 from scenarios.study.sweep import resolve_points
 
@@ -117,6 +118,19 @@ def test_sweep_command_end_to_end(
     assert len(on) == len(ext) == 1 and on[0] < ext[0]
     again = CliRunner().invoke(app, [*args, "--no-plots"])  # resume: nothing left to run
     assert again.exit_code == 0 and "ran 0, already done 4" in again.output
+    # the summary table prints each metric in the unit its name carries
+    assert fmt_time(float(df["layer_time_s"].iloc[0])) in again.output
+    assert f"${float(df['capex_usd'].iloc[0]):,.0f}" in again.output
+
+
+def test_fmt_metric_units() -> None:
+    assert fmt_metric("layer_time_s", 1.5e-3) == "1.5ms"
+    assert fmt_metric("capex_usd", 1580800.4) == "$1,580,800"
+    assert fmt_metric("algbw_Bps", 2.5e10) == "25 GB/s"
+    assert fmt_metric("rate_bps", 4e11) == "400Gbps"
+    assert fmt_metric("power_w", 24000.0) == "24,000 W"
+    assert fmt_metric("fraction", 0.51234) == "0.5123"
+    assert fmt_metric("layer_time_s", None) == "None"
 
 
 def test_pareto_front_closed_form() -> None:
