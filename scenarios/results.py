@@ -645,9 +645,11 @@ class Results:
 
         s = self.summary
         phases = {k: v for k, v in s.get("phases", {}).items() if k != "compute"}
-        head = Table(
-            title=f"{s.get('scenario', 'run')}: {s.get('status', '')}", title_justify="left"
-        )
+        name = s.get("scenario", "run")
+        if s.get("variant"):
+            name += f" (variant {s['variant']})"
+        title = f"{name}, {s.get('engine', '?')} engine: {s.get('status', '')}"
+        head = Table(title=title, title_justify="left")
         head.add_column("per phase (mean over layers)")
         for ph in phases:
             head.add_column(ph, justify="right")

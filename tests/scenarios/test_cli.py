@@ -153,3 +153,13 @@ def test_progress_bar_only_after_a_second() -> None:
     quiet.t0 -= 2.0
     quiet(1.0, 1)
     assert quiet.progress is None
+
+
+def test_summary_title_names_the_variant_and_engine(tmp_path: Path) -> None:
+    sets = ["variant=ecmp", "workload.synthetic.size=64KiB", "outputs.plots=false"]
+    args = ["run", "spray-vs-ecmp", "--out", str(tmp_path / "o")]
+    for s in sets:
+        args += ["--set", s]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "spray-vs-ecmp (variant ecmp), packet engine: complete" in res.output
