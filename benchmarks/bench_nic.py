@@ -13,15 +13,56 @@ wall seconds, packet-hops per CPU second, scheduled events per packet-hop, compl
 CPU time per packet-hop, target <= 2x. CPU time (``time.process_time``) is the figure to
 compare on a shared machine; wall time is printed too.
 
-Packet-hops count ACKs: with one ACK per data packet (``--ack-every 1``) the transport carries
-twice the bare run's hops, and the ACK hops cost the fabric as much as data hops. The total CPU
-ratio (same data, transport vs bare) is printed as well; ACK coalescing (``--ack-every 4``)
-cut that total by 35-46 % in our runs but the per-hop ratio much less, because it removes
-fabric hops and the NIC's per-ACK work in about the same proportion. Where the time goes
-(pyinstrument, 64 hosts, 128 KiB, DCQCN): the fabric's own functions and the event loop
-~58 %, the NIC's transmit path (pull, build, pacing) ~18 %, its receive path (RX pipeline,
-responder, ACK handling) ~22 %. Events per packet-hop equal the bare fabric's (1.97 vs 1.96):
-timers, pacing wake-ups and deferred receives add under 1 % of the events.
+Packet-hops count ACKs: with one ACK per data packet (``--ack-every 1``, the default model)
+the transport carries twice the bare run's hops, and the ACK hops cost the fabric as much as
+data hops. The total CPU ratio (same data, transport vs bare) is printed as well; ACK
+coalescing (``--ack-every 4``) cuts that total by roughly 40 % but the per-hop ratio much
+less, because it removes fabric hops and the NIC's per-ACK work in about the same proportion.
+
+Figures (2-core shared VM, Python 3.11, ``--repeat 3``, least CPU of three; other jobs kept
+the load average at 0.6-2, which moves the ratios by up to +-0.15 between sessions):
+
+=========================  ===========  ===========
+CPU per hop vs bare         dcqcn/spray  nscc/spray
+=========================  ===========  ===========
+before, 1 MiB (186370c)     2.36x        2.66x
+after, 1 MiB, quiet         1.71x        1.85x
+after, 1 MiB, load 1.2-2    1.78x        2.02x
+after, 256 KiB / 64 KiB     1.78 / 1.74  1.87 / 1.78
+=========================  ===========  ===========
+
+(1 MiB; the lead's earlier run of the old code gave 2.50x / 2.70x.) Simulated results are
+bit-identical to before: same completion times, counters and per-port tables for the same
+seed. What made the difference (steps measured at 256 KiB, DCQCN, CPU s: 10.9 -> 10.0 ->
+8.2 -> 7.3, each +-0.3 with the machine's load):
+
+* No cancelled timers on the event heap (10.9 -> 10.0 with the next item): QP timer re-arms
+  inside the NIC's timer callback used to schedule, and at once cancel, a far-future wake-up
+  each, ~2,700-3,600 dead entries in a heap of ~6,600-7,400; now one wake-up per NIC and the
+  heap holds ~3,850 entries (the bare run ~2,050: ACKs in flight).
+* No stop predicate per event: :meth:`RdmaNetwork.run` lets the last completion schedule an
+  urgent check (:func:`fabric.kernel.stop_after_event`) instead of calling ``stop()`` after
+  every event.
+* Memory, not instructions (-> 8.2 -> 7.3). The NIC's code runs 2-3x slower per call with
+  4,032 QPs than the same code with 240 QPs (16 hosts): each packet touches a different QP's
+  state, and that state is out of cache. ``SenderReliability._tx_time`` was a list holding one
+  float object per PSN ever sent (1 M live floats at 1 MiB, spread through the allocator's
+  pools, which slowed the fabric's own functions too): now a raw ``array('d')``. One shared
+  CCEvent per NIC instead of one per QP; QPs keep the end PSN of the next message to
+  complete, deliver and segment, so most packets never touch Message objects or deques; the
+  responder state is one object (:class:`RecvQp` *is* its ReceiverReliability) that data
+  packets point to, so the receiver does not touch the sender's QP.
+* Fewer calls per packet (part of -> 8.2): the requeue after a transmission and
+  ``may_send`` inlined in the pull; a specialised path for the common ACK (next PSN, no SACK
+  state) and for the in-order data packet; DCQCN flows without a CNP yet skip their no-op
+  ``on_tx`` (``FlowCC.tx_events``; due timers still run); NSCC's window clamp without builtin
+  calls.
+
+Where the time goes now (cProfile, 1 MiB, DCQCN, self time; cProfile inflates small
+functions): the fabric (switch receive and dequeue, port start, heap push/pop, the event
+loop) about 65 %, the NIC's transmit path (pull, build) about 16 %, its receive path (RX
+pipeline, responder, ACK handling, timers) about 18 %. NSCC's ACK handler costs about 1-1.5 s
+more than DCQCN at 1 MiB. Events per packet-hop equal the bare fabric's (1.97 vs 1.96).
 
     python benchmarks/bench_nic.py                  # issue configuration, 1 MiB messages
     python benchmarks/bench_nic.py --size 256KiB    # quicker

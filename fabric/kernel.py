@@ -26,16 +26,31 @@ from simpy.events import Event
 
 __all__ = [
     "NORMAL",
+    "URGENT",
     "Callback",
+    "StopRun",
     "call_at",
     "call_later",
     "check_kernel",
     "events_scheduled",
     "run",
+    "stop_after_event",
 ]
 
 #: SimPy's priority for ordinary events (``simpy.events.NORMAL``); same-time events run FIFO.
 NORMAL = 1
+#: SimPy's priority for urgent events (``simpy.events.URGENT``): before NORMAL ones at a time.
+URGENT = 0
+
+
+class StopRun(Exception):
+    """Raised by a scheduled callback to end :func:`run` at once.
+
+    ``run`` catches it and returns normally, leaving ``env.now`` at that event's time and later
+    events on the heap (like its ``stop`` predicate, but without a call per event). Only
+    :func:`run` catches it: raise it from an event that runs inside ``run`` (see
+    :func:`stop_after_event`, whose ``check`` can make sure of that).
+    """
 
 
 class Callback:
@@ -88,6 +103,26 @@ def call_at(
     return ev
 
 
+def stop_after_event(env: simpy.Environment, check: Callable[[], bool] | None = None) -> Callback:
+    """End the running :func:`run` right after the event now being processed, if ``check()``
+    (called then) is true or ``check`` is None.
+
+    The check is an urgent event at the current time, so it runs before any ordinary event
+    scheduled for now: the run stops exactly where a ``stop`` predicate that became true during
+    this event would have stopped it. Costs one event per call, instead of one predicate call
+    per event for the whole run. ``check`` should be false when no :func:`run` is active (the
+    callback raises :class:`StopRun`, which only ``run`` catches).
+    """
+
+    def fire(_arg: object) -> None:
+        if check is None or check():
+            raise StopRun
+
+    ev = Callback(fire, None)
+    heappush(env._queue, (env._now, URGENT, next(env._eid), ev))
+    return ev
+
+
 def events_scheduled(env: simpy.Environment) -> int:
     """How many events have been scheduled on ``env`` so far (SimPy numbers each one).
 
@@ -114,7 +149,10 @@ def run(
     ``stop``: a predicate tested before the first event and after every event; once it is
     true the run returns at once, leaving ``env.now`` at the last event's time (not at
     ``until``) and later events on the heap. It costs one call per event (about 2 % of the
-    NIC transport's per-event work), so callers with a cheap condition pass a bound method.
+    NIC transport's per-event work), so callers with a cheap condition pass a bound method;
+    callers that know *when* the condition can become true use :func:`stop_after_event`
+    instead (a callback raising :class:`StopRun` ends the run the same way, at no cost per
+    event).
     """
     if until is not None and not isinstance(until, int | float):
         if stop is not None:
@@ -125,38 +163,41 @@ def run(
         raise ValueError(f"until ({limit}) must be greater than the current simulation time")
     queue = env._queue
     pop = heappop
-    if stop is not None:
-        if stop():
-            return None
-        while queue and queue[0][0] < limit:
-            env._now, _, _, ev = pop(queue)
-            cbs = ev.callbacks
-            ev.callbacks = None
-            for cb in cbs:
-                cb(ev)
-            if not ev._ok and not hasattr(ev, "_defused"):
-                _crash(ev)
+    try:  # StopRun from a callback ends the run (zero cost per event while not raised)
+        if stop is not None:
             if stop():
                 return None
-    elif limit == math.inf:
-        while queue:
-            env._now, _, _, ev = pop(queue)
-            cbs = ev.callbacks
-            ev.callbacks = None
-            for cb in cbs:
-                cb(ev)
-            if not ev._ok and not hasattr(ev, "_defused"):
-                _crash(ev)
+            while queue and queue[0][0] < limit:
+                env._now, _, _, ev = pop(queue)
+                cbs = ev.callbacks
+                ev.callbacks = None
+                for cb in cbs:
+                    cb(ev)
+                if not ev._ok and not hasattr(ev, "_defused"):
+                    _crash(ev)
+                if stop():
+                    return None
+        elif limit == math.inf:
+            while queue:
+                env._now, _, _, ev = pop(queue)
+                cbs = ev.callbacks
+                ev.callbacks = None
+                for cb in cbs:
+                    cb(ev)
+                if not ev._ok and not hasattr(ev, "_defused"):
+                    _crash(ev)
+            return None
+        else:
+            while queue and queue[0][0] < limit:
+                env._now, _, _, ev = pop(queue)
+                cbs = ev.callbacks
+                ev.callbacks = None
+                for cb in cbs:
+                    cb(ev)
+                if not ev._ok and not hasattr(ev, "_defused"):
+                    _crash(ev)
+    except StopRun:
         return None
-    else:
-        while queue and queue[0][0] < limit:
-            env._now, _, _, ev = pop(queue)
-            cbs = ev.callbacks
-            ev.callbacks = None
-            for cb in cbs:
-                cb(ev)
-            if not ev._ok and not hasattr(ev, "_defused"):
-                _crash(ev)
     if limit < math.inf:
         env._now = limit
     return None

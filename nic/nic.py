@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from fabric.kernel import Callback, call_at
+from fabric.kernel import Callback, call_at, stop_after_event
 from fabric.kernel import run as kernel_run
 from fabric.network import Network
 from fabric.packet import ACK as K_ACK
@@ -48,6 +48,7 @@ from fabric.packet import ROCE_OVERHEAD
 from fabric.registry import Registry
 from fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
 from nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
+from nic.congestion.api import CCEvent
 from nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
 from nic.transport.qp import (
     ACK_WIRE_EXTRA,
@@ -62,7 +63,7 @@ from nic.transport.qp import (
     RdmaPacket,
     RecvQp,
 )
-from nic.transport.reliability import ACK, ReorderBuffer, check_mode
+from nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
 from nic.transport.segmentation import check_mtu, check_opcode
 from nic.transport.selectors import PATH_SELECTORS, make_selector
 
@@ -263,6 +264,8 @@ class SmartNic:
             config.pps, self.cache, config.qpc_miss_penalty_s, config.qpc_parallel_fetches
         )
         self.rob = ReorderBuffer(config.reorder_buffer_bytes)
+        #: the CCEvent every QP of this NIC fills for its congestion-control handler calls
+        self.cc_event = CCEvent(0.0)
         self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
         self.credit = ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
         self._credit_cb: Callback | None = None
@@ -314,7 +317,11 @@ class SmartNic:
 
     def _on_timers(self, _arg: object = None) -> None:
         self._timer_cb = None
-        self._timer_cb_at = _INF
+        # While the due QPs run, their re-arms only queue (-inf: no arm is "earlier"): one
+        # wake-up is scheduled at the end, for the earliest timer then. Scheduling one per
+        # re-arm would leave a cancelled far-future entry on the event heap almost every time
+        # (re-arms go out one RTO, the next QP's timer is due much sooner).
+        self._timer_cb_at = -_INF
         now = self.env._now
         timers = self._timers
         while timers:
@@ -327,7 +334,8 @@ class SmartNic:
             heappop(timers)
             qp._timer_at = _INF
             qp._on_rto()
-        if timers and timers[0][0] < self._timer_cb_at:
+        self._timer_cb_at = _INF
+        if timers:
             self._schedule_timers(timers[0][0])
 
     # ------------------------------------------------------------------ QPs
@@ -429,14 +437,15 @@ class SmartNic:
             self._release(now)
         ready = self._ready[plane]
         cache = self.cache
+        ref = cache._ref
         self._in_pull = True  # control packets sent from here wait for an event (re-entry)
         while ready:
             qp = ready.popleft()
             qp.queued = False
             if qp._fetched:
                 qp._fetched = False
-            elif qp.id in cache._ref:  # QpContextCache.touch's hit path, inlined
-                cache._ref[qp.id] = 1
+            elif qp.id in ref:  # QpContextCache.touch's hit path, inlined
+                ref[qp.id] = 1
                 cache.hits += 1
             elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
                 # QP context miss: fetch it over PCIe; the QP waits, others go on
@@ -465,41 +474,37 @@ class SmartNic:
                     busy = d
             pipe.next_free = busy
             self.tx_data_pkts += 1
-            self._requeue(qp, now, now + pkt.wire * 8.0 / self.ports[plane].rate_bps)
+            # Queue the QP again if it can send more (has data, window and credit allow):
+            # ready now if its pacing time comes before this packet leaves the wire.
+            snd = qp.snd
+            if snd.n_lost or snd.snd_nxt < snd.end_psn:  # SenderReliability.has_data
+                fcc = qp.fcc
+                w = fcc.window_bytes
+                c = fcc.credit_bytes
+                if (w is None or snd.inflight_bytes < w) and (c is None or c > 0):
+                    port_free = now + pkt.wire * 8.0 / self.ports[plane].rate_bps
+                    if self.planes > 1:
+                        ev = qp.sel.next_ev(now)
+                        qp.next_ev = ev
+                        qp.next_plane = qp.sel.plane_of(ev)
+                    qp.queued = True
+                    t = qp.next_time
+                    if t <= port_free:
+                        p = qp.next_plane
+                        self._ready[p].append(qp)
+                        if p != 0 or self.planes > 1:
+                            port = self.ports[p]
+                            if not port._tx_pending and port._busy_until <= now:
+                                self._wake(now)  # another plane's idle port: kick it from an event
+                    else:
+                        due = fcc.timer_due_s
+                        heappush(heap, (t if t < due else due, next(self._seq), qp))
             self._in_pull = False
             return pkt
         self._in_pull = False
         if heap:
             self._wake(heap[0][0])
         return None
-
-    def _requeue(self, qp: QueuePair, now: float, port_free: float) -> None:
-        """After ``qp`` sent a packet: queue it again if it can send more."""
-        snd = qp.snd
-        if not snd.has_data():
-            return
-        fcc = qp.fcc
-        w = fcc.window_bytes
-        if w is not None and snd.inflight_bytes >= w:
-            return
-        c = fcc.credit_bytes
-        if c is not None and c <= 0:
-            return
-        if self.planes > 1:
-            ev = qp.sel.next_ev(now)
-            qp.next_ev = ev
-            qp.next_plane = qp.sel.plane_of(ev)
-        qp.queued = True
-        t = qp.next_time
-        if t <= port_free:
-            self._ready[qp.next_plane].append(qp)
-            if qp.next_plane != 0 or self.planes > 1:
-                port = self.ports[qp.next_plane]
-                if not port._tx_pending and port._busy_until <= now:
-                    self._wake(now)  # another plane's idle port: kick it from an event
-        else:
-            due = fcc.timer_due_s
-            heappush(self._heap, (t if t < due else due, next(self._seq), qp))
 
     # ------------------------------------------------------------------ control packets
     def _send_ctrl(self, pkt: RdmaPacket, plane: int) -> None:
@@ -583,8 +588,12 @@ class SmartNic:
         # pipeline slot is not simulated as an event (an ACK 1.7 ns behind a data packet on the
         # wire would otherwise cost one): the reservation above still advanced, so the rate
         # limit holds over any longer span and a real backlog is deferred.
-        qp = pkt.meta
-        side = qp if qp.nic is self else qp.rx
+        kind = pkt.kind
+        if kind == K_DATA:
+            side = pkt.rq  # data arrives at the responder: its side, not the sender's QP
+        else:
+            qp = pkt.meta
+            side = qp if kind == K_ACK or qp.nic is self else qp.rx
         hold = side.rx_hold
         if hold > now or out > now + pipe.interval:
             if hold > out:
@@ -593,9 +602,8 @@ class SmartNic:
             self.rx_deferred += 1
             call_at(self.env, out, self._rx_later, pkt)
             return
-        kind = pkt.kind
         if kind == K_DATA:
-            self._rx_data(pkt, qp, now)
+            self._rx_data(pkt, side, now)
         elif kind == K_ACK:
             qp.on_ack(pkt, now)
             if not qp.queued:
@@ -610,7 +618,7 @@ class SmartNic:
         kind = pkt.kind
         qp: QueuePair = pkt.meta
         if kind == K_DATA:
-            self._rx_data(pkt, qp, now)
+            self._rx_data(pkt, pkt.rq, now)
         elif kind == K_ACK:
             qp.on_ack(pkt, now)
             if not qp.queued:
@@ -624,20 +632,35 @@ class SmartNic:
         elif kind == K_PROBE:
             self._rx_probe(pkt, qp, now)
 
-    def _rx_data(self, pkt: RdmaPacket, qp: QueuePair, now: float) -> None:
+    def _rx_data(self, pkt: RdmaPacket, rq: RecvQp, now: float) -> None:
+        """A data packet at the responder (``rq``, also its ReceiverReliability)."""
         self.rx_data_pkts += 1
-        rq = qp.rx
-        rel = rq.rel
         rq.rx_pkts += 1
-        rq.rx_bytes += pkt.size
-        nxt0 = rel.rcv_nxt
-        v = rel.on_data(pkt.psn, pkt.size, pkt.flags & F_LAST, pkt.ecn)
-        if rel.rcv_nxt != nxt0:
-            und = qp.undelivered
-            if und and und[0].end_psn <= rel.rcv_nxt:
-                qp.delivered(rel.rcv_nxt, now)
+        psn = pkt.psn
+        size = pkt.size
+        rq.rx_bytes += size
+        nxt = rq.rcv_nxt
+        if psn == nxt and not rq.ooo_bits:
+            # ReceiverReliability.on_data for the next PSN with no hole to fill, inlined
+            rq.delivered_bytes += size
+            rq.rcv_nxt = nxt = nxt + 1
+            rq.nak_sent = False
+            pending = rq.pending + 1
+            if pkt.flags & F_LAST or pkt.ecn or pending >= rq.ack_every:
+                rq.pending = 0
+                v = ACK
+            else:
+                rq.pending = pending
+                v = NONE
+            if nxt >= rq._next_delivered:
+                pkt.meta.delivered(nxt, now)
+        else:
+            v = rq.on_data(psn, size, pkt.flags & F_LAST, pkt.ecn)
+            if rq.rcv_nxt != nxt and rq.rcv_nxt >= rq._next_delivered:
+                pkt.meta.delivered(rq.rcv_nxt, now)
         cnp = self.cnp
-        if cnp is not None and pkt.ecn and cnp.on_data(qp, True, now):
+        if cnp is not None and pkt.ecn and cnp.on_data(pkt.meta, True, now):
+            qp = pkt.meta
             c = RdmaPacket(
                 K_CNP, 0, _CNP_WIRE, pkt.dst, pkt.src, pkt.flow, pkt.psn, pkt.ev, now, qp
             )
@@ -659,10 +682,10 @@ class SmartNic:
             pkt.wire = _ACK_WIRE  # ECN echo (pkt.ecn), INT echo (pkt.int_rec), EV kept as is
             if v == ACK:
                 pkt.kind = K_ACK
-                pkt.psn = rel.rcv_nxt
-                pkt.aux = rel.ooo_bits
-                if rel.dup_pending:
-                    rel.dup_pending = False
+                pkt.psn = rq.rcv_nxt
+                pkt.aux = rq.ooo_bits
+                if rq.dup_pending:
+                    rq.dup_pending = False
                     pkt.flags = F_DUP
                 else:
                     pkt.flags = 0
@@ -670,7 +693,7 @@ class SmartNic:
                 self.acks_sent += 1
             else:
                 pkt.kind = K_NACK
-                pkt.psn = rel.nack_psn
+                pkt.psn = rq.nack_psn
                 pkt.aux = 0
                 pkt.flags = 0
                 rq.nacks += 1
@@ -815,6 +838,7 @@ class RdmaNetwork:
         self._qp_ids = itertools.count()
         self._qp_list: list[QueuePair] = []
         self._pending = 0
+        self._running = False  # inside run(until=None): the last completion ends the run
         self._rtt_cache: dict[tuple[int, int, bool], tuple[float, int]] = {}
         self._rr: dict[tuple[int, int], int] = {}
         self.on_done: list[Callable[[Message], object]] = []
@@ -991,17 +1015,23 @@ class RdmaNetwork:
 
     def _message_done(self, msg: Message) -> None:
         self._pending -= 1
+        if not self._pending and self._running:
+            stop_after_event(self.env, self._stop_now)
         for fn in self.on_done:
             fn(msg)
 
     def _message_failed(self, msg: Message) -> None:
         """``msg`` failed (``msg.error`` says why): it no longer counts as pending."""
         self._pending -= 1
+        if not self._pending and self._running:
+            stop_after_event(self.env, self._stop_now)
         for fn in self.on_failed:
             fn(msg)
 
-    def _all_done(self) -> bool:
-        return not self._pending
+    def _stop_now(self) -> bool:
+        # run(until=None) ends after the event in which the last pending message finished,
+        # unless that event posted more (an on_done callback) or the run is over already
+        return self._running and not self._pending
 
     def run(self, until: float | None = None) -> float:
         """Run the simulation and return the simulated time reached.
@@ -1015,7 +1045,13 @@ class RdmaNetwork:
             if until > env._now:
                 kernel_run(env, until)
             return env._now
-        kernel_run(env, stop=self._all_done)
+        if self._pending:
+            # no stop predicate per event: the last completion schedules the stop
+            self._running = True
+            try:
+                kernel_run(env)
+            finally:
+                self._running = False
         if self._pending:
             raise RuntimeError(
                 f"simulation ran dry at t={env._now:.9g}s with {self._pending} message(s) pending"

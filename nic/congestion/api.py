@@ -153,6 +153,12 @@ class FlowCC:
     ``requests`` (REQ_* bits, read and cleared by the NIC via :meth:`take_requests`),
     ``avoid_path`` (the path a REQ_PATH_CHANGE asks to leave) and ``priv`` (private state).
     Fixed at creation: ``flow_id``, ``line_rate_bps``, ``base_rtt_s``, ``mtu``, ``hops``.
+
+    ``tx_events`` (default True) is a hint for the NIC's per-packet cost: an algorithm whose
+    ``on_tx`` has nothing to do for the flow in its present state (DCQCN before the first CNP)
+    may set it False; the NIC then skips ``on_tx`` but still runs the flow's due timers on
+    transmit (and debits credit), exactly as ``handle_tx`` would. Set it True again as soon as
+    ``on_tx`` matters.
     """
 
     __slots__ = (
@@ -167,6 +173,7 @@ class FlowCC:
         "rate_bps",
         "requests",
         "timer_due_s",
+        "tx_events",
         "window_bytes",
     )
 
@@ -190,6 +197,7 @@ class FlowCC:
         self.requests = 0
         self.avoid_path: Any = None
         self.priv: Any = None
+        self.tx_events = True
 
     @property
     def bdp_bytes(self) -> float:

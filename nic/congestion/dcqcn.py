@@ -131,12 +131,14 @@ class DCQCN(CongestionControl):
         flow.priv = _DcqcnState(line, rai, rhai)
         flow.rate_bps = line
         flow.window_bytes = None
+        flow.tx_events = False  # on_tx counts bytes only once active (the first CNP)
 
     def on_cnp(self, ev: CCEvent, flow: FlowCC) -> None:
         s: _DcqcnState = flow.priv
         now = ev.now
         if not s.active:
             s.active = True
+            flow.tx_events = self.byte_counter_bytes is not None
             s.alpha = self.initial_alpha
             s.alpha_cnp = False
             s.alpha_due = now + self.alpha_interval_s

@@ -21,9 +21,10 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
   2 x srtt without a delivery resends the highest in-flight PSN, whose SACK lets RACK find
   the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO.
 
-The responder side (:class:`RecvQp`) lives on the destination NIC and owns the
+The responder side (:class:`RecvQp`) lives on the destination NIC and is (a subclass of) the
 :class:`~nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
-``meta`` (the simulator is omniscient: no lookup table is needed at the receiver).
+``meta`` and data packets their RecvQp in ``rq`` (the simulator is omniscient: no lookup table
+is needed at the receiver).
 
 A message completes when its last PSN is cumulatively acknowledged; the record keeps when it was
 posted, when its first packet left, when the receiver held all its bytes, when it completed,
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from fabric.packet import DATA as K_DATA
 from fabric.packet import ROCE_OVERHEAD, Packet
-from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
+from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CongestionControl, FlowCC
 from nic.transport.reliability import (
     SENT,
     ReceiverReliability,
@@ -86,10 +87,11 @@ class RdmaPacket(Packet):
 
     ``aux``: ACK: SACK bitmap (bit i = PSN ``psn + i`` held out of order); credit packets: bytes.
     ``dpsn``: ACK/NACK/CNP: PSN of the data packet that triggered it. ``flags``: F_* bits.
-    ``meta`` is the sender's :class:`QueuePair`.
+    ``meta`` is the sender's :class:`QueuePair`; ``rq`` on data packets its :class:`RecvQp`
+    (the receiver's state, reached without touching the sender's QP object).
     """
 
-    __slots__ = ("aux", "dpsn", "flags")
+    __slots__ = ("aux", "dpsn", "flags", "rq")
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class RdmaPacket(Packet):
         ts: float,
         meta: Any,
         flags: int = 0,
+        rq: RecvQp | None = None,
     ) -> None:
         self.kind = kind
         self.size = size
@@ -121,6 +124,7 @@ class RdmaPacket(Packet):
         self.int_rec = None
         self.aux = 0
         self.dpsn = -1
+        self.rq = rq
         self.link = None
         self.callbacks = None
 
@@ -180,19 +184,32 @@ class Message:
         )
 
 
-class RecvQp:
-    """Responder side of a QP on the destination NIC."""
+class RecvQp(ReceiverReliability):
+    """Responder side of a QP on the destination NIC: its PSN state and counters.
 
-    __slots__ = ("ack_pkts", "cnps", "nacks", "rel", "rx_bytes", "rx_hold", "rx_pkts")
+    It *is* the QP's :class:`~nic.transport.reliability.ReceiverReliability` (``rel`` returns
+    the object itself): one object instead of two keeps what every arriving data packet
+    touches in fewer cache lines, which matters with thousands of QPs.
+    """
+
+    __slots__ = ("_next_delivered", "ack_pkts", "cnps", "nacks", "rx_bytes", "rx_hold", "rx_pkts")
 
     def __init__(self, mode: int, rob: ReorderBuffer, ack_every: int) -> None:
-        self.rel = ReceiverReliability(mode, rob, ack_every)
+        super().__init__(mode, rob, ack_every)
         self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0
         self.ack_pkts = 0
         self.nacks = 0
         self.cnps = 0
+        # end PSN of the sender's oldest message not yet fully received (inf: none), kept by
+        # the QueuePair, so that a data packet completing nothing leaves the QP alone
+        self._next_delivered = _INF
+
+    @property
+    def rel(self) -> RecvQp:
+        """The receiver's reliability state (this object)."""
+        return self
 
 
 class QueuePair:
@@ -206,7 +223,12 @@ class QueuePair:
         "_fetched",
         "_last_tx",
         "_last_wire",
+        "_next_done",
+        "_plain_fcc",
+        "_seg_end",
+        "_seg_first",
         "_sel_ack",
+        "_std_ack",
         "_timer_at",
         "_tlp_ok",
         "cc",
@@ -241,6 +263,7 @@ class QueuePair:
         "seg",
         "sel",
         "snd",
+        "src_eids",
         "tlp_deadline",
         "tlp_probes",
         "tx_bytes",
@@ -276,19 +299,28 @@ class QueuePair:
         self.mtu = mtu
         self.mode = mode
         self.planes = selector.planes
+        self.src_eids = nic.eids
         self.dst_eids = dst_nic.eids
         self.sel = selector
         self._sel_ack = type(selector).on_ack is not PathSelector.on_ack  # skip no-op calls
         self.cc = cc
         self.fcc = fcc
+        self._plain_fcc = type(fcc).may_send is FlowCC.may_send  # build() inlines may_send
         self.rx = rx
         self.rx_hold = 0.0  # RX pipeline ordering of the feedback arriving at this side
         self.snd = SenderReliability(mode, reo_factor=reo_factor, reo_min_s=reo_min_s)
         self.snd.loss_cb = selector.on_loss
         self.msgs: deque[Message] = deque()  # posted, not yet complete (PSN order)
         self.undelivered: deque[Message] = deque()  # not yet fully held by the receiver
+        # end PSN of msgs[0] (inf: none; rx._next_delivered is undelivered[0]'s), so that an
+        # ACK or a data packet completing nothing leaves the deques and messages alone
+        self._next_done = _INF
         self.unsent: deque[Message] = deque()  # PSNs not all sent once yet
         self.seg: Message | None = None  # unsent[0]: the message holding the next new PSN
+        # seg's PSN range [first, end) (empty without seg): build() checks a PSN against the
+        # QP's own fields and reads the message only at its first and last packet
+        self._seg_first = 0
+        self._seg_end = 0
         self.queued = False  # in one of the NIC's ready queues or its pacing heap
         self.next_time = 0.0  # pacing: earliest time of the next packet
         self._last_tx = 0.0
@@ -308,7 +340,9 @@ class QueuePair:
         self._tlp_ok = mode == 1  # tail-loss probes in selective-repeat mode only
         self.tlp_probes = 0
         self._timer_at = _INF  # when the NIC's timer wheel calls _on_rto next (inf: never)
-        self._ccev = CCEvent(0.0)
+        # one event object per NIC, refilled for every handler call (CCEvent's contract): a
+        # per-QP one would be a cold cache line on every ACK
+        self._ccev = nic.cc_event
         self._cc_tx = cc.uses_tx
         # An algorithm without an ACK handler (DCQCN reacts to CNPs) only needs its due
         # timers run on an ACK, which on_ack does inline instead of filling a CCEvent.
@@ -317,6 +351,8 @@ class QueuePair:
             cls.on_ack is not CongestionControl.on_ack
             or cls.handle_ack is not CongestionControl.handle_ack
         )
+        # the base handle_ack (due timers, then on_ack) is inlined on the ACK path
+        self._std_ack = cls.handle_ack is CongestionControl.handle_ack
         self.want_int = cc.requires_int
         self.credit_wanted = 0  # bytes of credit requested from the receiver, not granted yet
         self._deliver_cb: Callable[[Message], object] | None = None
@@ -336,11 +372,15 @@ class QueuePair:
             return
         msg.first_psn = self.snd.post(msg.npkts)
         msg.end_psn = msg.first_psn + msg.npkts
+        if not self.msgs:
+            self._next_done = msg.end_psn
         self.msgs.append(msg)
+        if not self.undelivered:
+            self.rx._next_delivered = msg.end_psn
         self.undelivered.append(msg)
         self.unsent.append(msg)
         if self.seg is None:
-            self.seg = msg
+            self._set_seg(msg)
         if self.fcc.credit_bytes is not None:
             self.credit_wanted += msg.size
             self.nic.request_credit(self, msg.size)
@@ -354,6 +394,14 @@ class QueuePair:
             if psn < m.end_psn:
                 return m
         raise RuntimeError(f"QP {self.id}: PSN {psn} belongs to no posted message")
+
+    def _set_seg(self, m: Message | None) -> None:
+        self.seg = m
+        if m is None:
+            self._seg_first = self._seg_end = 0
+        else:
+            self._seg_first = m.first_psn
+            self._seg_end = m.end_psn
 
     def sendable(self) -> bool:
         """True if a packet may go as far as data, window and credit are concerned."""
@@ -391,36 +439,49 @@ class QueuePair:
             if psn >= snd.end_psn:
                 return None
         m = self.seg
-        if m is None or not m.first_psn <= psn < m.end_psn:
+        if self._seg_first <= psn < self._seg_end:
+            idx = psn - self._seg_first
+            last = psn == self._seg_end - 1
+        else:  # a retransmission from an older message
             m = self._msg_of(psn)
+            idx = psn - m.first_psn
+            last = idx == m.npkts - 1
         mtu = self.mtu
-        idx = psn - m.first_psn
-        last = idx == m.npkts - 1
         payload = m.size - mtu * idx if last else mtu
         fcc = self.fcc
-        if (fcc.window_bytes is not None or fcc.credit_bytes is not None) and not fcc.may_send(
-            payload, snd.inflight_bytes
-        ):
-            return None
+        w = fcc.window_bytes
+        c = fcc.credit_bytes
+        if w is not None or c is not None:
+            if self._plain_fcc:  # FlowCC.may_send, inlined
+                infl = snd.inflight_bytes
+                if (w is not None and infl > 0 and infl + payload > w) or (
+                    c is not None and c < payload
+                ):
+                    return None
+            elif not fcc.may_send(payload, snd.inflight_bytes):
+                return None
         wire = payload + ROCE_OVERHEAD
         if idx == 0 and m.opcode == OP_WRITE:
             wire += RETH_BYTES
         ev = self.next_ev
         if ev < 0:
             ev = self.sel.next_ev(now)
-        self.next_ev = -1
+        else:
+            self.next_ev = -1
+        plane = self.next_plane
         pkt = RdmaPacket(
             K_DATA,
             payload,
             wire,
-            self.nic.eids[self.next_plane],
-            self.dst_eids[self.next_plane],
+            self.src_eids[plane],
+            self.dst_eids[plane],
             self.id,
             psn,
             ev,
             now,
             self,
             F_LAST if last else 0,
+            self.rx,
         )
         if self.want_int:
             pkt.int_rec = []
@@ -437,31 +498,35 @@ class QueuePair:
                 m.start_s = now
         elif snd.on_send(psn, payload, now, ev):
             m.retx_pkts += 1
-        if m is self.seg and snd.high_sent >= m.end_psn:
+        if m is self.seg and snd.high_sent >= self._seg_end:
             unsent = self.unsent
             unsent.popleft()
-            self.seg = unsent[0] if unsent else None
+            self._set_seg(unsent[0] if unsent else None)
         self.tx_pkts += 1
         self.tx_bytes += payload
-        if self._cc_tx or fcc.credit_bytes is not None:
-            e = self._ccev
-            e.now = now
-            e.bytes = payload
-            e.psn = psn
-            e.rtt = None
-            e.ecn = False
-            e.int_records = None
-            e.path = ev
-            e.snd_nxt = snd.snd_nxt
-            self.cc.handle_tx(e, fcc)
+        if self._cc_tx or c is not None:
+            if fcc.tx_events or c is not None:
+                e = self._ccev
+                e.now = now
+                e.bytes = payload
+                e.psn = psn
+                e.rtt = None
+                e.ecn = False
+                e.int_records = None
+                e.path = ev
+                e.snd_nxt = snd.snd_nxt
+                self.cc.handle_tx(e, fcc)
+            elif now >= fcc.timer_due_s:  # on_tx has nothing to do now: only due timers run
+                self.cc.handle_tick(now, fcc)
         # pacing: the next packet may start one wire time at the CC rate later
         self._last_tx = now
-        self._last_wire = pkt.wire
+        wire = pkt.wire
+        self._last_wire = wire
         r = fcc.rate_bps
         if r is None or r >= fcc.line_rate_bps:
             self.next_time = now
         else:
-            self.next_time = now + pkt.wire * 8.0 / r
+            self.next_time = now + wire * 8.0 / r
         if self.rto_deadline == _INF:  # the timer was disarmed: nothing was outstanding
             self.rto_deadline = now + self.rto
             self._arm(self.rto_deadline)
@@ -530,7 +595,12 @@ class QueuePair:
             e.int_records = pkt.int_rec
             e.path = pkt.ev
             e.snd_nxt = snd.snd_nxt
-            self.cc.handle_ack(e, fcc)
+            if self._std_ack:  # CongestionControl.handle_ack, inlined
+                if now >= fcc.timer_due_s:
+                    self.cc.on_timer(now, fcc)
+                self.cc.on_ack(e, fcc)
+            else:
+                self.cc.handle_ack(e, fcc)
         elif now >= fcc.timer_due_s:  # CongestionControl.handle_ack with a no-op on_ack
             self.cc.on_timer(now, fcc)
         if fcc.requests:
@@ -546,11 +616,8 @@ class QueuePair:
         if una > una0:
             # cumulative progress: complete messages, reset the RTO, its backoff and retries
             self.retries = 0
-            msgs = self.msgs
-            while msgs and msgs[0].end_psn <= una:
-                m = msgs.popleft()
-                m.done_s = now
-                self.nic.message_done(m)
+            if una >= self._next_done:
+                self._complete(una, now)
             rto = srtt + 4 * self.rttvar
             rto = rto if rto > self.rto_min_s else self.rto_min_s
             self.rto = rto = rto if rto < self.rto_max_s else self.rto_max_s
@@ -638,20 +705,27 @@ class QueuePair:
         """The cumulative ACK advanced: complete messages, reset the RTO backoff."""
         self.retries = 0
         una = self.snd.snd_una
+        if una >= self._next_done:
+            self._complete(una, now)
+        snd = self.snd
+        self.rto = min(self.rto_max_s, max(self.rto_min_s, snd.srtt + 4 * self.rttvar))
+        self.rto_deadline = now + self.rto if snd.high_sent > una else _INF
+
+    def _complete(self, una: int, now: float) -> None:
+        """Messages whose last PSN is below ``una`` are complete."""
         msgs = self.msgs
         while msgs and msgs[0].end_psn <= una:
             m = msgs.popleft()
             m.done_s = now
+            self._next_done = msgs[0].end_psn if msgs else _INF
             self.nic.message_done(m)
-        snd = self.snd
-        self.rto = min(self.rto_max_s, max(self.rto_min_s, snd.srtt + 4 * self.rttvar))
-        self.rto_deadline = now + self.rto if snd.high_sent > una else _INF
 
     def delivered(self, rcv_nxt: int, now: float) -> None:
         """The receiver's cumulative PSN reached ``rcv_nxt``: stamp fully received messages."""
         und = self.undelivered
         while und and und[0].end_psn <= rcv_nxt:
             und.popleft().t_delivered = now
+        self.rx._next_delivered = und[0].end_psn if und else _INF
 
     def _on_rto(self) -> None:
         """The timer fired (the NIC has cleared ``_timer_at``): TLP, then RTO if due."""
@@ -708,8 +782,9 @@ class QueuePair:
         self.rto_deadline = self.tlp_deadline = _INF
         msgs = list(self.msgs)
         self.msgs.clear()
+        self._next_done = _INF
         self.unsent.clear()
-        self.seg = None
+        self._set_seg(None)
         for m in msgs:
             m.error = self.failed
             self.nic.message_failed(m)

@@ -30,6 +30,7 @@ long as fewer than 2**23 packets are outstanding, which the window guarantees).
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 
@@ -145,7 +146,7 @@ class SenderReliability:
         self.srtt = 0.0  # smoothed RTT, fed by the QP (0 = no sample yet)
         self._base = 0  # PSN of index 0 of the arrays below
         self._state = bytearray()
-        self._tx_time: list[float] = []
+        self._tx_time = array("d")  # raw doubles: no float object kept alive per PSN
         self._size: list[int] = []
         self._ev: list[int] = []  # entropy value of each PSN's latest transmission
         self._rtx: deque[int] = deque()
@@ -229,11 +230,31 @@ class SenderReliability:
         Returns the payload bytes newly acknowledged by this ACK. Stale and duplicate ACKs
         are harmless.
         """
+        una = self.snd_una
+        if cum == una + 1 and not bits and not self.sacked_rel and cum <= self.high_sent:
+            # The usual ACK, the general path below specialised: it covers the next PSN and
+            # no SACK state exists (so that PSN is not SACKED, and RACK has nothing to do).
+            base = self._base
+            i = una - base
+            n = self._size[i]
+            if self._state[i] == LOST:
+                self.n_lost -= 1
+            else:
+                self.inflight_bytes -= n
+            self.snd_una = cum
+            if self.snd_nxt < cum:
+                self.snd_nxt = cum
+            if cum >= self.high_sent:
+                self.n_lost = 0
+                self._rtx.clear()
+            self.acked_bytes += n
+            if cum - base > _TRIM:
+                self._trim()
+            return n
         newly = 0
         rack_ts = -1.0
         base = self._base
         state = self._state
-        una = self.snd_una
         if cum > self.high_sent:
             raise ValueError(f"ACK for PSN {cum} beyond the highest sent {self.high_sent}")
         if cum > una:
@@ -282,13 +303,17 @@ class SenderReliability:
         if rack_ts >= 0.0 and self.mode == MODE_SR and self.sacked_rel:
             self._detect_losses(rack_ts - self.reorder_window(), now)
         if una - base > _TRIM:
-            k = una - base
-            del self._state[:k]
-            del self._tx_time[:k]
-            del self._size[:k]
-            del self._ev[:k]
-            self._base = una
+            self._trim()
         return newly
+
+    def _trim(self) -> None:
+        """Drop the per-PSN records below ``snd_una``."""
+        k = self.snd_una - self._base
+        del self._state[:k]
+        del self._tx_time[:k]
+        del self._size[:k]
+        del self._ev[:k]
+        self._base = self.snd_una
 
     def _detect_losses(self, threshold: float, now: float) -> None:
         """Mark in-flight holes below the highest SACK that were sent before ``threshold``."""
