@@ -54,6 +54,7 @@ from nic.transport.qp import (
     ACK_WIRE_EXTRA,
     CNP_WIRE_EXTRA,
     F_CREDIT_GRANT,
+    F_CREDIT_REFRESH,
     F_CREDIT_REQ,
     F_DUP,
     F_LAST,
@@ -520,8 +521,10 @@ class SmartNic:
     def _send_deferred(self, arg: tuple[RdmaPacket, int]) -> None:
         self.ports[arg[1]].send(arg[0])
 
-    def request_credit(self, qp: QueuePair, nbytes: int) -> None:
-        """Ask ``qp``'s receiver for ``nbytes`` of credit (RCCC) with a control packet."""
+    def request_credit(self, qp: QueuePair, nbytes: int, refresh: bool = False) -> None:
+        """Ask ``qp``'s receiver for ``nbytes`` of credit (RCCC) with a control packet;
+        ``refresh``: ``nbytes`` is everything ``qp`` still wants (a repeat after a timeout),
+        not more."""
         now = self.env._now
         pkt = RdmaPacket(
             K_PROBE,
@@ -534,7 +537,7 @@ class SmartNic:
             0,
             now,
             qp,
-            F_CREDIT_REQ,
+            (F_CREDIT_REQ | F_CREDIT_REFRESH) if refresh else F_CREDIT_REQ,
         )
         pkt.aux = nbytes
         self._send_ctrl(pkt, 0)
@@ -715,7 +718,10 @@ class SmartNic:
             credit = self.credit
             if credit is None:
                 return
-            credit.request(qp, pkt.aux, now)
+            if flags & F_CREDIT_REFRESH:
+                credit.refresh(qp, pkt.aux, now)
+            else:
+                credit.request(qp, pkt.aux, now)
             if self._credit_cb is None:
                 self._credit_cb = call_at(self.env, now + credit.interval_s, self._grant)
         elif flags & F_CREDIT_GRANT:  # at the sender

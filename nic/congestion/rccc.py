@@ -15,6 +15,12 @@ Sender side, :class:`RCCC`: the flow may send only with credit (``flow.credit_by
 checks :meth:`FlowCC.may_send`, ``handle_tx`` debits it and ``handle_credit`` adds grants). It
 starts with ``initial_credit_bytes`` (0 by default; UEC lets senders send a speculative first
 window, model that by raising it) and otherwise paces at line rate with no window.
+
+Loss: requests and grants are control packets and can be dropped (a link or NIC down). With no
+credit nothing is in flight for the data RTO to catch, so a sender that has had no grant for one
+RTO while it wants credit repeats its request with the whole amount it still wants
+(:meth:`ReceiverCredit.refresh`, idempotent), backing off and counting retries like an RTO
+(nic.transport.qp).
 """
 
 from __future__ import annotations
@@ -71,6 +77,17 @@ class ReceiverCredit:
         self._accrue(now)
         if nbytes:
             self._want[flow_id] = self._want.get(flow_id, 0) + int(nbytes)
+
+    def refresh(self, flow_id: Any, nbytes: int, now: float) -> None:
+        """Sender ``flow_id`` still wants ``nbytes`` in all (it repeats its request after a
+        timeout: the request or grants were lost). Its outstanding request is raised to
+        ``nbytes``, never added to: a grant still in flight may then be granted twice, which
+        over-grants by at most that grant (lost credit would stall the sender for good)."""
+        if int(nbytes) != nbytes or nbytes < 0:
+            raise ValueError(f"credit refresh of {nbytes!r} bytes must be a non-negative integer")
+        self._accrue(now)
+        if nbytes > self._want.get(flow_id, 0):
+            self._want[flow_id] = int(nbytes)
 
     def cancel(self, flow_id: Any) -> int:
         """Withdraw a sender's outstanding request (flow finished or failed); returns it."""

@@ -57,6 +57,7 @@ __all__ = [
     "ACK_WIRE_EXTRA",
     "CNP_WIRE_EXTRA",
     "F_CREDIT_GRANT",
+    "F_CREDIT_REFRESH",
     "F_CREDIT_REQ",
     "F_DUP",
     "F_LAST",
@@ -78,6 +79,7 @@ F_DUP = 2  # ACK: the receiver saw a duplicate since the last ACK (DSACK-like)
 F_CREDIT_REQ = 4  # PROBE: a credit request (aux = bytes)
 F_CREDIT_GRANT = 8  # PROBE: a credit grant (aux = bytes)
 F_PROBE_REPLY = 16  # PROBE: the echo of an RTT probe
+F_CREDIT_REFRESH = 32  # PROBE with F_CREDIT_REQ: aux is the sender's whole outstanding want
 
 _INF = math.inf
 
@@ -233,6 +235,7 @@ class QueuePair:
         "_tlp_ok",
         "cc",
         "cnps_rcvd",
+        "credit_deadline",
         "credit_wanted",
         "dst_eids",
         "dst_nic",
@@ -355,6 +358,9 @@ class QueuePair:
         self._std_ack = cls.handle_ack is CongestionControl.handle_ack
         self.want_int = cc.requires_int
         self.credit_wanted = 0  # bytes of credit requested from the receiver, not granted yet
+        # a credit request or grant can be lost like any packet, and with no credit nothing
+        # is in flight to time out: without a grant for one RTO the request is refreshed
+        self.credit_deadline = _INF
         self._deliver_cb: Callable[[Message], object] | None = None
         self.tx_pkts = 0
         self.tx_bytes = 0  # payload bytes sent, retransmissions included
@@ -382,8 +388,7 @@ class QueuePair:
         if self.seg is None:
             self._set_seg(msg)
         if self.fcc.credit_bytes is not None:
-            self.credit_wanted += msg.size
-            self.nic.request_credit(self, msg.size)
+            self._ask_credit(msg.size)
 
     # ------------------------------------------------------------------ transmit side
     def _msg_of(self, psn: int) -> Message:
@@ -421,9 +426,15 @@ class QueuePair:
             return True
         if fcc.credit_bytes is not None and fcc.credit_bytes < payload and not self.credit_wanted:
             # credit for retransmissions: ask for what the next packet needs
-            self.credit_wanted += payload
-            self.nic.request_credit(self, payload)
+            self._ask_credit(payload)
         return False
+
+    def _ask_credit(self, nbytes: int) -> None:
+        self.credit_wanted += nbytes
+        self.nic.request_credit(self, nbytes)
+        if self.credit_deadline == _INF:
+            self.credit_deadline = self.nic.env._now + self.rto
+            self._arm(self.credit_deadline)
 
     def build(self, now: float) -> RdmaPacket | None:
         """The next packet to transmit now (pacing already checked), or None."""
@@ -680,8 +691,12 @@ class QueuePair:
 
     def on_credit(self, nbytes: int, now: float) -> None:
         self.credit_wanted -= nbytes
-        if self.credit_wanted < 0:
+        if self.credit_wanted <= 0:
             self.credit_wanted = 0
+            self.credit_deadline = _INF
+        else:  # the receiver is granting: wait another RTO (the timer re-arms lazily)
+            self.credit_deadline = now + self.rto
+        self.retries = 0
         e = self._ccev
         e.now = now
         e.bytes = nbytes
@@ -728,9 +743,35 @@ class QueuePair:
         self.rx._next_delivered = und[0].end_psn if und else _INF
 
     def _on_rto(self) -> None:
-        """The timer fired (the NIC has cleared ``_timer_at``): TLP, then RTO if due."""
+        """The timer fired (the NIC has cleared ``_timer_at``): a credit refresh if due, then
+        TLP, then RTO if due."""
         if self.failed is not None:
             return
+        credit_due = self.credit_deadline
+        if credit_due < _INF:
+            if self.nic.env._now >= credit_due:
+                self._credit_timeout()
+                if self.failed is not None:
+                    return
+            self._on_data_timer()
+            if self.failed is None and self.credit_deadline < _INF:
+                self._arm(self.credit_deadline)
+            return
+        self._on_data_timer()
+
+    def _credit_timeout(self) -> None:
+        """No grant for one RTO while credit is wanted: the request or the grants were lost
+        (or the receiver is unreachable). Refresh the request with the whole outstanding
+        amount, back off like an RTO, and count it against the retry limit."""
+        self.retries += 1
+        if self.retry_limit is not None and self.retries > self.retry_limit:
+            self._fail()
+            return
+        self.nic.request_credit(self, self.credit_wanted, refresh=True)
+        self.rto = min(self.rto_max_s, 2 * self.rto)
+        self.credit_deadline = self.nic.env._now + self.rto
+
+    def _on_data_timer(self) -> None:
         snd = self.snd
         if snd.high_sent <= snd.snd_una:
             self.rto_deadline = _INF
@@ -779,7 +820,7 @@ class QueuePair:
             f"(retry_limit {self.retry_limit}) on QP {self.id} nic{self.nic.card}->"
             f"nic{self.dst_nic.card}"
         )
-        self.rto_deadline = self.tlp_deadline = _INF
+        self.rto_deadline = self.tlp_deadline = self.credit_deadline = _INF
         msgs = list(self.msgs)
         self.msgs.clear()
         self._next_done = _INF

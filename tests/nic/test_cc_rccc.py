@@ -50,6 +50,19 @@ def test_water_filling_gives_small_requests_all_they_ask():
     assert g2["a"] == pytest.approx(budget, abs=2)
 
 
+def test_refresh_raises_the_outstanding_request_and_never_adds():
+    rc = ReceiverCredit(LINE, MTU)
+    rc.refresh("lost", 5000, 0.0)  # the first request never arrived
+    assert rc.outstanding("lost") == 5000
+    rc.request("seen", 8000, 0.0)
+    rc.refresh("seen", 6000, 0.0)  # 2000 granted in flight: not asked for again
+    assert rc.outstanding("seen") == 8000
+    rc.refresh("seen", 9000, 0.0)  # a lost grant of 1000 is asked for again
+    assert rc.outstanding("seen") == 9000
+    with pytest.raises(ValueError, match="non-negative integer"):
+        rc.refresh("x", -1, 0.0)
+
+
 def test_no_banking_while_idle_and_bad_inputs():
     rc = ReceiverCredit(LINE, MTU)
     rc.request("x", 100, 0.0)

@@ -22,10 +22,11 @@ RTO = 100e-6
 SIZE = 64 << 10
 
 
-def setup(retry_limit: int | None, outage: tuple[float, float | None] = (0.0, None)):
+def setup(retry_limit: int | None, outage: tuple[float, float | None] = (0.0, None),
+          cc: str = "dcqcn"):  # fmt: skip
     env = simpy.Environment()
     net = Network(env, build_topology("star", hosts=2), seed=1)
-    cfg = NicConfig(selector="ecmp", n_evs=1, rto_min_s=RTO, rto_max_s=1.0,
+    cfg = NicConfig(cc=cc, selector="ecmp", n_evs=1, rto_min_s=RTO, rto_max_s=1.0,
                     retry_limit=retry_limit)  # fmt: skip
     rdma = RdmaNetwork(net, cfg, seed=1)
     at, until = outage
@@ -83,3 +84,32 @@ def test_progress_resets_the_count_and_a_failed_qp_fails_new_posts_at_once() -> 
     late = rdma.post(0, 1, SIZE)
     assert [m for _, m in failed] == [first, late] and failed[1][0] == env.now
     assert late.error == first.error and rdma.pending == 0
+
+
+# RCCC: the sender may not send before the receiver grants credit, so a lost credit request
+# leaves nothing in flight for the data RTO to catch. The request is refreshed on the same
+# schedule (one RTO, doubling), and counts against the retry limit.
+
+
+def test_lost_credit_request_is_refreshed_and_the_message_completes() -> None:
+    _env, rdma, failed = setup(None, outage=(0.0, 250e-6), cc="rccc")
+    m = rdma.post(0, 1, SIZE)
+    rdma.run()
+    assert m.done and not failed
+    # posted at 0; refreshes at RTO and 3 RTO; the second one finds the port up again
+    first_refresh_after_outage = 3 * RTO
+    assert first_refresh_after_outage < m.done_s < first_refresh_after_outage + 20e-6
+    assert rdma.qp_table().iloc[0].timeouts == 0  # no data packet was ever lost
+
+
+@pytest.mark.parametrize("limit", [0, 2])
+def test_unreachable_credit_receiver_fails_after_limit_plus_one_refreshes(limit: int) -> None:
+    _env, rdma, failed = setup(limit, cc="rccc")
+    m = rdma.post(0, 1, SIZE)
+    rdma.run()
+    assert rdma.pending == 0 and not m.done
+    assert m.error.startswith("retry limit exceeded")
+    [(t, got)] = failed
+    # posted at 0 and never sent (no credit): the refresh schedule alone sets the time
+    assert math.isnan(m.start_s)
+    assert got is m and t == pytest.approx(RTO * (2 ** (limit + 1) - 1), rel=1e-9)
