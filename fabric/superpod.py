@@ -16,7 +16,6 @@ by a scenario.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import networkx as nx
@@ -31,6 +30,7 @@ from fabric.topology import (
     add_nic_ports,
     attach_fat_tree,
     attach_rail,
+    builder_arguments,
     fat_tree_size,
     int_param,
     length_param,
@@ -270,6 +270,14 @@ def h800_deepep(
     (``scaleup_switches`` overrides); NVLink latency is an estimate [E]. Other ``superpod``
     parameters pass through ``overrides``.
     """
+    args = _h800_deepep_args(nodes, scaleup_rate=scaleup_rate, scaleup_latency=scaleup_latency,
+                             scaleout=scaleout, name=name, **overrides)  # fmt: skip
+    return _preset(superpod(**args), "h800-deepep", {"nodes": args["pods"]})
+
+
+def _h800_deepep_args(nodes: int, *, scaleup_rate: Any, scaleup_latency: Any, scaleout: str,
+                      name: str | None, **overrides: Any) -> dict[str, Any]:  # fmt: skip
+    """The :func:`superpod` arguments of :func:`h800_deepep` (its builder and its size)."""
     nodes = int_param(nodes, "nodes")
     kw: dict[str, Any] = {
         "gpus_per_nic": 1,
@@ -279,17 +287,9 @@ def h800_deepep(
         "fabric_phy": "400GbE",
     }
     kw.update(overrides)
-    g = superpod(
-        nodes,
-        8,
-        8,
-        scaleup_rate=scaleup_rate,
-        scaleup_latency=scaleup_latency,
-        scaleout=scaleout,
-        name=name or f"h800-deepep-{nodes}n",
-        **kw,
-    )
-    return _preset(g, "h800-deepep", {"nodes": nodes})
+    return dict(pods=nodes, gpus_per_pod=8, gpus_per_server=8, scaleup_rate=scaleup_rate,
+                scaleup_latency=scaleup_latency, scaleout=scaleout,
+                name=name or f"h800-deepep-{nodes}n", **kw)  # fmt: skip
 
 
 def _pod_preset(
@@ -306,13 +306,26 @@ def _pod_preset(
     recorded as preset ``preset``. The fabric PHY defaults to the NIC's and the scale-up latency
     to :data:`DEFAULT_SCALEUP_LATENCY`; ``overrides`` may replace either or pass any other
     ``superpod`` parameter."""
+    args = _pod_preset_args(preset, pods, gpus_per_pod, name, overrides, nic_phy=nic_phy, **kw)
+    return _preset(superpod(**args), preset, {"pods": args["pods"]})
+
+
+def _pod_preset_args(
+    preset: str,
+    pods: int,
+    gpus_per_pod: int,
+    name: str | None,
+    overrides: dict[str, Any],
+    *,
+    nic_phy: str,
+    **kw: Any,
+) -> dict[str, Any]:
+    """The :func:`superpod` arguments of a pod preset (its builder and its size)."""
     pods = int_param(pods, "pods")
     extra: dict[str, Any] = {"fabric_phy": nic_phy, "scaleup_latency": DEFAULT_SCALEUP_LATENCY}
     extra.update(overrides)
-    g = superpod(
-        pods, gpus_per_pod, 8, nic_phy=nic_phy, name=name or f"{preset}-{pods}p", **kw, **extra
-    )
-    return _preset(g, preset, {"pods": pods})
+    return dict(pods=pods, gpus_per_pod=gpus_per_pod, gpus_per_server=8, nic_phy=nic_phy,
+                name=name or f"{preset}-{pods}p", **kw, **extra)  # fmt: skip
 
 
 @TOPOLOGIES.register(
@@ -397,27 +410,24 @@ def superpod_384(
 
 @sizer("superpod")
 def superpod_size(
-    pods: int = 2,
-    gpus_per_pod: int = 64,
-    gpus_per_server: int = 8,
+    pods: int,
+    gpus_per_pod: int,
+    gpus_per_server: int,
     *,
-    gpus_per_nic: int = 1,
-    planes: int = 1,
-    scaleup_switches: int = 1,
-    scaleout: str = "rail",
-    servers_per_group: int | None = None,
-    spines: int | None = None,
-    oversubscription: float | None = None,
-    k: int | None = None,
-    nic_phy: str = "400GbE",
-    fabric_phy: str = "400GbE",
+    gpus_per_nic: int,
+    planes: int,
+    scaleup_switches: int,
+    scaleout: str,
+    servers_per_group: int | None,
+    spines: int | None,
+    oversubscription: float | None,
+    k: int | None,
+    nic_phy: str,
+    fabric_phy: str,
     **_: Any,
 ) -> TopologySize:
     """What :func:`superpod` builds: ``pods*gpus_per_pod`` GPU nodes, each linked to the pod's
     ``scaleup_switches`` switches, plus the rail or fat-tree scale-out of its NIC cards."""
-    unknown = set(_) - set(inspect.signature(superpod).parameters)
-    if unknown:
-        raise TopologyError(f"superpod has no parameter(s) {sorted(unknown)}")
     pods = int_param(pods, "pods")
     gpp = int_param(gpus_per_pod, "gpus_per_pod")
     gps = int_param(gpus_per_server, "gpus_per_server")
@@ -443,24 +453,18 @@ def superpod_size(
 
 
 @sizer("h800-deepep")
-def _h800_deepep_size(nodes: int = 4, *, scaleout: str = "rail", scaleup_rate: Any = None,
-                      scaleup_latency: Any = None, name: Any = None,
-                      **overrides: Any) -> TopologySize:  # fmt: skip
-    kw: dict[str, Any] = {"gpus_per_nic": 1, "planes": 1, "scaleup_switches": 1}
-    kw.update(overrides)
-    return superpod_size(int_param(nodes, "nodes"), 8, 8, scaleout=scaleout, **kw)
+def _h800_deepep_size(**args: Any) -> TopologySize:
+    return superpod_size(**builder_arguments("superpod", _h800_deepep_args(**args)))
 
 
-def _pod_preset_size(gpus_per_pod: int, defaults: dict[str, Any]) -> Any:
-    def size(pods: int = 2, *, name: Any = None, **given: Any) -> TopologySize:
-        kw = {**defaults, **given}
-        kw.setdefault("fabric_phy", kw["nic_phy"])  # as _pod_preset: the fabric runs the NIC's PHY
-        return superpod_size(int_param(pods, "pods"), gpus_per_pod, 8, **kw)
+def _pod_preset_size(preset: str, gpus_per_pod: int) -> Any:
+    def size(pods: int, *, name: Any, nic_phy: str, **rest: Any) -> TopologySize:
+        # named parameters and overrides alike become superpod arguments, as in the builder
+        args = _pod_preset_args(preset, pods, gpus_per_pod, name, rest, nic_phy=nic_phy)
+        return superpod_size(**builder_arguments("superpod", args))
 
     return size
 
 
-_SIZE_128 = {"gpus_per_nic": 2, "planes": 2, "nic_phy": "200GbE", "scaleup_switches": 8}
-_SIZE_384 = {"gpus_per_nic": 1, "planes": 1, "nic_phy": "400GbE", "scaleup_switches": 7}
-sizer("superpod-128")(_pod_preset_size(128, _SIZE_128))
-sizer("superpod-384")(_pod_preset_size(384, _SIZE_384))
+sizer("superpod-128")(_pod_preset_size("superpod-128", 128))
+sizer("superpod-384")(_pod_preset_size("superpod-384", 384))

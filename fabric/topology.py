@@ -63,6 +63,7 @@ __all__ = [
     "TopologyError",
     "TopologySize",
     "build_topology",
+    "builder_arguments",
     "endpoints",
     "gpu_nics",
     "gpu_table",
@@ -845,7 +846,9 @@ SIZERS: dict[str, Any] = {}
 
 
 def sizer(name: str) -> Any:
-    """Register the closed-form size function of builder ``name`` (see :func:`topology_size`)."""
+    """Register the closed-form size function of builder ``name`` (see :func:`topology_size`).
+    It is called with every argument of the builder, defaults filled in
+    (:func:`builder_arguments`), so it declares none of its own."""
 
     def deco(fn: Any) -> Any:
         SIZERS[name] = fn
@@ -863,10 +866,25 @@ def topology_size(name: str, params: dict[str, Any]) -> TopologySize | None:
     if fn is None:
         return None
     try:
-        inspect.signature(TOPOLOGIES.get(name)).bind(**params)  # unknown keywords
-        return fn(**params)
+        return fn(**builder_arguments(name, params))
     except Exception:
         return None
+
+
+def builder_arguments(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` bound to builder ``name``'s signature with its defaults filled in (keyword
+    overrides a builder collects in ``**kw`` flattened in): what a size function receives, so
+    that defaults live in the builder alone. TypeError for an unknown or missing argument."""
+    sig = inspect.signature(TOPOLOGIES.get(name))
+    bound = sig.bind(**params)
+    bound.apply_defaults()
+    args: dict[str, Any] = {}
+    for key, value in bound.arguments.items():
+        if sig.parameters[key].kind is inspect.Parameter.VAR_KEYWORD:
+            args.update(value)
+        else:
+            args[key] = value
+    return args
 
 
 def two_tier_size(ports: int, leaves: int, spines: int, planes: int, extra_nodes: int = 0,
@@ -892,21 +910,21 @@ def fat_tree_size(ports: int, k: int, planes: int, extra_nodes: int = 0,
 
 
 @sizer("star")
-def _star_size(hosts: int = 16, *, planes: int = 1, **_: Any) -> TopologySize:
+def _star_size(hosts: int, *, planes: int, **_: Any) -> TopologySize:
     hosts, planes = int_param(hosts, "hosts"), int_param(planes, "planes")
     return TopologySize(nodes=planes * (hosts + 1), edges=planes * hosts, endpoints=planes * hosts)
 
 
 @sizer("leaf-spine")
 def _leaf_spine_size(
-    hosts_per_leaf: int = 8,
-    leaves: int = 4,
+    hosts_per_leaf: int,
+    leaves: int,
     *,
-    spines: int | None = None,
-    oversubscription: float | None = None,
-    planes: int = 1,
-    host_phy: str = "400GbE",
-    fabric_phy: str = "400GbE",
+    spines: int | None,
+    oversubscription: float | None,
+    planes: int,
+    host_phy: str,
+    fabric_phy: str,
     **_: Any,
 ) -> TopologySize:
     hpl, leaves = int_param(hosts_per_leaf, "hosts_per_leaf"), int_param(leaves, "leaves")
@@ -917,8 +935,7 @@ def _leaf_spine_size(
 
 
 @sizer("fat-tree")
-def _fat_tree_size(k: int = 4, *, hosts: int | None = None, planes: int = 1,
-                   **_: Any) -> TopologySize:  # fmt: skip
+def _fat_tree_size(k: int, *, hosts: int | None, planes: int, **_: Any) -> TopologySize:
     k = int_param(k, "k", 2)
     n_hosts = k**3 // 4 if hosts is None else int_param(hosts, "hosts")
     return fat_tree_size(n_hosts, k, int_param(planes, "planes"))
@@ -933,16 +950,16 @@ def rail_size(servers: int, rails: int, servers_per_group: int, spines: int, pla
 
 @sizer("rail")
 def _rail_size(
-    servers: int = 4,
-    gpus_per_server: int = 8,
+    servers: int,
+    gpus_per_server: int,
     *,
-    gpus_per_nic: int = 1,
-    planes: int = 1,
-    servers_per_group: int | None = None,
-    spines: int | None = None,
-    oversubscription: float | None = None,
-    nic_phy: str = "400GbE",
-    fabric_phy: str = "400GbE",
+    gpus_per_nic: int,
+    planes: int,
+    servers_per_group: int | None,
+    spines: int | None,
+    oversubscription: float | None,
+    nic_phy: str,
+    fabric_phy: str,
     **_: Any,
 ) -> TopologySize:
     servers = int_param(servers, "servers")

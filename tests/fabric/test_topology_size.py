@@ -23,6 +23,7 @@ CASES = [
     ("superpod", {"pods": 3, "gpus_per_pod": 16, "servers_per_group": 4}),
     ("h800-deepep", {}),
     ("h800-deepep", {"nodes": 3, "scaleout": "fat-tree"}),
+    ("h800-deepep", {"nodes": 2, "planes": 2, "gpus_per_nic": 2}),
     ("superpod-128", {}),
     ("superpod-128", {"pods": 1, "planes": 1, "nic_phy": "400GbE"}),
     ("superpod-128", {"pods": 1, "oversubscription": 2}),
