@@ -103,11 +103,48 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
     check_cluster_size(sc, force=force)
 
     name, params, path = sc.cluster.topology_source()
-    with at(path, f"topology {name!r}"):
+    try:
         g = build_topology(name, **params)
+    except (ValueError, TypeError) as exc:
+        unknown = _unknown_topology_param(name, exc, path)
+        if unknown is not None:
+            raise unknown from None
+        named = str(exc).startswith(f"topology {name!r}")
+        with at(path, "" if named else f"topology {name!r}"):
+            raise
     with at(path, f"topology {name!r}"):
         validate_graph(g)
     return g
+
+
+def _unknown_topology_param(name: str, exc: Exception, path: str) -> ScenarioError | None:
+    """A misspelt builder parameter as a ScenarioError at ``path.<param>`` with a did-you-mean
+    over what the builder (and, for a preset, the builder it passes through to) accepts; None
+    for any other error. Python's "f() got an unexpected keyword argument" named neither."""
+    import difflib
+    import re
+
+    from fabric.topology import TOPOLOGIES
+
+    m = re.search(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'", str(exc))
+    if m is None:
+        return None
+    inner, bad = m.group(1), m.group(2)
+    accepted: list[str] = []
+    for builder in (name, inner.replace("_", "-")):
+        if builder not in TOPOLOGIES:
+            continue
+        for p in inspect.signature(TOPOLOGIES.get(builder)).parameters.values():
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in accepted:
+                accepted.append(p.name)
+    if not accepted:
+        return None
+    close = difflib.get_close_matches(bad, accepted, n=2, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return ScenarioError(
+        f"topology {name!r} has no parameter {bad!r}.{hint} Parameters: {', '.join(accepted)}.",
+        path=f"{path}.{bad}",
+    )
 
 
 def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
@@ -345,9 +382,16 @@ def read_trace_file(path: Path, fmt: str = "auto", num_ranks: int | None = None)
     if num_ranks is None:
         try:
             return read_trace(str(path))
-        except ValueError as exc:
-            if "num_ranks" not in str(exc):
-                raise ScenarioError(f"{str(exc).rstrip('.')}.", path=where) from None
+        except (ValueError, TypeError) as exc:  # TypeError: a header that is not a mapping
+            # only a file that records no rank count falls back to its highest rank + 1: a
+            # rank outside the recorded count ("... (num_ranks=16)") is an error in the file
+            if "has no num_ranks" not in str(exc):
+                text = str(exc).rstrip(".")
+                if isinstance(exc, TypeError):
+                    text = f"its attrs header is not a JSON object (mapping): {text}"
+                if str(path) not in text:  # JSON header and empty-file errors name no file
+                    text = f"trace {str(path)!r}: {text}"
+                raise ScenarioError(f"{text}.", path=where) from None
         raw = _read_raw(path, fmt)
         try:
             hi = int(max(raw["src_rank"].max(), raw["dst_rank"].max())) if len(raw) else 0

@@ -446,6 +446,20 @@ from scenarios.study.cli import register_commands as _register_cost_and_sweep  #
 _register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8), guarded too
 
 
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Join the source line breaks of each command's docstring into paragraphs: typer's rich
+    help keeps them, so ``podsim --help`` and ``podsim run --help`` broke sentences mid-line."""
+    import inspect
+
+    for info in typer_app.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+        info.help = "\n\n".join(p for p in paragraphs if p)
+
+
+_reflow_help(app)
+
+
 def main() -> None:  # pragma: no cover - console entry for `python -m scenarios.cli`
     app()
 

@@ -288,6 +288,21 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def study_rows(prefix: str = "") -> list[KeyDoc]:
+    """The keys of a study file (:class:`scenarios.study.spec.Study`), as written in it."""
+    from dataclasses import replace
+
+    from scenarios.study.spec import Study
+
+    out = []
+    for r in reference(Study):
+        if r.path == "base_dir":  # set by the loader, not written in a file
+            continue
+        path = "list" if r.path == "list_" else r.path
+        out.append(replace(r, path=prefix + path))
+    return out
+
+
 def render(rows: list[KeyDoc] | None = None, fmt: str = "md") -> str:
     """The reference as a Markdown table (``md``) or plain text (``text``: one block per
     key)."""
@@ -304,16 +319,28 @@ def render(rows: list[KeyDoc] | None = None, fmt: str = "md") -> str:
             "| key | type | default | unit | description |",
             "|---|---|---|---|---|",
         ]
-        for r in [*extras, *rows]:
-            key = f"**`{r.path}`**" if r.section else f"`{r.path}`"
-            out.append(
-                f"| {key} | {_md_cell(r.type)} | {_md_cell(r.default and f'`{r.default}`')} | "
-                f"{_md_cell(r.unit)} | {_md_cell(r.description)} |"
-            )
-        return "\n".join(out) + "\n"
+        study = [
+            "",
+            "# Study keys",
+            "",
+            "Every key of a study file (`podsim sweep STUDY`; examples in "
+            "scenarios/library/studies). Points override the base scenario by `--set` key path.",
+            "",
+            "| key | type | default | unit | description |",
+            "|---|---|---|---|---|",
+        ]
+        for table, items in ((out, [*extras, *rows]), (study, study_rows())):
+            for r in items:
+                key = f"**`{r.path}`**" if r.section else f"`{r.path}`"
+                table.append(
+                    f"| {key} | {_md_cell(r.type)} | "
+                    f"{_md_cell(r.default and f'`{r.default}`')} | "
+                    f"{_md_cell(r.unit)} | {_md_cell(r.description)} |"
+                )
+        return "\n".join(out + study) + "\n"
     if fmt == "text":
         out = []
-        for r in [*extras, *rows]:
+        for r in [*extras, *rows, *study_rows("study: ")]:
             head = r.path + (f"  [{r.unit}]" if r.unit else "")
             out.append(head)
             out.append(f"    {r.description}")

@@ -240,6 +240,17 @@ def _describe(err: Mapping[str, Any], root: type[BaseModel]) -> tuple[list[Any],
     msg = str(err.get("msg", "invalid value"))
     if kind == "missing":
         return clean, "this required key is missing."
+    if kind == "union_tag_not_found":
+        field = str((err.get("ctx") or {}).get("discriminator") or "kind").strip("'")
+        return [*clean, field], f"this required key is missing: the {field} of the entry."
+    if kind == "union_tag_invalid":
+        # pydantic's "Input tag ... does not match any of the expected tags" names no key
+        tag, field = (err.get("ctx") or {}).get("tag"), (err.get("ctx") or {}).get("discriminator")
+        tags = re.findall(r"'([^']+)'", str((err.get("ctx") or {}).get("expected_tags", "")))
+        field = str(field or "kind").strip("'")
+        close = difflib.get_close_matches(str(tag), tags, n=2, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return [*clean, field], f"unknown {field} {tag!r}.{hint} Choices: {', '.join(tags)}."
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]

@@ -43,6 +43,7 @@ from fabric.faults import (
     SwitchDown,
 )
 from fabric.invariants import Checker, HostEndpoints, explain_unfinished, is_failure
+from fabric.units import fmt_rate
 from scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -66,11 +67,14 @@ __all__ = [
 CHECK_EVERY_EVENTS = 200_000
 
 
-def fabric_faults(sc: Scenario, graph: nx.Graph | None = None) -> list[tuple[int, Fault]]:
+def fabric_faults(
+    sc: Scenario, graph: nx.Graph | None = None, *, scaleup_ok: bool = False
+) -> list[tuple[int, Fault]]:
     """(index in ``faults:``, fabric fault) for every fault the packet network acts on.
 
     With the cluster's ``graph``, links and nodes are checked against it (and scale-up links,
-    which the packet engine does not simulate, are refused with a clear error)."""
+    which the packet engine does not simulate, are refused with a clear error unless
+    ``scaleup_ok``: the flow engine takes them as capacity changes)."""
     out: list[tuple[int, Fault]] = []
     g = graph
     for i, f in enumerate(sc.faults):
@@ -100,21 +104,21 @@ def fabric_faults(sc: Scenario, graph: nx.Graph | None = None) -> list[tuple[int
         except FaultError as exc:
             raise ScenarioError(f"{exc}.", path=f"faults[{i}]") from None
         if g is not None:
-            _check_target(i, ff, g)
+            _check_target(i, ff, g, scaleup_ok)
         out.append((i, ff))
     return out
 
 
-def check_targets(sc: Scenario, graph: nx.Graph) -> None:
+def check_targets(sc: Scenario, graph: nx.Graph, *, scaleup_ok: bool = False) -> None:
     """Raise a ScenarioError at ``faults[i]...`` for a fault naming a link or node the cluster
     does not have (what ``podsim validate`` checks without running)."""
-    fabric_faults(sc, graph)
+    fabric_faults(sc, graph, scaleup_ok=scaleup_ok)
 
 
 _SWITCH_ROLES = ("leaf", "spine", "core")
 
 
-def _check_target(i: int, f: Fault, g: nx.Graph) -> None:
+def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> None:
     link = getattr(f, "link", None)
     if link is not None:
         u, v = link
@@ -123,11 +127,20 @@ def _check_target(i: int, f: Fault, g: nx.Graph) -> None:
             hint = f"; {u!r} links to {near}" if near else f"; {u!r} is not a node"
             raise ScenarioError(f"no link {u!r}-{v!r} in the cluster{hint}.",
                                 path=f"faults[{i}].link")  # fmt: skip
-        if g.edges[u, v].get("kind") == "scaleup":
+        if g.edges[u, v].get("kind") == "scaleup" and not scaleup_ok:
             raise ScenarioError(
                 f"{u!r}-{v!r} is a scale-up link; the packet engine simulates the scale-out "
                 "fabric only (faults on scale-up links are not modelled).",
                 path=f"faults[{i}].link",
+            )
+        nominal = float(g.edges[u, v].get("rate_bps", math.inf))
+        if isinstance(f, LinkDegrade) and f.rate_bps > nominal:
+            # a "degraded" link faster than its PHY would speed the fabric up unnoticed
+            raise ScenarioError(
+                f"link_degrade rate {fmt_rate(f.rate_bps)} is above the {fmt_rate(nominal)} of "
+                f"link {u!r}-{v!r}; a degraded link runs slower (e.g. 300Gbps for a 400G link "
+                "that lost a lane).",
+                path=f"faults[{i}].rate",
             )
         return
     node = f.node  # type: ignore[attr-defined]
@@ -136,7 +149,11 @@ def _check_target(i: int, f: Fault, g: nx.Graph) -> None:
         eg = next((n for n, r in g.nodes(data="role") if r == "nic"), "nic0.p0")
         raise ScenarioError(f"{node!r} is not a NIC port of the cluster (e.g. {eg!r}).",
                             path=f"faults[{i}].node")  # fmt: skip
-    if isinstance(f, SwitchDown) and role not in _SWITCH_ROLES:
+    if (
+        isinstance(f, SwitchDown)
+        and role not in _SWITCH_ROLES
+        and not (scaleup_ok and role == "scaleup")
+    ):
         what = "a scale-up switch (not simulated by the packet engine)" if role == "scaleup" \
             else "not a switch of the cluster"  # fmt: skip
         raise ScenarioError(f"{node!r} is {what}.", path=f"faults[{i}].node")

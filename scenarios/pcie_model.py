@@ -30,6 +30,8 @@ NIC network goodput, the NIC's cap in the couplings: the sum of its ports' MAC r
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -415,6 +417,17 @@ def _build_tree(
     try:
         tree = builder(**kw)
     except TypeError as exc:
+        # name the key and what the layout takes, not Python's "f() got an unexpected ..."
+        sig = inspect.signature(builder).parameters
+        bad = [k for k in user if k not in sig]
+        if bad and not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+            close = difflib.get_close_matches(bad[0], list(sig), n=2, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ScenarioError(
+                f"node layout {layout!r} has no parameter {bad[0]!r}.{hint} "
+                f"Parameters: {', '.join(sig)}.",
+                path=f"{LAYOUT_PARAMS}.{bad[0]}",
+            ) from None
         raise ScenarioError(f"node layout {layout!r}: {exc}.", path=LAYOUT_PARAMS) from None
     except ValueError as exc:
         raise ScenarioError(

@@ -275,7 +275,8 @@ def fig_gpu_bandwidth(res: Results) -> Figure | None:
     bw = res.gpu_bandwidth().dropna()
     if bw.empty:
         return None
-    phases = list(dict.fromkeys(bw["phase"]))
+    order = {"dispatch": 0, "combine": 1}  # in the order they run, not alphabetical
+    phases = sorted(dict.fromkeys(bw["phase"]), key=lambda p: order.get(str(p), 2))
     ranks = sorted(set(bw["rank"]))
     fig = Figure(figsize=(max(6.0, 0.25 * len(ranks) * len(phases) + 2), 4.5))
     ax = fig.add_subplot()
@@ -299,9 +300,10 @@ def fig_gpu_bandwidth(res: Results) -> Figure | None:
     ax.set_xlabel("rank (GPU)")
     ax.set_ylabel("bandwidth per GPU (GB/s)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend()
+    # outside the axes: inside, the legend hid the bars of the last ranks
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_title(_title(res, "Per-GPU all-to-all bandwidth (bytes sent / own phase time)"))
-    _margins(fig)
+    _margins(fig, right=1.1)
     return fig
 
 
@@ -339,9 +341,9 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_title(_title(res, f"Timeline of step {step}, layer {layer} (the slowest)"))
-    _margins(fig)
+    _margins(fig, right=1.1)
     return fig
 
 

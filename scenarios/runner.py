@@ -368,6 +368,14 @@ def _check_engine(sc: Scenario, prep: Prepared) -> None:
     (flow, bound), fault targets the cluster lacks and runs that could never end (packet)."""
     from scenarios import faults
 
+    cell, mtu = sc.sim.cell, sc.cluster.nic.mtu
+    if sc.engine == "packet" and cell is not None and cell < mtu:
+        # the engine moved whole MTU frames then, silently: the knob only coarsens
+        raise ScenarioError(
+            f"cell {cell} B is below the MTU ({mtu} B): a cell is a burst of whole MTU frames "
+            "(a fidelity knob for speed); use a size above the MTU or leave sim.cell unset.",
+            path="sim.cell",
+        )
     if sc.engine == "packet":
         faults.check_targets(sc, prep.cluster.graph)
         faults.check_termination(sc, prep.cluster.graph, prep.trace, prep.cluster.rank_ports)
@@ -377,6 +385,8 @@ def _check_engine(sc: Scenario, prep: Prepared) -> None:
         ctx = RunContext(scenario=sc, cluster=prep.cluster, trace=prep.trace,
                          compute=prep.compute)  # fmt: skip
         refuse_unmodelled(ctx, sc.engine)
+        if sc.engine == "flow":  # else a bad target failed only once running, at no key
+            faults.check_targets(sc, prep.cluster.graph, scaleup_ok=True)
 
 
 def _check_cost(sc: Scenario) -> None:

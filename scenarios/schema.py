@@ -551,9 +551,14 @@ class SkewConfig(Strict):
         "uniform", description="expert popularity model (podsim list popularity)"
     )
     max_mean: Annotated[float, Field(ge=1.0)] | None = Field(
-        None, description="lognormal: target max/mean tokens per rank"
+        None,
+        description="zipf or lognormal: target max/mean tokens per rank (or give exponent)",
     )
-    exponent: Annotated[float, Field(gt=0.0)] | None = Field(None, description="zipf: the exponent")
+    exponent: Annotated[float, Field(gt=0.0)] | None = Field(
+        None,
+        description="zipf or lognormal: the shape, zipf's exponent s or lognormal's sigma "
+        "(or give max_mean)",
+    )
     params: Params = Field(
         default_factory=dict, description="more arguments of the popularity model"
     )
@@ -570,6 +575,17 @@ class SkewConfig(Strict):
                     f"popularity; kind 'uniform' has none: set kind, or remove "
                     f"{' and '.join(given)}"
                 )
+        elif (self.max_mean is None) == (self.exponent is None) and not {
+            "target_max_mean",
+            "skew_shape",
+        } & set(self.params or {}):
+            # the kernels' own message names their arguments (target_max_mean, shape), not
+            # these keys
+            what = "both" if self.max_mean is not None else "neither"
+            raise ValueError(
+                f"kind {self.kind!r} needs exactly one of max_mean (target max/mean tokens "
+                f"per rank, e.g. 2.56) or exponent (the shape of the popularity); {what} given"
+            )
         return self
 
 
@@ -745,7 +761,9 @@ class _FaultBase(Strict):
     @model_validator(mode="after")
     def _window(self) -> _FaultBase:
         if self.until is not None and self.until <= self.at:
-            raise ValueError(f"until ({self.until} s) must be after at ({self.at} s)")
+            raise ValueError(
+                f"until ({fmt_time(self.until)}) must be after at ({fmt_time(self.at)})"
+            )
         return self
 
 
@@ -821,7 +839,9 @@ class SimConfig(Strict):
         "nic", description="packet engine sender: the SmartNIC transport or a line-rate host"
     )
     cell: Size | None = Field(
-        None, description="endpoint host: move cells of this size (a fidelity knob for speed)"
+        None,
+        description="endpoint host: move cells of this size, at least the MTU (a fidelity knob "
+        "for speed)",
     )
     sample_interval: Time = Field(parse_time("1us"), description="queue-depth sampling period")
     time_limit: Time | None = Field(None, description="stop the simulation at this simulated time")
@@ -864,6 +884,30 @@ class OutputsConfig(Strict):
     report: bool = Field(False, description="also write report.html (podsim report)")
     hottest_ports: PositiveInt = Field(8, description="ports in the queue-depth figure")
     queue_series: bool = Field(True, description="record queue-depth time series")
+
+    @field_validator("dir")
+    @classmethod
+    def _dir_placeholders(cls, v: str) -> str:
+        # checked here so that a typo is bad input (exit 2), not a KeyError when the run
+        # formats the folder name after simulating
+        import string
+
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(v) if f is not None]
+        except ValueError:
+            fields = None
+        bad = None if fields is None else [f for f in fields if f not in ("name", "variant")]
+        if fields is None or bad:
+            what = (
+                "unbalanced braces"
+                if bad is None
+                else "unknown placeholder(s) " + ", ".join("{" + f + "}" for f in bad)
+            )
+            raise ValueError(
+                f"{what}; outputs.dir expands only {{name}} and {{variant}} (write {{{{ and }}}} "
+                "for literal braces)"
+            )
+        return v
 
 
 class Scenario(Strict):

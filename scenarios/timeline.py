@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -104,6 +105,37 @@ class _Finished(Exception):
 
 def _leave_loop(_ev: simpy.Event) -> None:
     raise _Finished
+
+
+@contextmanager
+def _ctrl_c_between_events(pending: list[bool]) -> Iterator[None]:
+    """Defer Ctrl-C to the next progress point, between two events.
+
+    Python raises KeyboardInterrupt wherever the main thread is: inside a NIC callback it
+    left a packet counted as sent but nowhere in flight, and the checks that follow called the
+    user's Ctrl-C a model bug ("bytes not conserved") and kept no results. A second Ctrl-C
+    stops at once. Only in the main thread with Python's own handler in place (tests and
+    embedding programs that install theirs keep them)."""
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def defer(_signum: int, _frame: object) -> None:
+        if pending:
+            raise KeyboardInterrupt
+        pending.append(True)
+
+    previous = signal.signal(signal.SIGINT, defer)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_timeline(
@@ -248,22 +280,27 @@ def run_timeline(
     all_done.callbacks.append(lambda _ev: finished_at.append(env.now))
     all_done.callbacks.append(_leave_loop)
 
+    ctrl_c: list[bool] = []
+
     def report() -> bool:
+        if ctrl_c:
+            raise KeyboardInterrupt  # deferred to here, between two events
         if progress is not None:
             progress(env.now, _event_count(env))
         return False
 
     status = "complete"
     try:
-        report()  # the run has started (a Ctrl-C from here on keeps what was done)
-        if time_limit is not None and time_limit <= env.now:
-            status = "time-limit"
-        else:
-            run_checked(env, time_limit, check_every=max(1, int(progress_every)), stop=report)
-            # the loop ran dry or reached the limit without the last rank finishing (if the
-            # last phase ended exactly at the limit, its event is left unprocessed: complete)
-            if not all_done.triggered:
-                status = "stalled" if not env._queue else "time-limit"
+        with _ctrl_c_between_events(ctrl_c):
+            report()  # the run has started (a Ctrl-C from here on keeps what was done)
+            if time_limit is not None and time_limit <= env.now:
+                status = "time-limit"
+            else:
+                run_checked(env, time_limit, check_every=max(1, int(progress_every)), stop=report)
+                # the loop ran dry or reached the limit without the last rank finishing (if the
+                # last phase ended exactly at the limit, its event is left unprocessed)
+                if not all_done.triggered:
+                    status = "stalled" if not env._queue else "time-limit"
     except _Finished:
         pass
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 
 from rich.table import Table
+from rich.text import Text
 
 from scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
 from scenarios.cost.model import CostBreakdown
@@ -21,19 +22,23 @@ def usd(x: float | None) -> str:
 
 
 def bom_table(cost: CostBreakdown, title: str = "Bill of materials") -> Table:
+    # the detail goes under the item name, in the one column that may wrap: as a column of
+    # its own it left no room on an 80-column terminal (or a pipe), where rich then shrank it to
+    # nothing and cut the figures ("179,200…")
     t = Table(title=title, title_justify="left")
     t.add_column("category", no_wrap=True)
-    t.add_column("item", no_wrap=True)
-    t.add_column("detail", overflow="fold", ratio=1)
+    t.add_column("item (detail)", overflow="fold", ratio=1)
     t.add_column("count", justify="right", no_wrap=True)
     t.add_column("unit", justify="right", no_wrap=True)
     t.add_column("capex", justify="right", no_wrap=True)
     t.add_column("power", justify="right", no_wrap=True)
     for ln in cost.lines:
+        item = Text(ln.item + ("*" if ln.estimate else ""))
+        if ln.detail:
+            item.append("\n" + ln.detail, style="dim")
         t.add_row(
             ln.category,
-            ln.item + ("*" if ln.estimate else ""),
-            ln.detail,
+            item,
             f"{ln.count:,}",
             usd(ln.unit_price_usd),
             usd(ln.capex_usd),

@@ -72,6 +72,12 @@ def cost_command(
                     f"--compare-layouts {compare_layouts!r} must be two node layouts, "
                     f"BASE,VARIANT (e.g. external-switch,on-card-switch)"
                 )
+            from scenarios.registries import get_registry
+
+            layouts = get_registry("node layout")
+            for n in names:
+                if n not in layouts:  # else the error spoke of a --set the user never typed
+                    raise ValueError(f"--compare-layouts: {layouts.unknown_message(n)}")
             pair = [
                 cost_of_scenario(
                     file, [*(set_ or []), f"cluster.layout={n}"], seed=seed, force=force

@@ -84,19 +84,45 @@ def pareto_front(
     return mask
 
 
+def _money(x: float, digits: int) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"${x / scale:.{digits}g}{suffix}"
+    return f"${x:.{digits}g}"
+
+
+def _money_formatter_class() -> type:
+    from matplotlib.ticker import Formatter
+
+    class Money(Formatter):  # type: ignore[misc]
+        """Dollars as $k/$M/$B with as many digits as the ticks need to differ: a fixed 4
+        digits printed $1.579M twice on an axis from $1.577M to $1.582M."""
+
+        digits = 4
+
+        def set_locs(self, locs: Any) -> None:
+            super().set_locs(locs)
+            vals = [float(v) for v in locs]
+            self.digits = 4
+            while self.digits < 12 and len({_money(v, self.digits) for v in vals}) < len(set(vals)):
+                self.digits += 1
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return _money(x, self.digits)
+
+    return Money
+
+
+def _money_formatter() -> Any:
+    return _money_formatter_class()()
+
+
 def _axis_format(axis: Any, metric: str) -> None:
     """Dollars as $k/$M, seconds and bytes/s with engineering prefixes."""
-    from matplotlib.ticker import EngFormatter, FuncFormatter
+    from matplotlib.ticker import EngFormatter
 
     if metric.endswith("_usd"):
-
-        def money(x: float, _pos: int) -> str:
-            for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-                if abs(x) >= scale:
-                    return f"${x / scale:.4g}{suffix}"
-            return f"${x:.4g}"
-
-        axis.set_major_formatter(FuncFormatter(money))
+        axis.set_major_formatter(_money_formatter())
     elif metric.endswith("_s"):
         axis.set_major_formatter(EngFormatter(unit="s"))
     elif metric.endswith("_Bps"):
@@ -153,9 +179,14 @@ def fig_pareto(
     ax.plot(x[front][order], y[front][order], "-o", c="tab:red", ms=6, label="Pareto front")
     labels = variant_labels(df)
     if len(df) <= 24:
+        finite = np.isfinite(x)
+        mid = (np.nanmin(x) + np.nanmax(x)) / 2 if finite.any() else 0.0
         for xi, yi, lab, f in zip(x, y, labels, front, strict=True):
             if np.isfinite(xi) and np.isfinite(yi):
-                ax.annotate(lab, (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points",
+                # labels of the right half point left, so they stay inside the figure
+                right = xi > mid
+                ax.annotate(lab, (xi, yi), fontsize=6, xytext=(-3 if right else 3, 3),
+                            textcoords="offset points", ha="right" if right else "left",
                             color="tab:red" if f else "0.35")  # fmt: skip
     ax.set_xlabel(_label(cost_metric))
     ax.set_ylabel(_label(metric) + (" - higher is better" if maximize else " - lower is better"))

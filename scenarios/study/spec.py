@@ -113,9 +113,13 @@ class RandomSample(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    n: int = Field(gt=0)
-    seed: int = Field(0, ge=0)
-    params: dict[str, RandomParam] = Field(min_length=1)
+    n: int = Field(gt=0, description="points to draw")
+    seed: int = Field(0, ge=0, description="seed of numpy.random.default_rng")
+    params: dict[str, RandomParam] = Field(
+        min_length=1,
+        description="{key.path: {choice: [...]} | {uniform: [lo, hi]} | {loguniform: [lo, hi]} "
+        "| {randint: [lo, hi]}}",
+    )
 
     def points(self) -> list[dict[str, Any]]:
         rng = np.random.default_rng(self.seed)
@@ -128,16 +132,29 @@ class Study(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    name: str
-    description: str = ""
-    base: str | dict[str, Any]
-    set: dict[str, Any] = Field(default_factory=dict)
-    grid: dict[str, list[Any]] = Field(default_factory=dict)
-    list_: list[dict[str, Any]] = Field(default_factory=list, alias="list")
-    random: RandomSample | None = None
-    metric: str = "layer_time_s"
-    maximize: bool = False
-    cost_metric: str = "capex_usd"
+    name: str = Field(description="name of the study (its output folder results/studies/NAME)")
+    description: str = Field("", description="what the study shows (podsim list)")
+    base: str | dict[str, Any] = Field(
+        description="the base scenario: a built-in name, a file relative to the study, or a "
+        "scenario mapping"
+    )
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="{key.path: value} applied to every point"
+    )
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="{key.path: [values]}: the cross product of the lists"
+    )
+    list_: list[dict[str, Any]] = Field(
+        default_factory=list, alias="list", description="explicit points, each {key.path: value}"
+    )
+    random: RandomSample | None = Field(None, description="n points drawn at random")
+    metric: str = Field(
+        "layer_time_s",
+        description="the figure the plots and the Pareto front use (a summary key, dotted: "
+        "phases.dispatch.completion_time_s)",
+    )
+    maximize: bool = Field(False, description="true when a larger metric is better")
+    cost_metric: str = Field("capex_usd", description="the cost figure of the Pareto front")
     base_dir: str | None = Field(None, exclude=True)
     #: the study file it was loaded from (None for a mapping), for error messages
     _file: str | None = PrivateAttr(None)

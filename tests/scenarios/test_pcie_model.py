@@ -116,7 +116,7 @@ def test_no_layout_means_no_tree():
         ({"gpus_per_nic": 1}, "cluster.layout_params.gpus_per_nic"),
         ({"nics": 4}, "cluster.layout_params.nics"),
         ({"gpu_lanes": 3}, "cluster.layout_params"),
-        ({"wings": 2}, "cluster.layout_params"),
+        ({"wings": 2}, "cluster.layout_params.wings"),
     ],
 )
 def test_layout_params_that_contradict_the_topology_name_the_key(params, key):
