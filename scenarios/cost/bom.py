@@ -396,6 +396,13 @@ def _touches_nic(ctx: BomContext, u: str, v: str) -> bool:
 def _switches(ctx: BomContext) -> list[BomLine]:
     g = ctx.graph
     groups: Counter[tuple[str, str, str, int, float, int, int]] = Counter()
+    packed: dict[tuple[str, int, int, str], tuple[int, float, int]] = {}
+    # a two-tier Clos (no core tier) has as many spines as a leaf has uplinks, each with one
+    # port per leaf: small spines are how the graph draws bundles of parallel links. A
+    # three-tier fat-tree's switches are as the user sized them (k ports each): not packed.
+    pack_spines = ctx.spec.switch_pricing == "packed" and not any(
+        r == "core" for _, r in g.nodes(data="role")
+    )
     for n, d in g.nodes(data=True):
         role = d.get("role")
         if role not in SWITCH_ROLES:
@@ -414,9 +421,14 @@ def _switches(ctx: BomContext) -> list[BomLine]:
         except BomError as exc:
             raise BomError(f"switch {n!r} ({role}): {exc}") from None
         category = "scaleup" if role == "scaleup" else "switch"
+        if pack_spines and role == "spine":
+            key = (role, d.get("plane", 0), d.get("pod", -1), fabric)
+            nodes_radix, nodes_rate, count = packed.get(key, (0, 0.0, 0))
+            packed[key] = (nodes_radix + radix, max(nodes_rate, rate), count + 1)
+            continue
         used = radix * _bundle(rate, speed)
         groups[(category, item, role, used, speed, ports, boxes)] += 1
-    out = []
+    out = _packed_lines(ctx, packed)
     for (category, item, role, used, speed, ports, boxes), count in sorted(groups.items()):
         detail = f"{role}: {used} of {ports} x {fmt_rate(speed)} ports used"
         if boxes > 1:
@@ -430,6 +442,28 @@ def _switches(ctx: BomContext) -> list[BomLine]:
             out.append(ctx.line(category, item, count * boxes, detail, scale=share))
         else:
             out.append(ctx.line(category, item, count * boxes, detail))
+    return out
+
+
+def _packed_lines(
+    ctx: BomContext, packed: dict[tuple[str, int, int, str], tuple[int, float, int]]
+) -> list[BomLine]:
+    """Whole boxes for the ports of all spine nodes of one plane and pod."""
+    out = []
+    for (role, plane, pod, fabric), (radix, rate, nodes) in sorted(packed.items()):
+        try:
+            item, speed, ports, boxes = choose_switch(
+                radix, rate, fabric, ctx.catalog, ctx.spec.switches
+            )
+        except BomError as exc:
+            raise BomError(f"{role} tier, plane {plane}: {exc}") from None
+        used = radix * _bundle(rate, speed)
+        where = f"plane {plane}" + (f", pod {pod}" if pod >= 0 else "")
+        detail = (
+            f"{role} ({where}): {nodes} graph nodes packed, {used} ports on {boxes} box(es) of "
+            f"{ports} x {fmt_rate(speed)}"
+        )
+        out.append(ctx.line("switch", item, boxes, detail))
     return out
 
 

@@ -38,9 +38,14 @@ class CostSpec(BaseModel):
       (default count: from the node layout).
     - ``switches``: candidate switch items (default: every switch of the catalog; the cheapest box
       that fits each switch's radix and rate wins); ``links``: candidate optic/cable items.
-    - ``switch_pricing``: ``box`` (default) pays a whole box per switch node; ``port`` pays the
-      used ports' share of a box, as if lightly used switches (small spines the builders make,
-      since the graph has no parallel links) were consolidated onto shared boxes.
+    - ``switch_pricing``: ``packed`` (default) pays a whole box per switch node, except the
+      spines of a two-tier Clos (no core tier), which get as many boxes as the ports of all
+      spines of one plane and pod need together: there a spine has one port per leaf and as
+      many spines as a leaf has uplinks, which is how the graph (no parallel links) draws
+      bundles, and nobody buys a 128-port box to use 4 of its ports. A three-tier fat-tree is
+      priced as drawn (its switches have the k ports the user chose). ``box`` pays a whole
+      box per switch node (the spines as drawn, an upper bound); ``port`` pays the used
+      ports' share of a box (a lower bound).
     - ``lengths``: link length per tier label for edges without ``length_m``.
     - ``years``, ``usd_per_kwh``, ``pue``: TCO inputs (assumptions, see module docstring).
     - ``items``: which cost item builders (``COST_ITEMS`` registry) to run (default: all).
@@ -76,8 +81,14 @@ class CostSpec(BaseModel):
     switches: list[str] | None = Field(
         None, description="candidate switch items (default: every switch of the catalog)"
     )
-    switch_pricing: Literal["box", "port"] = Field(
-        "box", description="pay a whole box per switch node, or the used ports' share"
+    switch_pricing: Literal["packed", "box", "port"] = Field(
+        "packed",
+        description=(
+            "packed: a whole box per switch node, but the spines of a two-tier Clos packed per "
+            "plane and pod onto as few boxes as their ports need (small spines are how the "
+            "graph draws parallel-link bundles); box: a whole box per switch node (upper "
+            "bound); port: the used ports' share of a box (lower bound)"
+        ),
     )
     links: list[str] | None = Field(
         None, description="candidate optic and cable items (default: all of the catalog)"

@@ -64,8 +64,13 @@ def test_rail_counts_match_closed_form(
     groups = math.ceil(servers / group)
     spines = group  # 1:1 at equal NIC and fabric rates: one uplink per downlink
     leaves = groups * rails
-    assert _count(lines, "switch") == planes * (leaves + spines)
+    # packed (default): each plane's spines (one port per leaf each) share 64-port 400G boxes
+    spine_boxes = math.ceil(leaves * spines / 64)
+    assert _count(lines, "switch") == planes * (leaves + spine_boxes)
     assert _count(lines, "switch", detail="leaf") == planes * leaves
+    assert _count(lines, "switch", detail="graph nodes packed") == planes * spine_boxes
+    drawn = build_bom(g, {"include_gpus": True, "switch_pricing": "box"}, layout="external-switch")
+    assert _count(drawn, "switch") == planes * (leaves + spines)  # a box per node as drawn
     assert _count(lines, "nic") == servers * rails
     nic_links = planes * servers * rails
     fabric_links = planes * leaves * spines
