@@ -135,12 +135,19 @@ def parse_size(value: str | int | float) -> int:
 _TIME_FORM = "a duration such as '1.5us', '200ns', '2ms' or '1s' (bare numbers are seconds)"
 
 
+def _scaled(num: float, scale: float) -> float:
+    """``num`` x ``scale``, dividing by the exact reciprocal of a sub-unit scale so that
+    '100us' is the double nearest 1e-4 (100 * 1e-6 is one bit off), and prints back as
+    '100us'."""
+    return num / round(1.0 / scale) if scale < 1.0 else num * scale
+
+
 def parse_time(value: str | float) -> float:
     """A duration in seconds."""
     x = _number(value, "duration", _TIME_FORM)
     if x is None:
         m = _match(_TIME_RE, str(value), "duration", _TIME_FORM)
-        x = float(m["num"]) * _TIME_SCALE[m["unit"]]
+        x = _scaled(float(m["num"]), _TIME_SCALE[m["unit"]])
     return _non_negative(x, value, "duration")
 
 
@@ -152,7 +159,7 @@ def parse_length(value: str | float) -> float:
     x = _number(value, "length", _LEN_FORM)
     if x is None:
         m = _match(_LEN_RE, str(value), "length", _LEN_FORM)
-        x = float(m["num"]) * _LEN_SCALE[m["unit"]]
+        x = _scaled(float(m["num"]), _LEN_SCALE[m["unit"]])
     return _non_negative(x, value, "length")
 
 

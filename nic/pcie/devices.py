@@ -40,6 +40,10 @@ T = TypeVar("T")
 def _from_dict(cls: type[T], d: Mapping[str, Any], what: str) -> T:
     """Build a spec dataclass from a YAML mapping; ``*_bps`` keys parse rates, ``*_s`` times."""
     known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    if not isinstance(d, Mapping):
+        raise ValueError(
+            f"the {what} must be a mapping of its fields ({', '.join(sorted(known))}); got {d!r}"
+        )
     unknown = set(d) - known
     if unknown:
         raise ValueError(

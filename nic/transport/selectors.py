@@ -352,8 +352,8 @@ def make_selector(
     params = dict(params or {})
     unknown = sorted(set(params) - set(cls.PARAMS))
     if unknown:
-        raise ValueError(
-            f"path selector {name!r} has no parameter(s) {unknown}; "
-            f"expected some of {sorted(cls.PARAMS) or 'none'}"
+        known = (
+            f"it takes {', '.join(sorted(cls.PARAMS))}" if cls.PARAMS else "it takes no parameters"
         )
+        raise ValueError(f"path selector {name!r} has no parameter(s) {unknown}; {known}")
     return cls(n_evs, rng, planes, **params)

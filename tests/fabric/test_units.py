@@ -121,3 +121,18 @@ def test_fmt_human():
     assert fmt_size(4096) == "4KiB"
     assert fmt_time(1.5e-6) == "1.5us"
     assert fmt_length(5.0) == "5m"
+
+
+@pytest.mark.parametrize("text", ["100us", "600ns", "1.5us", "2ms", "250ps", "3us", "50ms"])
+def test_parsed_times_are_the_nearest_double_and_print_back(text):
+    # "100us" must be the double nearest 1e-4 (100 * 1e-6 is one bit off) so that resolved
+    # scenarios print it back as written
+    assert (
+        parse_time(text)
+        == float(text[:-2]) / {"us": 1e6, "ns": 1e9, "ms": 1e3, "ps": 1e12}[text[-2:]]
+    )
+    assert fmt_time(parse_time(text)) == text
+
+
+def test_parsed_lengths_are_the_nearest_double():
+    assert parse_length("30cm") == 0.3 and parse_length("7mm") == 0.007

@@ -65,3 +65,10 @@ def test_from_dict_parses_units_and_rejects_unknown_keys():
         PcieLink.from_dict({"width": 16})
     with pytest.raises(ValueError, match="lanes must be an integer"):
         PcieLink.from_dict({"lanes": "16"})
+
+
+def test_device_specs_must_be_mappings() -> None:
+    from nic.pcie.devices import Ssd
+
+    with pytest.raises(ValueError, match=r"the SSD must be a mapping of its fields \(read_bps"):
+        Ssd.from_dict(3)  # type: ignore[arg-type]

@@ -394,3 +394,12 @@ def test_selector_feedback_variants() -> None:
         reps.on_ack(e, False, 0.0)
     reps.on_path_change(2, 0.0)
     assert list(reps.ring) == [1, 3]
+
+
+def test_selector_parameter_errors_list_what_it_takes() -> None:
+    with pytest.raises(ValueError, match=r"'spray' has no parameter\(s\) \['x'\]; it takes no "):
+        make_selector("spray", 4, random.Random(0), 1, {"x": 1})
+    takes = sorted(PATH_SELECTORS.get("bitmap").PARAMS)
+    assert takes  # bitmap has penalties to set
+    with pytest.raises(ValueError, match="it takes " + ", ".join(takes)):
+        make_selector("bitmap", 4, random.Random(0), 1, {"nope": 1})
