@@ -213,6 +213,15 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
             raise TraceError(
                 f"column {c!r} has {v[i]!r} at row {i}; expected one of {', '.join(allowed)}"
             )
+    # a rank's message to itself never leaves the GPU: only "local" describes it
+    hop = df["hop"].to_numpy(dtype=object)
+    self_net = (df["src_rank"].to_numpy() == df["dst_rank"].to_numpy()) & (hop != "local")
+    if self_net.any():
+        i = _first_bad(self_net)
+        raise TraceError(
+            f"row {i} sends from rank {df['src_rank'].iloc[i]} to itself with hop "
+            f"{hop[i]!r}; a rank's message to itself is hop 'local'"
+        )
     if "stage" in df.columns:
         _check_stages(df)
     casts = {

@@ -165,3 +165,16 @@ def test_deepep_normal_stages_pass_validation():
     # dispatch: RDMA first, then the intra-node forward; combine: the mirror image
     assert (d.stage[d.hop == "rdma"] == 0).all() and (d.hop[d.stage == 1] != "rdma").all()
     assert (c.hop[c.stage == 1] == "rdma").all() and (c.hop[c.stage == 0] != "rdma").all()
+
+
+def test_message_to_itself_must_be_local(trace):
+    net = np.flatnonzero(trace.hop.to_numpy() != "local")
+    i = int(net[0])
+    dst = trace.dst_rank.to_numpy().copy()
+    dst[i] = trace.src_rank.iloc[i]
+    with pytest.raises(TraceError, match=rf"row {i} sends from rank \d+ to itself with hop"):
+        validate_trace(_bad(trace, dst_rank=dst))
+    # the same row marked local is fine
+    hop = trace.hop.to_numpy().copy()
+    hop[i] = "local"
+    assert len(validate_trace(_bad(trace, dst_rank=dst, hop=hop))) == len(trace)
