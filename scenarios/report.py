@@ -83,8 +83,14 @@ def _num(x: Any, kind: str) -> str:
         return fmt_size(float(x))
     if kind == "W":
         return f"{float(x) / 1000:,.1f} kW" if abs(float(x)) >= 1000 else f"{float(x):,.0f} W"
-    if kind == "usd":  # small amounts (the cost of one layer) keep three digits
-        return usd(float(x)) if abs(float(x)) >= 100 else f"${float(x):.3g}"
+    if kind == "usd":  # small amounts (the cost of one layer) keep three significant digits
+        v = float(x)
+        if abs(v) >= 100:
+            return usd(v)
+        if v == 0:
+            return "$0"
+        decimals = max(2, 2 - math.floor(math.log10(abs(v))))  # plain decimals, no exponent
+        return f"${v:.{decimals}f}"
     if kind == "count":
         return f"{float(x):,.0f}"
     if kind == "g":

@@ -669,7 +669,7 @@ class Results:
                 continue  # runs without the bound engine's module
             head.add_row(label, *(fmt(m.get(key)) for m in phases.values()))
         comp = s.get("phases", {}).get("compute")
-        if comp:
+        if comp and comp.get("max_rank_time_s"):  # no caption for traffic with no compute
             head.caption = (
                 f"expert compute per rank: mean {_t(comp.get('mean_rank_time_s'))}, "
                 f"max {_t(comp.get('max_rank_time_s'))}"

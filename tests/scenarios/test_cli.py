@@ -163,3 +163,4 @@ def test_summary_title_names_the_variant_and_engine(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "spray-vs-ecmp (variant ecmp), packet engine: complete" in res.output
+    assert "expert compute" not in res.output  # synthetic traffic has no expert compute

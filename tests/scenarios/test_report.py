@@ -160,3 +160,11 @@ def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
     for name in STUDY_FIGURE_TITLES:
         assert (d / "plots" / f"{name}.png").is_file() and (d / "plots" / f"{name}.svg").is_file()
     assert f"wrote {2 * len(STUDY_FIGURE_TITLES)} plot files" in r.output
+
+
+def test_small_dollar_amounts_print_without_an_exponent() -> None:
+    from scenarios.report import _num
+
+    assert _num(1.59e-06, "usd") == "$0.00000159"  # the cost of one MoE layer
+    assert _num(0.0123, "usd") == "$0.0123" and _num(5.5, "usd") == "$5.50"
+    assert _num(1234.5, "usd").startswith("$1,23") and _num(0.0, "usd") == "$0"
