@@ -336,7 +336,64 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
     _check_nic_params(sc)
     _check_engine(sc, prep)
+    if not force:
+        _check_pfc_headroom(sc, prep)
     return prep
+
+
+def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
+    """With PFC on, a switch is lossless only if every ingress link can fill to ``xoff`` and
+    then take what is still in flight while its PAUSE travels, all at once, within the shared
+    buffer (fabric.switch: with PFC the dynamic threshold never drops, only a full buffer
+    does). Headroom per ingress: one round trip of the link (propagation and FEC both ways) at
+    its rate plus two frames, the switch model's sizing rule. A configuration that breaks it
+    is refused (``--force`` runs it anyway, to study the drops)."""
+    from fabric.network import SWITCH_ROLES
+    from fabric.packet import ROCE_OVERHEAD
+    from fabric.phy import PROPAGATION_S_PER_M, get_phy
+    from fabric.units import fmt_size
+
+    sw = sc.cluster.switch
+    if sc.engine != "packet" or not sw.pfc.enabled:
+        return
+    g = prep.cluster.graph
+    frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + ROCE_OVERHEAD
+    worst: tuple[float, str, int, float] | None = None  # (need, switch, links, headroom)
+    for node, role in g.nodes(data="role"):
+        if role not in SWITCH_ROLES[:3]:  # scale-up switches are not packet-level
+            continue
+        links = 0
+        headroom = 0.0
+        for _, _, d in g.edges(node, data=True):
+            if d.get("kind", "scaleout") != "scaleout":
+                continue
+            fec = get_phy(d["phy"]).fec_latency_s if d.get("phy") else 0.0
+            rtt = 2.0 * (float(d.get("length_m", 0.0)) * PROPAGATION_S_PER_M + fec)
+            headroom += float(d["rate_bps"]) / 8.0 * rtt + 2 * frame
+            links += 1
+        need = links * sw.pfc.xoff + headroom
+        if need > sw.buffer and (worst is None or need > worst[0]):
+            worst = (need, node, links, headroom)
+    if worst is None:
+        return
+    need, node, links, headroom = worst
+    max_xoff = int((sw.buffer - headroom) // links)
+    # whole KiB (rounded down) so that the suggestion can be pasted back as it is
+    paste = f"{max_xoff // 1024}KiB" if max_xoff >= 1024 else f"{max_xoff}B"
+    fix = (
+        f"set cluster.switch.pfc.xoff to at most {paste} (and xon below it) or "
+        if max_xoff > 0
+        else ""
+    )
+    raise ScenarioError(
+        f"PFC cannot keep switch {node!r} lossless: its {links} ingress links may each hold "
+        f"xoff ({fmt_size(sw.pfc.xoff)}) and then what is in flight while the PAUSE travels "
+        f"({fmt_size(headroom / links)} on average: one link round trip plus two frames), "
+        f"{fmt_size(need)} in all, more than its {fmt_size(sw.buffer)} buffer, so it can drop "
+        f"packets. {fix[:1].upper() + fix[1:] if fix else 'Set '}cluster.switch.buffer to at "
+        f"least {-(-int(need) // 2**20)}MiB (--force runs it anyway, to study the drops).",
+        path="cluster.switch.pfc.xoff",
+    )
 
 
 def _check_nic_params(sc: Scenario) -> None:

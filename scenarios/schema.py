@@ -429,7 +429,10 @@ class PfcConfig(Strict):
     """Priority flow control: pause upstream at ``xoff`` bytes queued, resume at ``xon``.
 
     Off by default (lossy RoCE with ECN is the modern default); when on, ECN must fire first
-    (physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``.
+    (physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``. A packet-engine run
+    is refused (``--force`` overrides) when a switch's ingress links together could hold
+    ``xoff`` plus their in-flight headroom (one link round trip plus two frames each) beyond
+    ``cluster.switch.buffer``: such a switch can drop despite PFC.
     """
 
     enabled: bool = Field(False, description="lossless operation with PFC pause frames")
