@@ -372,7 +372,17 @@ def _read_raw(path: Path, fmt: str) -> pd.DataFrame:
 
 def read_trace_file(path: Path, fmt: str = "auto", num_ranks: int | None = None) -> pd.DataFrame:
     """Read a trace with ``workloads.trace.read_trace`` (which validates it); a file without a
-    recorded rank count gets ``num_ranks`` or its highest rank + 1."""
+    recorded rank count gets ``num_ranks`` or its highest rank + 1. A trace with no message is
+    refused: a run of it would report "complete" having simulated nothing."""
+    df = _read_trace_rows(path, fmt, num_ranks)
+    if not len(df):
+        raise ScenarioError(
+            f"trace {str(path)!r} has no messages: nothing to simulate.", path="workload.trace.path"
+        )
+    return df
+
+
+def _read_trace_rows(path: Path, fmt: str, num_ranks: int | None) -> pd.DataFrame:
     where = "workload.trace.path"
     if path.suffix not in (".parquet", ".csv"):
         df = _read_raw(path, fmt)

@@ -56,6 +56,16 @@ def test_trace_with_a_broken_header_or_no_content_names_the_file(scenario_dir: P
     _clean(r)
 
 
+def test_trace_with_columns_but_no_rows_is_refused(scenario_dir: Path) -> None:
+    # ran as "complete" with an empty per-phase table
+    _trace_with_header(scenario_dir / "trace.csv", '# podsim-trace-attrs: {"num_ranks": 4}', [])
+    r = _cli("validate", str(scenario_dir / "base.yaml"))
+    assert r.exit_code == 2, r.output
+    _clean(r)
+    out = _flat(r)
+    assert "key workload.trace.path" in out and "has no messages" in out
+
+
 def test_trace_header_that_is_not_a_mapping_is_bad_input(scenario_dir: Path) -> None:
     # was an internal error (TypeError, exit 1)
     _trace_with_header(
