@@ -185,8 +185,9 @@ def sweep_command(
             {c[len("capex.") :]: float(v) for c, v in row.items() if c.startswith("capex.")}
             for _, row in df.iterrows()
         )
-        names = variant_labels(df)
-        console.print(savings_table(a, b, names[0], names[1]))
+        if a != b:  # a comparison of two designs; points that cost the same have no saving
+            names = variant_labels(df)
+            console.print(savings_table(a, b, names[0], names[1]))
     if plots and not df.empty:
         paths = save_study_figures(
             df, out_dir / "plots", spec.metric, spec.cost_metric, spec.maximize, spec.name

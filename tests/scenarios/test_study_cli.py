@@ -227,3 +227,22 @@ def test_study_can_sweep_catalog_prices() -> None:
     bad = load_study({"name": "bad", "base": SCENARIO, "grid": {"cost.yeers": [1]}})
     with pytest.raises(ValueError, match=r"grid key cost\.yeers=1 \(point 0\).*'years'"):
         resolve_points(bad)
+
+
+@pytest.mark.parametrize(
+    ("grid", "table"),
+    [({"cluster.nic.multipath.paths": [1, 4]}, False),  # same hardware: no saving to show
+     ({"cluster.layout": ["external-switch", "on-card-switch"]}, True)],
+)  # fmt: skip
+def test_two_point_study_prints_savings_only_between_designs_that_differ_in_cost(
+    tmp_path: Path, app: typer.Typer, monkeypatch: pytest.MonkeyPatch, grid: dict, table: bool
+) -> None:
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(SCENARIO))
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"name": "two", "base": "base.yaml", "grid": grid,
+                                     "metric": "layer_time_s"}))  # fmt: skip
+    monkeypatch.setattr(sweep_mod, "_default_run_point", lambda: priced_point)
+    args = ["sweep", str(study), "--workers", "0", "--out", str(tmp_path / "o"), "--no-plots"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert ("saving by scope" in res.output) is table
