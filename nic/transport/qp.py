@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from fabric.packet import DATA as K_DATA
 from fabric.packet import ROCE_OVERHEAD, Packet
-from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CongestionControl, FlowCC
+from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
 from nic.transport.reliability import (
     SENT,
     ReceiverReliability,
@@ -645,16 +645,7 @@ class QueuePair:
         snd.on_nack(psn, now)
         if ev >= 0:
             self.sel.on_nack(ev, now)
-        e = self._ccev
-        e.now = now
-        e.bytes = 0
-        e.psn = psn
-        e.rtt = None
-        e.ecn = False
-        e.int_records = None
-        e.path = ev
-        e.snd_nxt = snd.snd_nxt
-        self.cc.handle_nack(e, self.fcc)
+        self.cc.handle_nack(self._event(now, 0, psn, path=ev), self.fcc)
         if self.fcc.requests:
             self._requests(now)
         if snd.snd_una > una0:
@@ -662,29 +653,12 @@ class QueuePair:
 
     def on_cnp(self, pkt: RdmaPacket, now: float) -> None:
         self.cnps_rcvd += 1
-        e = self._ccev
-        e.now = now
-        e.bytes = 0
-        e.psn = pkt.dpsn
-        e.rtt = None
-        e.ecn = True
-        e.int_records = None
-        e.path = pkt.ev
-        e.snd_nxt = self.snd.snd_nxt
-        self.cc.handle_cnp(e, self.fcc)
+        self.cc.handle_cnp(self._event(now, 0, pkt.dpsn, ecn=True, path=pkt.ev), self.fcc)
         if self.fcc.requests:
             self._requests(now)
 
     def on_probe_reply(self, pkt: RdmaPacket, now: float) -> None:
-        e = self._ccev
-        e.now = now
-        e.bytes = 0
-        e.psn = -1
-        e.rtt = now - pkt.ts_echo
-        e.ecn = False
-        e.int_records = pkt.int_rec
-        e.path = pkt.ev
-        e.snd_nxt = self.snd.snd_nxt
+        e = self._event(now, 0, -1, rtt=now - pkt.ts_echo, int_records=pkt.int_rec, path=pkt.ev)
         self.cc.handle_rtt(e, self.fcc)
         if self.fcc.requests:
             self._requests(now)
@@ -697,16 +671,31 @@ class QueuePair:
         else:  # the receiver is granting: wait another RTO (the timer re-arms lazily)
             self.credit_deadline = now + self.rto
         self.retries = 0
+        self.cc.handle_credit(self._event(now, nbytes, -1), self.fcc)
+
+    def _event(
+        self,
+        now: float,
+        nbytes: int,
+        psn: int,
+        *,
+        rtt: float | None = None,
+        ecn: bool = False,
+        int_records: list | None = None,
+        path: int | None = None,
+    ) -> CCEvent:
+        """The NIC's shared CC event, filled for one of the rare handlers (NACK, CNP, probe
+        reply, credit, timeout); the per-packet TX and ACK paths fill it inline."""
         e = self._ccev
         e.now = now
         e.bytes = nbytes
-        e.psn = -1
-        e.rtt = None
-        e.ecn = False
-        e.int_records = None
-        e.path = None
+        e.psn = psn
+        e.rtt = rtt
+        e.ecn = ecn
+        e.int_records = int_records
+        e.path = path
         e.snd_nxt = self.snd.snd_nxt
-        self.cc.handle_credit(e, self.fcc)
+        return e
 
     def _requests(self, now: float) -> None:
         req = self.fcc.take_requests()
@@ -796,15 +785,7 @@ class QueuePair:
         sel = self.sel
         for ev in evs or [snd.ev_of(snd.snd_una)]:
             sel.on_timeout(ev, now)
-        e = self._ccev
-        e.now = now
-        e.bytes = lost
-        e.psn = snd.snd_una
-        e.rtt = None
-        e.ecn = False
-        e.int_records = None
-        e.path = evs[0] if evs else None
-        e.snd_nxt = snd.snd_nxt
+        e = self._event(now, lost, snd.snd_una, path=evs[0] if evs else None)
         self.cc.handle_timeout(e, self.fcc)
         if self.fcc.requests:
             self._requests(now)
