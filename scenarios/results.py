@@ -602,25 +602,17 @@ class Results:
             )
         tables = {}
         for name in TABLES:
-            pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
-            if pq.is_file():
-                tables[name] = pd.read_parquet(pq)
-            elif csv.is_file():
-                tables[name] = pd.read_csv(csv)
-            else:
-                tables[name] = empty_table(name)
-            tables[name] = conform(name, tables[name])
+            df = _read_saved(out, name)
+            tables[name] = conform(name, empty_table(name) if df is None else df)
         # folders written before the status column said complete/failed/unfinished
         msgs = tables["messages"]
         msgs["status"] = msgs["status"].replace("ok", "complete")
         msgs["reason"] = msgs["reason"].fillna("")  # CSV reads an empty reason as missing
         analysis = {}
         for name in ANALYSIS_TABLES:
-            pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
-            if pq.is_file():
-                analysis[name] = pd.read_parquet(pq)
-            elif csv.is_file():
-                analysis[name] = pd.read_csv(csv)
+            df = _read_saved(out, name)
+            if df is not None:
+                analysis[name] = df
         summary = json.loads((out / "summary.json").read_text())
         scen_path = out / "resolved.yaml"
         scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}
@@ -743,3 +735,13 @@ def _pct(x: float | None) -> str:
 
 def _kw(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x / 1000:,.1f} kW"
+
+
+def _read_saved(out: Path, name: str) -> pd.DataFrame | None:
+    """Table ``name`` of result folder ``out``: its Parquet file, else its CSV, else None."""
+    pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
+    if pq.is_file():
+        return pd.read_parquet(pq)
+    if csv.is_file():
+        return pd.read_csv(csv)
+    return None
