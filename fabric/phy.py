@@ -115,8 +115,14 @@ class PhyProfile:
         One link round trip (propagation and FEC both ways, the NACK is small) plus the
         serialisation of the resent frame.
         """
-        rtt = 2.0 * (length_m * PROPAGATION_S_PER_M + self.fec_latency_s)
-        return rtt + self.serialisation_s(frame_bytes + self.preamble_ifg_bytes)
+        return self.link_rtt_s(length_m) + self.serialisation_s(
+            frame_bytes + self.preamble_ifg_bytes
+        )
+
+    def link_rtt_s(self, length_m: float) -> float:
+        """Round trip of a link of ``length_m``: propagation and FEC both ways (what a frame
+        sent back, a NACK or a PAUSE, takes to act on the sender, and back)."""
+        return 2.0 * (length_m * PROPAGATION_S_PER_M + self.fec_latency_s)
 
 
 def _check_ber(ber: float) -> None:

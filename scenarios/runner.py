@@ -367,8 +367,11 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
         for _, _, d in g.edges(node, data=True):
             if d.get("kind", "scaleout") != "scaleout":
                 continue
-            fec = get_phy(d["phy"]).fec_latency_s if d.get("phy") else 0.0
-            rtt = 2.0 * (float(d.get("length_m", 0.0)) * PROPAGATION_S_PER_M + fec)
+            length = float(d.get("length_m", 0.0))
+            if d.get("phy"):
+                rtt = get_phy(d["phy"]).link_rtt_s(length)
+            else:  # no PHY on the edge: propagation only
+                rtt = 2.0 * length * PROPAGATION_S_PER_M
             headroom += float(d["rate_bps"]) / 8.0 * rtt + 2 * frame
             links += 1
         need = links * sw.pfc.xoff + headroom
