@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from fabric.units import fmt_rate, fmt_size, fmt_time
-from scenarios.cost.tables import usd
+from scenarios.cost.tables import usd, usd_amount
 from scenarios.results import Results
 
 __all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
@@ -83,14 +83,8 @@ def _num(x: Any, kind: str) -> str:
         return fmt_size(float(x))
     if kind == "W":
         return f"{float(x) / 1000:,.1f} kW" if abs(float(x)) >= 1000 else f"{float(x):,.0f} W"
-    if kind == "usd":  # small amounts (the cost of one layer) keep three significant digits
-        v = float(x)
-        if abs(v) >= 100:
-            return usd(v)
-        if v == 0:
-            return "$0"
-        decimals = max(2, 2 - math.floor(math.log10(abs(v))))  # plain decimals, no exponent
-        return f"${v:.{decimals}f}"
+    if kind == "usd":
+        return usd_amount(float(x))
     if kind == "count":
         return f"{float(x):,.0f}"
     if kind == "g":

@@ -11,7 +11,7 @@ from rich.text import Text
 from scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
 from scenarios.cost.model import CostBreakdown
 
-__all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd"]
+__all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd", "usd_amount"]
 
 
 def usd(x: float | None) -> str:
@@ -19,6 +19,17 @@ def usd(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return "-"
     return f"${x:,.0f}"
+
+
+def usd_amount(x: float | None) -> str:
+    """Like :func:`usd` from $100 up; below, three significant digits in plain decimals (the
+    cost of one MoE layer is micro-dollars: ``1.59e-06`` -> ``'$0.00000159'``)."""
+    if x is None or not math.isfinite(x) or abs(x) >= 100:
+        return usd(x)
+    if x == 0:
+        return "$0"
+    decimals = max(2, 2 - math.floor(math.log10(abs(x))))
+    return f"${x:.{decimals}f}"
 
 
 def bom_table(cost: CostBreakdown, title: str = "Bill of materials") -> Table:

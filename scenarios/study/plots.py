@@ -134,6 +134,7 @@ def fmt_metric(metric: str, value: object) -> str:
     ``_usd`` dollars, ``_Bps`` bytes/s, ``_bps`` bits/s, ``_w`` watts); other numbers with 4
     significant digits, anything else as text."""
     from fabric.units import fmt_rate, fmt_time
+    from scenarios.cost.tables import usd_amount
 
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         return str(value)
@@ -141,7 +142,7 @@ def fmt_metric(metric: str, value: object) -> str:
     if not np.isfinite(x):
         return str(x)
     if metric.endswith("_usd"):
-        return f"${x:,.0f}"
+        return usd_amount(x)
     if metric.endswith("_s"):
         return fmt_time(x)
     if metric.endswith("_Bps"):

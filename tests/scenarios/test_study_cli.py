@@ -126,6 +126,7 @@ def test_sweep_command_end_to_end(
 def test_fmt_metric_units() -> None:
     assert fmt_metric("layer_time_s", 1.5e-3) == "1.5ms"
     assert fmt_metric("capex_usd", 1580800.4) == "$1,580,800"
+    assert fmt_metric("layer_cost_usd", 1.59e-06) == "$0.00000159"  # was "$0"
     assert fmt_metric("algbw_Bps", 2.5e10) == "25 GB/s"
     assert fmt_metric("rate_bps", 4e11) == "400Gbps"
     assert fmt_metric("power_w", 24000.0) == "24,000 W"
