@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from nic.congestion import CC_ALGORITHMS, CCEvent, make_cc
+from podsim.nic.congestion import CC_ALGORITHMS, CCEvent, make_cc
 
 LINE = 400e9
 MTU = 4096

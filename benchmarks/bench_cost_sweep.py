@@ -13,10 +13,10 @@ from __future__ import annotations
 import tempfile
 import time
 
-from fabric.topology import build_topology
-from scenarios.cost import cost_cluster
-from scenarios.study.engine import Point, run_points
-from scenarios.study.store import point_key
+from podsim.fabric.topology import build_topology
+from podsim.scenarios.cost import cost_cluster
+from podsim.scenarios.study.engine import Point, run_points
+from podsim.scenarios.study.store import point_key
 
 
 def noop_point(resolved: dict) -> dict:

@@ -5,7 +5,7 @@ another leaf (a fixed random derangement across leaves, seeded), through a non-b
 leaf-spine (4 leaves x 4 hosts, 4 spines, 400GbE everywhere). Prints packet-hops per wall
 second, scheduled events per packet-hop, and peak memory (tracemalloc in a separate,
 slower run, so the timing run is not disturbed; skip it with --no-mem). The event loop is
-:func:`fabric.kernel.run` (``--simpy-run`` for SimPy's own ``env.run``).
+:func:`podsim.fabric.kernel.run` (``--simpy-run`` for SimPy's own ``env.run``).
 
     python benchmarks/bench_fabric.py                 # the configuration
     python benchmarks/bench_fabric.py --packets 2000  # quick look
@@ -25,12 +25,11 @@ import time
 import tracemalloc
 
 import simpy
-
-from fabric.host import conservation, make_hosts
-from fabric.kernel import events_scheduled, run
-from fabric.network import Network
-from fabric.switch import SwitchConfig
-from fabric.topology import leaf_spine
+from podsim.fabric.host import conservation, make_hosts
+from podsim.fabric.kernel import events_scheduled, run
+from podsim.fabric.network import Network
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import leaf_spine
 
 
 def permutation(n: int, hosts_per_leaf: int, seed: int) -> list[int]:
@@ -64,7 +63,7 @@ def run_once(args: argparse.Namespace) -> dict[str, float]:
     if args.simpy_run:
         env.run()
     elif args.checked:
-        from fabric.invariants import Checker, HostEndpoints, run_checked
+        from podsim.fabric.invariants import Checker, HostEndpoints, run_checked
 
         checker = Checker(net, endpoints=[HostEndpoints(net, hosts.values())])
         run_checked(env, checker=checker, check_every=args.check_every)
@@ -113,12 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-mem", action="store_true", help="skip the tracemalloc run")
     ap.add_argument(
-        "--simpy-run", action="store_true", help="use simpy's env.run instead of fabric.kernel.run"
+        "--simpy-run",
+        action="store_true",
+        help="use simpy's env.run instead of podsim.fabric.kernel.run",
     )
     ap.add_argument(
         "--checked",
         action="store_true",
-        help="fabric.invariants.run_checked: time checked per event, all invariants every "
+        help="podsim.fabric.invariants.run_checked: time checked per event, all invariants every "
         "--check-every events",
     )
     ap.add_argument("--check-every", type=int, default=200_000)
@@ -127,9 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     runs = [run_once(args) for _ in range(args.repeat)]
     best = max(runs, key=lambda r: r["hops_per_s"])
     hosts = args.leaves * args.hosts_per_leaf
-    loop = "simpy env.run" if args.simpy_run else "fabric.kernel.run"
+    loop = "simpy env.run" if args.simpy_run else "podsim.fabric.kernel.run"
     if args.checked:
-        loop = f"fabric.invariants.run_checked (invariants every {args.check_every:,} events)"
+        loop = (
+            f"podsim.fabric.invariants.run_checked (invariants every {args.check_every:,} events)"
+        )
     mode = "ECMP" if args.ecmp else "random spraying"
     print(
         f"leaf-spine {args.leaves}x{args.hosts_per_leaf} ({hosts} hosts), 400GbE, "

@@ -1,4 +1,4 @@
-"""Wall time of fabric.maxmin.maxmin_rates on random sparse problems.
+"""Wall time of podsim.fabric.maxmin.maxmin_rates on random sparse problems.
 
 Usage: python benchmarks/bench_maxmin.py [--flows 100000] [--links 10000] [--hops 4] [--seed 0]
 
@@ -14,8 +14,7 @@ import argparse
 import time
 
 import numpy as np
-
-from fabric.maxmin import build_incidence, maxmin_rates
+from podsim.fabric.maxmin import build_incidence, maxmin_rates
 
 
 def problem(flows: int, links: int, hops: int, seed: int):

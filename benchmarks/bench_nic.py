@@ -41,7 +41,7 @@ seed. What made the difference (steps measured at 256 KiB, DCQCN, CPU s: 10.9 ->
   each, ~2,700-3,600 dead entries in a heap of ~6,600-7,400; now one wake-up per NIC and the
   heap holds ~3,850 entries (the bare run ~2,050: ACKs in flight).
 * No stop predicate per event: :meth:`RdmaNetwork.run` lets the last completion schedule an
-  urgent check (:func:`fabric.kernel.stop_after_event`) instead of calling ``stop()`` after
+  urgent check (:func:`podsim.fabric.kernel.stop_after_event`) instead of calling ``stop()`` after
   every event.
 * Memory, not instructions (-> 8.2 -> 7.3). The NIC's code runs 2-3x slower per call with
   4,032 QPs than the same code with 240 QPs (16 hosts): each packet touches a different QP's
@@ -78,14 +78,13 @@ import time
 
 import numpy as np
 import simpy
-
-from fabric.kernel import events_scheduled
-from fabric.kernel import run as kernel_run
-from fabric.network import Network
-from fabric.packet import DATA, ROCE_OVERHEAD, Packet
-from fabric.topology import build_topology
-from fabric.units import fmt_time, parse_size
-from nic.nic import NicConfig, RdmaNetwork
+from podsim.fabric.kernel import events_scheduled
+from podsim.fabric.kernel import run as kernel_run
+from podsim.fabric.network import Network
+from podsim.fabric.packet import DATA, ROCE_OVERHEAD, Packet
+from podsim.fabric.topology import build_topology
+from podsim.fabric.units import fmt_time, parse_size
+from podsim.nic.nic import NicConfig, RdmaNetwork
 
 
 def topology(args: argparse.Namespace):

@@ -47,8 +47,8 @@ HERE = Path(__file__).resolve().parent
 
 def ep_trace(ep: int, tokens: int, seed: int, cache: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The EP group's layer trace and compute table (cached as Parquet between processes)."""
-    from workloads.moe import moe_layer_trace
-    from workloads.trace import compute_table
+    from podsim.workloads.moe import moe_layer_trace
+    from podsim.workloads.trace import compute_table
 
     f_tr = cache / f"dsv3-ep{ep}-t{tokens}-s{seed}.parquet"
     f_ct = cache / f"dsv3-ep{ep}-t{tokens}-s{seed}-compute.parquet"
@@ -106,10 +106,10 @@ def run_one(
     cache: Path,
     strided: bool = True,
 ) -> dict:
-    from scenarios.build import build_cluster
-    from scenarios.engines import RunContext
-    from scenarios.engines.flow import OPTIONS, run_flow
-    from scenarios.loader import load_scenario
+    from podsim.scenarios.build import build_cluster
+    from podsim.scenarios.engines import RunContext
+    from podsim.scenarios.engines.flow import OPTIONS, run_flow
+    from podsim.scenarios.loader import load_scenario
 
     t_gen = time.perf_counter()
     tr1, ct1 = ep_trace(min(ep, gpus), tokens, seed, cache)

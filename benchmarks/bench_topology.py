@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from fabric.bisection import bisection_bandwidth
-from fabric.superpod import smallest_fat_tree_k
-from fabric.topology import build_topology, validate_graph
-from fabric.units import fmt_rate
+from podsim.fabric.bisection import bisection_bandwidth
+from podsim.fabric.superpod import smallest_fat_tree_k
+from podsim.fabric.topology import build_topology, validate_graph
+from podsim.fabric.units import fmt_rate
 
 
 def cases(gpus: int) -> list[tuple[str, dict]]:

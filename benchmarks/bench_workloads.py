@@ -60,14 +60,13 @@ import argparse
 import time
 
 import numpy as np
-
-from workloads.combine import combine, expert_forward
-from workloads.dispatch import MODES, dispatch
-from workloads.gating import expert_groups, gate, popularity_logits
-from workloads.layout import get_dispatch_layout
-from workloads.parallel import default_threads, run_chunks
-from workloads.precision import bf16_bits_to_f32, bytes_per_token, quantize
-from workloads.workspace import Workspace
+from podsim.workloads.combine import combine, expert_forward
+from podsim.workloads.dispatch import MODES, dispatch
+from podsim.workloads.gating import expert_groups, gate, popularity_logits
+from podsim.workloads.layout import get_dispatch_layout
+from podsim.workloads.parallel import default_threads, run_chunks
+from podsim.workloads.precision import bf16_bits_to_f32, bytes_per_token, quantize
+from podsim.workloads.workspace import Workspace
 
 
 def _timed(fn) -> float:
@@ -235,7 +234,7 @@ def main() -> None:
         "--threads",
         type=int,
         default=default_threads(),
-        help="kernel and copy threads timed besides 1 (default: workloads.parallel's)",
+        help="kernel and copy threads timed besides 1 (default: podsim.workloads.parallel's)",
     )
     args = p.parse_args()
     if args.threads < 1:

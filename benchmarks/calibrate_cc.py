@@ -12,7 +12,7 @@ preset run on the packet engine with the SmartNIC transport (spraying, 4 KiB MTU
 
 The same scenarios run on the flow engine with efficiency 1 (ideal max-min sharing). The
 efficiency of an algorithm is ``T_flow(eta = 1) / T_packet`` per scenario, clipped to (0, 1];
-the table's value (:data:`fabric.flow.cc.CC_EFFICIENCY`) is their geometric mean. The script
+the table's value (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY`) is their geometric mean. The script
 prints the measurements and a ``CC_EFFICIENCY`` dict to paste into ``fabric/flow/cc.py``.
 """
 
@@ -23,21 +23,19 @@ import math
 import time
 
 import numpy as np
-
-from fabric.units import parse_size
-from scenarios.build import assign_hops, build_cluster
-from scenarios.engines import ENGINES, RunContext
-from scenarios.engines.flow import OPTIONS
-from scenarios.loader import load_scenario
-from scenarios.registries import get_registry
+from podsim.fabric.units import parse_size
+from podsim.scenarios.build import assign_hops, build_cluster
+from podsim.scenarios.engines import ENGINES, RunContext
+from podsim.scenarios.engines.flow import OPTIONS
+from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.registries import get_registry
 
 NO_COMPUTE = None
 
 
 def ctx_for(pattern: str, cc: str, size: int, seed: int) -> RunContext:
     import pandas as pd
-
-    from workloads import synthetic
+    from podsim.workloads import synthetic
 
     if pattern == "incast":
         n, tr = 16, synthetic.incast(16, size)

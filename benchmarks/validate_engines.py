@@ -30,13 +30,12 @@ import time
 
 import numpy as np
 import pandas as pd
-
-from fabric.units import parse_size
-from scenarios.build import assign_hops, build_cluster
-from scenarios.engines import ENGINES, RunContext
-from scenarios.engines.bound import bound_summary
-from scenarios.loader import load_scenario
-from scenarios.runner import prepare
+from podsim.fabric.units import parse_size
+from podsim.scenarios.build import assign_hops, build_cluster
+from podsim.scenarios.engines import ENGINES, RunContext
+from podsim.scenarios.engines.bound import bound_summary
+from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.runner import prepare
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 
@@ -63,7 +62,7 @@ def scenario(nodes: int, args: argparse.Namespace, workload: dict) -> object:
 
 
 def synthetic_ctx(name: str, args: argparse.Namespace) -> RunContext:
-    from workloads import synthetic
+    from podsim.workloads import synthetic
 
     size = parse_size(args.size)
     if name == "permutation":

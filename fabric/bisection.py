@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import networkx as nx
-
-from fabric.topology import TopologyError, endpoints, mac_rate, scaleout_view
+from podsim.fabric.topology import TopologyError, endpoints, mac_rate, scaleout_view
 
 __all__ = ["bisection_bandwidth", "bisection_closed_form", "natural_split"]
 

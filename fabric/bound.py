@@ -1,7 +1,7 @@
 """The physical lower bound on a phase's completion time: no simulation, just load / capacity.
 
 Given the flows of one communication phase (constraint ids and coefficients per payload bit, as
-:mod:`fabric.flow` builds them) the phase cannot finish faster than
+:mod:`podsim.fabric.flow` builds them) the phase cannot finish faster than
 
 - **the most loaded constraint**: all bytes that cross constraint ``c`` must do so between the
   phase's first start and its last delivery, so ``T >= offered_c / capacity_c`` (wire bits over

@@ -1,6 +1,6 @@
 """Sampling port counters into NumPy arrays at a fixed interval.
 
-Counters on the hot path are plain ints on the ports (:class:`fabric.port.Port`); a
+Counters on the hot path are plain ints on the ports (:class:`podsim.fabric.port.Port`); a
 :class:`Sampler` reads them every ``interval_s`` with one scheduled callback (no process), so
 the cost is one event per interval, independent of traffic. Queue depth is the instantaneous
 ``qbytes`` of each port at the sample instant.
@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import simpy
-
-from fabric.kernel import call_at
+from podsim.fabric.kernel import call_at
 
 if TYPE_CHECKING:
-    from fabric.network import Network
-    from fabric.port import Port
+    from podsim.fabric.network import Network
+    from podsim.fabric.port import Port
 
 __all__ = ["Sampler"]
 

@@ -1,4 +1,4 @@
-"""Fault injection on a packet-level :class:`fabric.network.Network`.
+"""Fault injection on a packet-level :class:`podsim.fabric.network.Network`.
 
 A :class:`FaultInjector` applies a schedule of faults at given simulated times and keeps a
 record of what each one cost: packets and bytes lost on its links, frames corrupted and
@@ -15,7 +15,7 @@ Faults (each ``at`` seconds, optionally ``until``; registered in :data:`FAULT_KI
                   a switch are stored and forwarded while the fault lasts.
 ``ber``           a pre-FEC bit error rate. Each frame transmitted on the link is corrupted
                   with the RS(544,514) frame-loss probability of the link's PHY
-                  (:meth:`fabric.phy.PhyProfile.frame_loss_prob`, independent bit errors, or
+                  (:meth:`podsim.fabric.phy.PhyProfile.frame_loss_prob`, independent bit errors, or
                   bursts of ``burst_len`` symbols); without LLR a corrupted frame is lost. With
                   Ultra Ethernet link-level retry (``llr``) it is not lost: the receiver asks
                   for it again and the sender replays only that frame, ahead of its queue, so
@@ -28,13 +28,13 @@ Faults (each ``at`` seconds, optionally ``until``; registered in :data:`FAULT_KI
 ``nic_down``      a NIC port's link goes down.
 
 Routing (``reconvergence_s``): static ECMP tables keep hashing into a dead link until the
-reconvergence delay has elapsed; then :meth:`fabric.routing.Routing.set_link` removes it (and
+reconvergence delay has elapsed; then :meth:`podsim.fabric.routing.Routing.set_link` removes it (and
 puts it back the same delay after it is repaired). Multipath transports route around a dead
 link on their own, by changing entropy values.
 
 Accounting: losses on the wire are counted on the ports (``lost_pkts``/``lost_bytes``, part of
 ``drops``/``drop_bytes``), so ``Network.dropped_bytes`` stays the total; frames held for a
-replay are registered with :meth:`fabric.network.Network.add_holder`, so they count as in
+replay are registered with :meth:`podsim.fabric.network.Network.add_holder`, so they count as in
 flight and bytes stay conserved. The flow watch (on by default) wraps the endpoints' downlinks
 to time, per flow hit by a fault, the longest gap between two DATA arrivals after its first
 loss (``stall_s``) and when that gap ended (``recovered_s``, relative to the fault).
@@ -52,16 +52,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabric.kernel import call_at, call_later
-from fabric.packet import DATA, PAUSE, Packet
-from fabric.phy import PhyProfile, get_phy
-from fabric.registry import Registry
+from podsim.fabric.kernel import call_at, call_later
+from podsim.fabric.packet import DATA, PAUSE, Packet
+from podsim.fabric.phy import PhyProfile, get_phy
+from podsim.fabric.registry import Registry
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from fabric.network import Network
-    from fabric.port import Port
+    from podsim.fabric.network import Network
+    from podsim.fabric.port import Port
 
 __all__ = [
     "FAULT_KINDS",
@@ -152,7 +151,7 @@ class LinkBer(Fault):
     """A pre-FEC bit error rate on a link: frame loss, or link-level retries with ``llr``.
 
     ``burst_len`` > 1 groups symbol errors into bursts of that many symbols (see
-    :meth:`fabric.phy.PhyProfile.codeword_loss_prob`); ``phy`` overrides the link's PHY
+    :meth:`podsim.fabric.phy.PhyProfile.codeword_loss_prob`); ``phy`` overrides the link's PHY
     profile (default: the edge's ``phy`` attribute, else the profile of its rate)."""
 
     kind: ClassVar[str] = "ber"
@@ -478,7 +477,7 @@ class FaultInjector:
     def add(self, fault: Fault) -> FaultRecord:
         """Validate ``fault`` against the network and schedule it; returns its record."""
         if not isinstance(fault, Fault):
-            raise FaultError(f"{fault!r} is not a fabric.faults.Fault")
+            raise FaultError(f"{fault!r} is not a podsim.fabric.faults.Fault")
         links = self._links_of(fault)
         rec = FaultRecord(len(self.records), fault, links)
         if isinstance(fault, LinkBer):
@@ -524,7 +523,7 @@ class FaultInjector:
             phy = get_phy(name)
             if phy.fec != "none":
                 return phy
-        from fabric.phy import phy_for_rate
+        from podsim.fabric.phy import phy_for_rate
 
         try:
             return phy_for_rate(float(d.get("rate_bps", 0.0)))

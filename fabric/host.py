@@ -19,11 +19,11 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fabric.kernel import call_at
-from fabric.packet import DATA, ROCE_OVERHEAD, Packet
+from podsim.fabric.kernel import call_at
+from podsim.fabric.packet import DATA, ROCE_OVERHEAD, Packet
 
 if TYPE_CHECKING:
-    from fabric.network import Network
+    from podsim.fabric.network import Network
 
 __all__ = ["SPRAY_MODES", "Host", "Message", "conservation", "make_hosts", "message_table"]
 

@@ -29,7 +29,7 @@ sample or progress points and at the end (``final=True``), not per event. ``--no
 simply does not build a checker.
 
 Endpoints are seen through small adapters (:class:`Endpoints` protocol);
-:class:`HostEndpoints` adapts :class:`fabric.host.Host`. Other packages (the NIC transport)
+:class:`HostEndpoints` adapts :class:`podsim.fabric.host.Host`. Other packages (the NIC transport)
 provide their own.
 """
 
@@ -42,15 +42,14 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
-
-from fabric.kernel import Callback, _crash, _noop
-from fabric.packet import DATA, PAUSE, RESUME, Packet
+from podsim.fabric.kernel import Callback, _crash, _noop
+from podsim.fabric.packet import DATA, PAUSE, RESUME, Packet
 
 if TYPE_CHECKING:
-    from fabric.faults import FaultInjector
-    from fabric.host import Host
-    from fabric.network import Network
-    from fabric.port import Port
+    from podsim.fabric.faults import FaultInjector
+    from podsim.fabric.host import Host
+    from podsim.fabric.network import Network
+    from podsim.fabric.port import Port
 
 __all__ = [
     "CHECKS",
@@ -130,7 +129,7 @@ class Endpoints(Protocol):
 def _scan(env: simpy.Environment) -> tuple[dict[int, list[int]], int]:
     """Per transmitting port (by id): [packets, wire bytes, DATA payload] on the wire now;
     plus DATA payload bytes waiting in scheduled callbacks at an endpoint (a NIC's receive
-    pipeline hands packets over later with a :class:`fabric.kernel.Callback`)."""
+    pipeline hands packets over later with a :class:`podsim.fabric.kernel.Callback`)."""
     wire: dict[int, list[int]] = {}
     at_endpoint = 0
     for entry in env._queue:
@@ -456,7 +455,7 @@ class HostEndpoints:
         return [(label, reason) for _m, label, reason in self.unfinished_items(status)]
 
     def unfinished_items(self, status: str) -> list[tuple[Any, str, str | None]]:
-        """(fabric.host message, label, reason) of every message that did not complete."""
+        """(podsim.fabric.host message, label, reason) of every message that did not complete."""
         out: list[tuple[Any, str, str | None]] = []
         for h in self.hosts:
             for m in h.messages:
@@ -490,7 +489,7 @@ def run_checked(
     check_every: int = 200_000,
     stop: Callable[[], bool] | None = None,
 ) -> None:
-    """:func:`fabric.kernel.run` with the ``time`` invariant checked on every event and
+    """:func:`podsim.fabric.kernel.run` with the ``time`` invariant checked on every event and
     ``checker.check_all()`` every ``check_every`` events (and once at the end).
 
     ``until`` as in :func:`fabric.kernel.run` (events at exactly ``until`` are left); ``stop``

@@ -1,20 +1,20 @@
 """Assemble the packet-level fabric from a topology graph.
 
-``Network(env, graph, switch_config, seed)`` creates one :class:`~fabric.port.Port` per
-direction of every link and one :class:`~fabric.switch.Switch` per switch node, wires them,
+``Network(env, graph, switch_config, seed)`` creates one :class:`~podsim.fabric.port.Port` per
+direction of every link and one :class:`~podsim.fabric.switch.Switch` per switch node, wires them,
 and builds the ECMP tables (:class:`~fabric.routing.Routing`). Endpoints (graph role ``"nic"``,
 plus ``"gpu"`` nodes with ``include_scaleup=True``) get dense integer ids in
-:func:`fabric.topology.endpoints` order; packets carry those ids in ``src``/``dst``.
+:func:`podsim.fabric.topology.endpoints` order; packets carry those ids in ``src``/``dst``.
 
 Per link (graph edge attributes, team brief "Topology graph"): rate = ``rate_bps`` (the MAC
 rate), propagation = ``length_m`` x 5 ns/m (physics.md), FEC + PCS latency from the edge's
-``phy`` profile (:func:`fabric.phy.get_phy`), plus the edge's ``latency_s`` if it has one
+``phy`` profile (:func:`podsim.fabric.phy.get_phy`), plus the edge's ``latency_s`` if it has one
 (scale-up links); the receiving switch's port-to-port latency is added on links into a switch.
 Cut-through needs an egress no faster than the ingress, so a cut-through switch with ports of
 several rates stores-and-forwards the packets that arrive on its slower links (e.g. 200G NIC
 ports on a leaf with 400G uplinks).
 
-A NIC (or the minimal :class:`fabric.host.Host`) uses an endpoint like this::
+A NIC (or the minimal :class:`podsim.fabric.host.Host`) uses an endpoint like this::
 
     net = Network(env, graph, SwitchConfig(), seed=1)
     port = net.attach("nic0.p0", nic)     # nic.receive(pkt) gets every packet for nic0.p0
@@ -30,13 +30,12 @@ from typing import Protocol
 
 import networkx as nx
 import simpy
-
-from fabric.packet import DATA, Packet
-from fabric.phy import PROPAGATION_S_PER_M, get_phy
-from fabric.port import Port
-from fabric.routing import Routing
-from fabric.switch import Switch, SwitchConfig, SwitchPort
-from fabric.topology import endpoints
+from podsim.fabric.packet import DATA, Packet
+from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+from podsim.fabric.port import Port
+from podsim.fabric.routing import Routing
+from podsim.fabric.switch import Switch, SwitchConfig, SwitchPort
+from podsim.fabric.topology import endpoints
 
 __all__ = ["Network", "NetworkError", "Receiver"]
 
@@ -275,7 +274,7 @@ class Network:
     def add_holder(self, held: Callable[[], Iterable[Packet]]) -> None:
         """Register ``held()``: packets that a model keeps outside the ports' queues and the
         event heap while they are still on their way (e.g. frames waiting for a link-level
-        retry, :mod:`fabric.faults`). :meth:`bytes_in_flight` and the invariant checks count
+        retry, :mod:`podsim.fabric.faults`). :meth:`bytes_in_flight` and the invariant checks count
         them as in flight."""
         self._holders.append(held)
 

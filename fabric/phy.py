@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from fabric.registry import Registry
+from podsim.fabric.registry import Registry
 
 #: Propagation delay in optical fibre or copper, seconds per metre (physics.md: 5 ns/m [S]).
 PROPAGATION_S_PER_M = 5e-9

@@ -4,7 +4,7 @@ Timing model (physics.md, "400GbE over 112G PAM4"):
 
 * serialisation of a packet of ``wire`` bytes (payload + 82 B RoCEv2 overhead, at least 84 B)
   takes ``8 * wire / rate_bps`` at the PHY's MAC rate;
-* propagation is ``length_m * 5 ns/m`` (:data:`fabric.phy.PROPAGATION_S_PER_M`);
+* propagation is ``length_m * 5 ns/m`` (:data:`podsim.fabric.phy.PROPAGATION_S_PER_M`);
 * each hop adds the PHY's FEC + PCS latency (``PhyProfile.fec_latency_s``);
 * a switch adds its port-to-port latency. A cut-through switch starts forwarding when the head
   has arrived, so its ingress serialisation overlaps the egress one; a store-and-forward switch
@@ -43,11 +43,10 @@ from heapq import heappush
 from typing import TYPE_CHECKING
 
 import simpy
-
-from fabric.packet import PAUSE, Packet
+from podsim.fabric.packet import PAUSE, Packet
 
 if TYPE_CHECKING:
-    from fabric.switch import Switch
+    from podsim.fabric.switch import Switch
 
 __all__ = ["Port"]
 
@@ -82,7 +81,7 @@ class Port:
     ``tx_bytes``, ``mac_frames`` and ``mac_bytes``); ``drops``/``drop_bytes`` packets and
     payload bytes lost at this port (buffer admission, link down, frame errors; ``drop_wire``
     their wire bytes), of which ``lost_pkts``/``lost_bytes``/``lost_wire`` were lost on the
-    wire after transmission (link down, frame errors: see :mod:`fabric.faults`);
+    wire after transmission (link down, frame errors: see :mod:`podsim.fabric.faults`);
     ``ecn_marks``; ``pauses_sent`` (PFC pause frames
     this port transmitted), ``pauses_rcvd`` (times this port was paused), ``paused`` (now),
     ``paused_s`` (total time paused); ``up``; ``reverse`` the port of the opposite direction;

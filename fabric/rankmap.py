@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
-
-from fabric.registry import Registry
-from fabric.topology import TopologyError, gpu_nics, gpu_table
+from podsim.fabric.registry import Registry
+from podsim.fabric.topology import TopologyError, gpu_nics, gpu_table
 
 __all__ = ["RANK_MAPS", "RankMap", "RankMapError", "map_ranks"]
 

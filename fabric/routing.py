@@ -5,7 +5,7 @@ Clos does) over the links that are up, never passing *through* another endpoint;
 the same switch share one search from that switch. A switch's next hops toward a destination
 are its neighbours one hop closer; the switch keeps them as a tuple of egress ports in a list
 indexed by destination id, so forwarding is ``table[dst]`` plus, with several next hops, one
-hash (see :mod:`fabric.switch`). Identical tuples are shared, so a 1k-endpoint fat-tree costs
+hash (see :mod:`podsim.fabric.switch`). Identical tuples are shared, so a 1k-endpoint fat-tree costs
 little memory.
 
 Link failures (:meth:`Routing.set_link`) recompute only the destinations whose shortest-path
@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fabric.port import Port
-    from fabric.switch import Switch
+    from podsim.fabric.port import Port
+    from podsim.fabric.switch import Switch
 
 __all__ = ["Routing", "RoutingError"]
 

@@ -5,10 +5,10 @@ A pod is one scale-up domain (NVLink/UB/UALink-style): every GPU has a scale-up 
 GPU's scale-up bandwidth spread evenly over them, as NVLink links are spread over NVSwitch chips.
 Pods are cut into servers (trays) of ``gpus_per_server`` GPUs; each server has
 ``gpus_per_server / gpus_per_nic`` NIC cards on the scale-out fabric (rail-optimised or
-fat-tree, one port per plane), built by the attachers of :mod:`fabric.topology`.
+fat-tree, one port per plane), built by the attachers of :mod:`podsim.fabric.topology`.
 
 The generic builder ``superpod`` and the named presets register in
-:data:`fabric.topology.TOPOLOGIES` (one registry: a preset is a builder with defaults; its
+:data:`podsim.fabric.topology.TOPOLOGIES` (one registry: a preset is a builder with defaults; its
 description starts with ``preset:``). Figures marked [S]/[D] come from
 shared/reference/physics.md; [E] are estimates with no public source at hand, to be overridden
 by a scenario.
@@ -19,8 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import networkx as nx
-
-from fabric.topology import (
+from podsim.fabric.topology import (
     DEFAULT_LEAF_SPINE_CABLE,
     DEFAULT_NIC_CABLE,
     DEFAULT_SPINE_CORE_CABLE,
@@ -44,7 +43,7 @@ from fabric.topology import (
     sizer,
     switch_attrs,
 )
-from fabric.units import parse_rate, parse_time
+from podsim.fabric.units import parse_rate, parse_time
 
 __all__ = ["SCALEOUT_KINDS", "h800_deepep", "superpod", "superpod_128", "superpod_384"]
 
@@ -405,7 +404,7 @@ def superpod_384(
 
 
 # --------------------------------------------------------------------------------------------
-# closed-form sizes (fabric.topology.topology_size): the arguments of the builders above
+# closed-form sizes (podsim.fabric.topology.topology_size): the arguments of the builders above
 
 
 @sizer("superpod")

@@ -3,7 +3,7 @@
 Model (what it assumes):
 
 * **Output queued.** A packet arriving at a switch (after the link's propagation, FEC and the
-  switch's port-to-port latency, see :mod:`fabric.port`) is routed and placed straight into
+  switch's port-to-port latency, see :mod:`podsim.fabric.port`) is routed and placed straight into
   its egress port's queue; there is no ingress queueing or fabric contention inside the chip.
 * **Shared buffer with dynamic thresholds** (Choudhury & Hahne, "Dynamic queue length
   thresholds for shared-memory packet switches", IEEE/ACM ToN 1998): an egress queue may grow
@@ -56,10 +56,9 @@ from heapq import heappush
 from typing import Any
 
 import simpy
-
-from fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
-from fabric.port import Port
-from fabric.units import parse_size, parse_time
+from podsim.fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
+from podsim.fabric.port import Port
+from podsim.fabric.units import parse_size, parse_time
 
 __all__ = ["Switch", "SwitchConfig", "SwitchPort"]
 
@@ -190,7 +189,7 @@ class SwitchPort(Port):
 
 class Switch:
     """One switch: routes arriving packets to an egress :class:`SwitchPort` and manages the
-    shared buffer. Built by :class:`fabric.network.Network`; NICs never call it directly.
+    shared buffer. Built by :class:`podsim.fabric.network.Network`; NICs never call it directly.
 
     Public state: ``name``, ``config``, ``ports`` (egress ports, by neighbour name order),
     ``buffer_bytes``, ``used`` (bytes buffered now), ``max_used``, ``noroute_drops`` /

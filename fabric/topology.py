@@ -32,8 +32,8 @@ Conventions this module adds (all graphml-safe scalars):
 Every builder and SuperPoD preset lives in the one :data:`TOPOLOGIES` registry (presets are
 builders with defaults; their descriptions start with ``preset:``); scenarios call
 :func:`build_topology`. Related modules: :mod:`fabric.superpod` (scale-up domains and presets),
-:mod:`fabric.bisection`, :mod:`fabric.rankmap` (ranks -> GPUs -> NIC ports),
-:mod:`fabric.topology_io` (GraphML, drawing). Cable defaults follow the brief: 2 m DAC
+:mod:`podsim.fabric.bisection`, :mod:`podsim.fabric.rankmap` (ranks -> GPUs -> NIC ports),
+:mod:`podsim.fabric.topology_io` (GraphML, drawing). Cable defaults follow the brief: 2 m DAC
 NIC-leaf, 30 m leaf-spine, 500 m spine-core; propagation is 5 ns/m (physics.md, "Fibre
 propagation") in the port model.
 """
@@ -48,10 +48,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
-
-from fabric.phy import get_phy
-from fabric.registry import Registry
-from fabric.units import parse_length
+from podsim.fabric.phy import get_phy
+from podsim.fabric.registry import Registry
+from podsim.fabric.units import parse_length
 
 __all__ = [
     "EDGE_TIERS",
@@ -804,7 +803,7 @@ def validate_graph(g: nx.Graph, *, max_errors: int = 20) -> None:
             if expect is None or tier != expect:
                 err(f"edge {u!r}-{v!r}: roles {sorted(ends)} with tier {tier!r}")
             if isinstance(d.get("phy"), str) and not _phy_known(d["phy"]):
-                err(f"edge {u!r}-{v!r}: phy {d['phy']!r} is not a fabric.phy profile")
+                err(f"edge {u!r}-{v!r}: phy {d['phy']!r} is not a podsim.fabric.phy profile")
             pu, pv = g.nodes[u].get("plane"), g.nodes[v].get("plane")
             if pu != pv:
                 err(f"edge {u!r}-{v!r}: joins planes {pu!r} and {pv!r}")
@@ -971,5 +970,5 @@ def _rail_size(
 
 
 # The SuperPoD builders and presets register into TOPOLOGIES on import; imported last because
-# fabric.superpod builds on the helpers above.
-from fabric import superpod as _superpod  # noqa: E402, F401
+# podsim.fabric.superpod builds on the helpers above.
+from podsim.fabric import superpod as _superpod  # noqa: E402, F401

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
-
-from fabric.topology import ROLES
+from podsim.fabric.topology import ROLES
 
 __all__ = ["draw_topology", "read_graphml", "write_graphml"]
 

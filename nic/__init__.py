@@ -3,27 +3,27 @@
 The NIC sits on the packet fabric (:mod:`fabric`): one :class:`SmartNic` per NIC card, one
 fabric endpoint per plane. What lives where:
 
-* :mod:`nic.nic` -- :class:`SmartNic` (TX scheduling through the ports' pull interface,
+* :mod:`podsim.nic.nic` -- :class:`SmartNic` (TX scheduling through the ports' pull interface,
   pacing, packet-rate pipeline, receive path) and :class:`RdmaNetwork`, the runner-facing API:
-  build NICs on a :class:`fabric.network.Network`, post messages or a whole workload trace,
+  build NICs on a :class:`podsim.fabric.network.Network`, post messages or a whole workload trace,
   run, and read per-message / per-QP / per-NIC tables (pandas). :class:`NicConfig` holds every
   transport parameter; :data:`NIC_MODELS` names presets.
-* :mod:`nic.transport` -- queue pairs and segmentation (``qp``, ``segmentation``),
+* :mod:`podsim.nic.transport` -- queue pairs and segmentation (``qp``, ``segmentation``),
   ACK/SACK/NACK, RACK loss detection, tail-loss probes and RTO, go-back-N and selective repeat
   with a bounded reorder buffer (``reliability``), path selectors by entropy value
   (``selectors``: ``PATH_SELECTORS`` = ecmp, spray, bitmap, reps, adaptive) and the packet-rate
   pipeline with its QP-context cache (``pipeline``).
-* :mod:`nic.congestion` -- the DOCA-PCC-style plug-in API and the built-in algorithms
+* :mod:`podsim.nic.congestion` -- the DOCA-PCC-style plug-in API and the built-in algorithms
   (``CC_ALGORITHMS``), the DCQCN CNP generator and RCCC receiver credits.
-* :mod:`nic.pcie` -- the on-card PCIe switch and node layouts; its per-NIC DMA share caps the
+* :mod:`podsim.nic.pcie` -- the on-card PCIe switch and node layouts; its per-NIC DMA share caps the
   NIC through :meth:`SmartNic.set_pcie_rate_cap`.
 
 Quick start::
 
     import simpy
-    from fabric.network import Network
-    from fabric.topology import build_topology
-    from nic import NicConfig, RdmaNetwork
+    from podsim.fabric.network import Network
+    from podsim.fabric.topology import build_topology
+    from podsim.nic import NicConfig, RdmaNetwork
 
     env = simpy.Environment()
     net = Network(env, build_topology("leaf-spine", hosts_per_leaf=4, leaves=2), seed=1)
@@ -35,9 +35,9 @@ Quick start::
 
 from __future__ import annotations
 
-from nic.congestion import CC_ALGORITHMS
-from nic.nic import NIC_MODELS, NicConfig, RdmaNetwork, SmartNic, nic_model
-from nic.transport.selectors import PATH_SELECTORS
+from podsim.nic.congestion import CC_ALGORITHMS
+from podsim.nic.nic import NIC_MODELS, NicConfig, RdmaNetwork, SmartNic, nic_model
+from podsim.nic.transport.selectors import PATH_SELECTORS
 
 __all__ = [
     "CC_ALGORITHMS",

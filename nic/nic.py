@@ -2,7 +2,7 @@
 
 :class:`SmartNic` is one NIC *card*: one fabric endpoint per plane (graph nodes with role
 ``nic`` and the same ``nic`` attribute). It attaches to those endpoints of a
-:class:`fabric.network.Network` and
+:class:`podsim.fabric.network.Network` and
 
 * transmits through the ports' pull interface (``Port.source``): whenever a port is about to
   go idle it asks the NIC for a packet; the NIC takes the next queue pair round-robin from that
@@ -36,21 +36,21 @@ from dataclasses import asdict, dataclass, field, fields
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from fabric.kernel import Callback, call_at, stop_after_event
-from fabric.kernel import run as kernel_run
-from fabric.network import Network
-from fabric.packet import ACK as K_ACK
-from fabric.packet import CNP as K_CNP
-from fabric.packet import DATA as K_DATA
-from fabric.packet import NACK as K_NACK
-from fabric.packet import PROBE as K_PROBE
-from fabric.packet import ROCE_OVERHEAD
-from fabric.registry import Registry
-from fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
-from nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
-from nic.congestion.api import CCEvent
-from nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
-from nic.transport.qp import (
+from podsim.fabric.kernel import Callback, call_at, stop_after_event
+from podsim.fabric.kernel import run as kernel_run
+from podsim.fabric.network import Network
+from podsim.fabric.packet import ACK as K_ACK
+from podsim.fabric.packet import CNP as K_CNP
+from podsim.fabric.packet import DATA as K_DATA
+from podsim.fabric.packet import NACK as K_NACK
+from podsim.fabric.packet import PROBE as K_PROBE
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.registry import Registry
+from podsim.fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
+from podsim.nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
+from podsim.nic.congestion.api import CCEvent
+from podsim.nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
+from podsim.nic.transport.qp import (
     ACK_WIRE_EXTRA,
     CNP_WIRE_EXTRA,
     F_CREDIT_GRANT,
@@ -64,9 +64,9 @@ from nic.transport.qp import (
     RdmaPacket,
     RecvQp,
 )
-from nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
-from nic.transport.segmentation import check_mtu, check_opcode
-from nic.transport.selectors import PATH_SELECTORS, make_selector
+from podsim.nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
+from podsim.nic.transport.segmentation import check_mtu, check_opcode
+from podsim.nic.transport.selectors import PATH_SELECTORS, make_selector
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,7 +103,7 @@ class NicConfig:
                           setting [S: IBTA; ibv_modify_qp(3)]); None retries forever.
     ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (physics.md [S]).
     ``qps_per_pair``      QPs per (src, dst) NIC pair; messages are spread round-robin.
-    ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`nic.pcie`).
+    ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`podsim.nic.pcie`).
     """
 
     mtu: int = 4096
@@ -294,7 +294,7 @@ class SmartNic:
     # ------------------------------------------------------------------ hooks
     def set_pcie_rate_cap(self, tx_bps: float | None, rx_bps: float | str | None = "same") -> None:
         """Cap the NIC's payload DMA at its share of the PCIe tree (bit/s; from
-        :func:`nic.pcie.nic_dma_caps`): ``tx_bps`` host-to-NIC reads for transmit, ``rx_bps``
+        :func:`podsim.nic.pcie.nic_dma_caps`): ``tx_bps`` host-to-NIC reads for transmit, ``rx_bps``
         NIC-to-host writes for receive (default: the same as ``tx_bps``). None removes a cap."""
         if rx_bps == "same":
             rx_bps = tx_bps
@@ -982,7 +982,7 @@ class RdmaNetwork:
         ``bytes``, ``start_s``, ``hop`` ...) whose ``hop`` is in ``hops``.
 
         ``rank_nic`` maps a rank to its NIC card: a sequence/array indexed by rank, a mapping,
-        or a :class:`fabric.rankmap.RankMap` (its ``nic`` array). Rows are posted at
+        or a :class:`podsim.fabric.rankmap.RankMap` (its ``nic`` array). Rows are posted at
         ``t0 + start_s`` (``t0`` default now); ranks on the same NIC are skipped (no network
         transfer). Each message's ``tag`` is the trace row's index label.
         """

@@ -2,12 +2,12 @@
 
 Python API (what notebooks use)::
 
-    import scenarios
+    import podsim.scenarios
     res = scenarios.run("quickstart")            # a file path, built-in name, dict or Scenario
     res.messages, res.phases, res.links, res.qps, res.queues, res.summary
     res.cost, res.bom, res.cost_table()          # the cluster's price (cost.json, bom.csv)
     res.performance()                            # one flat row of figures (what a study keeps)
-    sc, _ = scenarios.load_scenario("deepep-h800", ["variant=ep32"])
+    sc, _ = podsim.scenarios.load_scenario("deepep-h800", ["variant=ep32"])
 
 Attributes load lazily so that ``podsim --help`` does not import pandas.
 """
@@ -19,11 +19,11 @@ from typing import Any
 __all__ = ["Results", "Scenario", "ScenarioError", "load_scenario", "run"]
 
 _LAZY = {
-    "run": ("scenarios.runner", "run"),
-    "Results": ("scenarios.results", "Results"),
-    "Scenario": ("scenarios.schema", "Scenario"),
-    "ScenarioError": ("scenarios.errors", "ScenarioError"),
-    "load_scenario": ("scenarios.loader", "load_scenario"),
+    "run": ("podsim.scenarios.runner", "run"),
+    "Results": ("podsim.scenarios.results", "Results"),
+    "Scenario": ("podsim.scenarios.schema", "Scenario"),
+    "ScenarioError": ("podsim.scenarios.errors", "ScenarioError"),
+    "load_scenario": ("podsim.scenarios.loader", "load_scenario"),
 }
 
 

@@ -2,13 +2,13 @@
 
 This module is the adapter between the scenario schema and the packages below it:
 
-- the topology graph from :func:`fabric.topology.build_topology` (a preset or an explicit
-  builder with its parameters), checked with :func:`fabric.topology.validate_graph`;
-- ranks placed on GPUs with :func:`fabric.rankmap.map_ranks`;
-- switch settings as a :class:`fabric.switch.SwitchConfig`;
-- the node's PCIe layout (``nic.pcie``) built for every server and bound to the ranks
-  (:class:`scenarios.pcie_model.ClusterPcie`);
-- the workload trace (schema in the team brief / ``workloads.trace``) from the ``workloads``
+- the topology graph from :func:`podsim.fabric.topology.build_topology` (a preset or an explicit
+  builder with its parameters), checked with :func:`podsim.fabric.topology.validate_graph`;
+- ranks placed on GPUs with :func:`podsim.fabric.rankmap.map_ranks`;
+- switch settings as a :class:`podsim.fabric.switch.SwitchConfig`;
+- the node's PCIe layout (``podsim.nic.pcie``) built for every server and bound to the ranks
+  (:class:`podsim.scenarios.pcie_model.ClusterPcie`);
+- the workload trace (schema in the team brief / ``podsim.workloads.trace``) from the ``workloads``
   kernels (MoE), a trace file, or a synthetic pattern; and the per-rank expert-compute time.
 
 Every parameter a lower layer rejects is re-raised as a :class:`ScenarioError` naming the
@@ -27,13 +27,12 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pandas as pd
-
-from scenarios.errors import ScenarioError
-from scenarios.schema import Scenario, Straggler
-from workloads.moe import moe_layer_trace
-from workloads.trace import COLUMNS as TRACE_COLUMNS
-from workloads.trace import HOPS, PHASES, read_trace
-from workloads.trace import compute_table as workload_compute_table
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.schema import Scenario, Straggler
+from podsim.workloads.moe import moe_layer_trace
+from podsim.workloads.trace import COLUMNS as TRACE_COLUMNS
+from podsim.workloads.trace import HOPS, PHASES, read_trace
+from podsim.workloads.trace import compute_table as workload_compute_table
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -80,7 +79,7 @@ class Cluster:
     switch: Any = None
     #: the node's PCIe tree (of the first server; servers alike share it), None without layout
     layout: Any = None
-    #: every server's tree bound to the ranks (scenarios.pcie_model.ClusterPcie) or None
+    #: every server's tree bound to the ranks (podsim.scenarios.pcie_model.ClusterPcie) or None
     pcie: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -97,8 +96,8 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
     """The topology graph of ``sc.cluster`` (preset or explicit builder). A cluster too large
     for the machine is refused before it is built (:func:`scenarios.limits.check_cluster_size`;
     ``force`` skips the budget, not the physical memory)."""
-    from fabric.topology import build_topology, validate_graph
-    from scenarios.limits import check_cluster_size
+    from podsim.fabric.topology import build_topology, validate_graph
+    from podsim.scenarios.limits import check_cluster_size
 
     check_cluster_size(sc, force=force)
 
@@ -124,7 +123,7 @@ def _unknown_topology_param(name: str, exc: Exception, path: str) -> ScenarioErr
     import difflib
     import re
 
-    from fabric.topology import TOPOLOGIES
+    from podsim.fabric.topology import TOPOLOGIES
 
     m = re.search(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if m is None:
@@ -148,7 +147,7 @@ def _unknown_topology_param(name: str, exc: Exception, path: str) -> ScenarioErr
 
 
 def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
-    from fabric.topology import gpus
+    from podsim.fabric.topology import gpus
 
     w = sc.workload
     total = len(gpus(graph))
@@ -170,8 +169,8 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
 
 
 def switch_config(sc: Scenario) -> Any:
-    """The scenario's switch settings as a :class:`fabric.switch.SwitchConfig`."""
-    from fabric.switch import SwitchConfig
+    """The scenario's switch settings as a :class:`podsim.fabric.switch.SwitchConfig`."""
+    from podsim.fabric.switch import SwitchConfig
 
     s = sc.cluster.switch
     with at("cluster.switch"):
@@ -192,7 +191,7 @@ def switch_config(sc: Scenario) -> Any:
 
 def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
     """The node's PCIe tree built for every server of the cluster and bound to the ranks
-    (:class:`scenarios.pcie_model.ClusterPcie`), or None without ``cluster.layout``.
+    (:class:`podsim.scenarios.pcie_model.ClusterPcie`), or None without ``cluster.layout``.
 
     GPUs per server, NIC cards per server and the GPUs each card serves come from the topology;
     ``cluster.layout_params`` may add anything else the layout takes (``ssds``, lane widths,
@@ -208,10 +207,10 @@ def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
                 path="workload.storage",
             )
         return None
-    from scenarios.registries import get_registry
+    from podsim.scenarios.registries import get_registry
 
     reg = get_registry("node layout")
-    from scenarios.pcie_model import ClusterPcie
+    from podsim.scenarios.pcie_model import ClusterPcie
 
     pcie = ClusterPcie.build(
         graph,
@@ -264,7 +263,7 @@ def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
             path="cluster.nic.phy",
         )
     if nic.rate is not None and seen_rate and seen_rate != {nic.rate}:
-        from fabric.units import fmt_rate
+        from podsim.fabric.units import fmt_rate
 
         have = ", ".join(fmt_rate(r) for r in sorted(seen_rate))
         raise ScenarioError(
@@ -277,7 +276,7 @@ def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
 def build_cluster(sc: Scenario, num_ranks: int | None = None, *, force: bool = False) -> Cluster:
     """Build the graph and place the ranks (``num_ranks`` overrides the workload's count;
     ``force``: see :func:`build_graph`)."""
-    from fabric.rankmap import map_ranks
+    from podsim.fabric.rankmap import map_ranks
 
     g = build_graph(sc, force=force)
     n = num_ranks if num_ranks is not None else _num_ranks(sc, g)
@@ -415,7 +414,7 @@ def _read_trace_rows(path: Path, fmt: str, num_ranks: int | None) -> pd.DataFram
 def topology_io(name: str) -> Callable[..., Any] | None:
     """``write_graphml`` / ``read_graphml`` / ``draw_topology`` from :mod:`fabric.topology_io`
     (imported on first use: it is only needed when writing or reading a result folder)."""
-    from fabric import topology_io as tio
+    from podsim.fabric import topology_io as tio
 
     fn = getattr(tio, name, None)
     return fn if callable(fn) else None
@@ -423,7 +422,7 @@ def topology_io(name: str) -> Callable[..., Any] | None:
 
 def read_graph(directory: str | Path) -> nx.Graph | None:
     """The ``topology.graphml`` of a result folder, or None."""
-    from fabric.topology_io import read_graphml
+    from podsim.fabric.topology_io import read_graphml
 
     p = Path(directory) / "topology.graphml"
     if not p.is_file():
@@ -487,7 +486,7 @@ _SIZE_PARAMS = ("bytes_per_pair", "message_bytes", "total_bytes", "nbytes", "siz
 def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     s = sc.workload.synthetic
     assert s is not None
-    from scenarios.registries import get_registry
+    from podsim.scenarios.registries import get_registry
 
     fn = get_registry("synthetic pattern").get(s.pattern)  # the schema checked the name
     params = inspect.signature(fn).parameters
@@ -554,7 +553,7 @@ def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.Dat
 
     A fixed ``compute_time`` from the scenario wins; otherwise the trace's own compute table
     (the workloads compute model prices the token copies each rank received:
-    ``workloads.trace.compute_table``), otherwise zero. Straggler faults multiply a rank's
+    ``podsim.workloads.trace.compute_table``), otherwise zero. Straggler faults multiply a rank's
     time.
     """
     w = sc.workload

@@ -3,8 +3,8 @@
 ``podsim run [FILE|NAME]`` runs a scenario (the built-in ``quickstart`` when none is given) and
 writes its tables, summary, cost, plots (and report) under ``--out`` or the scenario's
 ``outputs.dir``; ``validate``, ``show``, ``list``, ``docs``, ``trace``, ``plot`` and ``report``
-do one job each, as do ``cost`` and ``sweep`` (:mod:`scenarios.study.cli`). Every command
-goes through one error guard (:mod:`scenarios.cli_common`): bad input prints one paragraph
+do one job each, as do ``cost`` and ``sweep`` (:mod:`podsim.scenarios.study.cli`). Every command
+goes through one error guard (:mod:`podsim.scenarios.cli_common`): bad input prints one paragraph
 naming the file, key and value and exits with status 2; Ctrl-C exits with 130 after writing
 what was simulated; an internal error prints a short message with the path of a saved
 traceback and exits with 1 (``podsim --debug`` or ``PODSIM_DEBUG=1`` prints the traceback).
@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
-from scenarios.cli_common import (
+from podsim.scenarios.cli_common import (
     ForceOpt,
     SeedOpt,
     SetOpt,
@@ -31,7 +30,7 @@ from scenarios.cli_common import (
     out_console,
     set_debug,
 )
-from scenarios.errors import EXIT_INTERRUPTED, ScenarioError
+from podsim.scenarios.errors import EXIT_INTERRUPTED, ScenarioError
 
 __all__ = ["app", "guarded", "main"]
 
@@ -50,8 +49,25 @@ AllowPluginsOpt = Annotated[
 _fail = fail  # the name the commands below (and older tests) use
 
 
+def _version(value: bool) -> None:
+    if value:
+        from podsim import __version__
+
+        typer.echo(f"podsim {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print podsim's version and exit.",
+        ),
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option(
@@ -70,7 +86,7 @@ def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
 
 
 def _load_doc(ref: str, sets: list[str] | None, seed: int | None = None) -> tuple[Any, Any]:
-    from scenarios.loader import load_scenario
+    from podsim.scenarios.loader import load_scenario
 
     return load_scenario(ref, sets or (), seed=seed)
 
@@ -154,7 +170,7 @@ class _ProgressBar:
         self._start_timer()
         if not self._shown(now):
             return
-        from fabric.units import fmt_time
+        from podsim.fabric.units import fmt_time
 
         if events is not None:
             t_prev, e_prev = self._last
@@ -212,8 +228,8 @@ def run(
     no stale table or plot survives; the earlier results stay until the new run has finished
     simulating. A folder that is not empty and holds no podsim result is refused (exit 2).
     """
-    from scenarios.runner import check_output_dir, output_dir
-    from scenarios.runner import run as run_scenario
+    from podsim.scenarios.runner import check_output_dir, output_dir
+    from podsim.scenarios.runner import run as run_scenario
 
     if no_checks:
         sets = [*(sets or []), "sim.checks=false"]
@@ -271,7 +287,7 @@ def validate(
     that run makes before simulating, so a scenario that validates is not refused by run."""
     sc, doc = _load_doc(scenario, sets, seed)
     if build:
-        from scenarios.runner import preflight
+        from podsim.scenarios.runner import preflight
 
         with _located(doc):
             preflight(sc, force=force, allow_plugins=allow_plugins)
@@ -298,11 +314,10 @@ def list_(
 ) -> None:
     """List built-in scenarios and studies and the registries' names with one-line
     descriptions."""
+    from podsim.scenarios.loader import library_description, library_names
+    from podsim.scenarios.registries import get_registry
+    from podsim.scenarios.study.spec import study_description, study_names
     from rich.table import Table
-
-    from scenarios.loader import library_description, library_names
-    from scenarios.registries import get_registry
-    from scenarios.study.spec import study_description, study_names
 
     sections: list[tuple[str, list[tuple[str, str]]]] = [
         ("scenarios", [(n, library_description(n)) for n in library_names()]),
@@ -363,7 +378,7 @@ def trace(
     force: ForceOpt = False,
 ) -> None:
     """Write the scenario's workload trace (Parquet, or CSV by extension) without simulating."""
-    from scenarios.build import build_cluster, build_trace, trace_ranks
+    from podsim.scenarios.build import build_cluster, build_trace, trace_ranks
 
     sc, doc = _load_doc(scenario, sets, seed)
     path = out or Path(f"{sc.name}-trace.parquet")
@@ -375,7 +390,7 @@ def trace(
     with _located(doc):
         cluster = build_cluster(sc, trace_ranks(sc), force=force)
         df = build_trace(sc, cluster)
-    from workloads.trace import write_trace
+    from podsim.workloads.trace import write_trace
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -395,13 +410,13 @@ def trace(
 @guarded
 def plot(directory: Annotated[Path, typer.Argument(help="A result or study folder.")]) -> None:
     """(Re)draw the plots of a result folder (or of a study folder: podsim sweep)."""
-    from scenarios.build import read_graph
-    from scenarios.plots import plot_all
-    from scenarios.report import is_study_folder
-    from scenarios.results import Results
+    from podsim.scenarios.build import read_graph
+    from podsim.scenarios.plots import plot_all
+    from podsim.scenarios.report import is_study_folder
+    from podsim.scenarios.results import Results
 
     if is_study_folder(directory):
-        from scenarios.study.plots import plot_study_folder
+        from podsim.scenarios.study.plots import plot_study_folder
 
         files = plot_study_folder(directory)
         out_console.print(f"wrote {len(files)} plot files in {directory / 'plots'}", markup=False)
@@ -420,7 +435,7 @@ def report(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
 ) -> None:
     """Write one self-contained HTML report of a result folder (or of a study folder)."""
-    from scenarios.report import write_report
+    from podsim.scenarios.report import write_report
 
     path = write_report(directory, out)
     out_console.print(f"wrote {path}", markup=False)
@@ -434,14 +449,14 @@ def docs(
     ] = "md",
 ) -> None:
     """Print the reference of every scenario key: path, type, default, unit, description."""
-    from scenarios.docs import render
+    from podsim.scenarios.docs import render
 
     if fmt not in ("md", "text"):
         raise ScenarioError(f"--format {fmt!r}: use md or text.")
     typer.echo(render(fmt=fmt), nl=False)
 
 
-from scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402
+from podsim.scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402
 
 _register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8), guarded too
 
@@ -460,7 +475,7 @@ def _reflow_help(typer_app: typer.Typer) -> None:
 _reflow_help(app)
 
 
-def main() -> None:  # pragma: no cover - console entry for `python -m scenarios.cli`
+def main() -> None:  # pragma: no cover - console entry (`podsim`, `python -m podsim`)
     app()
 
 

@@ -4,10 +4,10 @@ One definition of each option (``--set``, ``--seed``, ``--force``) so that ``run
 ``validate``, ``show`` and ``cost`` spell, document and range-check them the same way; and one
 error guard (:func:`guarded`) that every command goes through:
 
-- bad input (:class:`scenarios.errors.ScenarioError`, or any ``ValueError``, which the layers
+- bad input (:class:`podsim.scenarios.errors.ScenarioError`, or any ``ValueError``, which the layers
   below raise for bad parameters) prints one paragraph and exits with status 2;
 - Ctrl-C exits with 130; running out of memory (which the size estimates of
-  :mod:`scenarios.limits` should have prevented) is reported as such, status 2;
+  :mod:`podsim.scenarios.limits` should have prevented) is reported as such, status 2;
 - anything else is a bug: one paragraph ("internal error", the exception, the file its
   traceback was saved to and a request to report it) and status 1. The traceback itself is
   printed only with ``podsim --debug ...`` or ``PODSIM_DEBUG=1``.
@@ -22,15 +22,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-
-from scenarios.errors import (
+from podsim.scenarios.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     ScenarioError,
     save_traceback,
 )
+from rich.console import Console
 
 __all__ = [
     "ForceOpt",
@@ -122,7 +121,7 @@ def guarded(fn: F) -> F:
             _print_traceback(exc)
             fail(f"error: {exc}", EXIT_BAD_INPUT)
         except Exception as exc:
-            from fabric.invariants import InvariantViolation
+            from podsim.fabric.invariants import InvariantViolation
 
             _print_traceback(exc)
             if isinstance(exc, InvariantViolation):  # a model bug caught by the checks

@@ -5,7 +5,7 @@ its dotted path as written in a file or after ``--set`` (``cluster.nic.cc.name``
 default (in the human form ``podsim show`` prints), the SI unit the value is stored in, and the
 field's ``description``. Quantity types say how they are written (``"400Gbps"``) through the
 :class:`scenarios.schema.Quantity` marker; names checked against a registry say which ``podsim
-list`` section holds the choices through :class:`scenarios.schema.NameOf`. Generated from the
+list`` section holds the choices through :class:`podsim.scenarios.schema.NameOf`. Generated from the
 code, the reference cannot drift from what the loader accepts.
 
 ``faults`` is a list of entries of several kinds; its rows read ``faults[].link (link_down,
@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
+from podsim.scenarios.errors import is_model, kind_tags
+from podsim.scenarios.schema import NameOf, Quantity, Scenario
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
-
-from scenarios.errors import is_model, kind_tags
-from scenarios.schema import NameOf, Quantity, Scenario
 
 __all__ = ["TOP_LEVEL_EXTRAS", "KeyDoc", "missing_descriptions", "models", "reference", "render"]
 
@@ -289,10 +288,10 @@ def _md_cell(text: str) -> str:
 
 
 def study_rows(prefix: str = "") -> list[KeyDoc]:
-    """The keys of a study file (:class:`scenarios.study.spec.Study`), as written in it."""
+    """The keys of a study file (:class:`podsim.scenarios.study.spec.Study`), as written in it."""
     from dataclasses import replace
 
-    from scenarios.study.spec import Study
+    from podsim.scenarios.study.spec import Study
 
     out = []
     for r in reference(Study):

@@ -1,16 +1,16 @@
 """Faults and invariant checks of a packet-engine run, from the scenario's ``faults:`` list
 and ``sim.checks``.
 
-The scenario layer's side of :mod:`fabric.faults` and :mod:`fabric.invariants`:
+The scenario layer's side of :mod:`podsim.fabric.faults` and :mod:`podsim.fabric.invariants`:
 
 * :func:`build_injector` turns the validated ``faults:`` entries (``link_down``,
   ``link_degrade``, ``ber``, ``switch_down``, ``nic_down``; ``straggler`` acts on compute in
   :func:`scenarios.build.compute_table`) into a :class:`fabric.faults.FaultInjector` on the
   run's network, with ``cluster.routing.reconvergence`` as the static-ECMP reconvergence delay.
   A fault naming a link or node the packet network does not have is a
-  :class:`scenarios.errors.ScenarioError` at ``faults[i].link`` / ``faults[i].node``.
-* :class:`RdmaEndpoints` adapts the SmartNIC transport (:class:`nic.nic.RdmaNetwork`) to the
-  invariant checker; :class:`fabric.invariants.HostEndpoints` adapts the line-rate hosts.
+  :class:`podsim.scenarios.errors.ScenarioError` at ``faults[i].link`` / ``faults[i].node``.
+* :class:`RdmaEndpoints` adapts the SmartNIC transport (:class:`podsim.nic.nic.RdmaNetwork`) to the
+  invariant checker; :class:`podsim.fabric.invariants.HostEndpoints` adapts the line-rate hosts.
 * :class:`FaultSession` is what the packet engine holds for one run: it applies the faults,
   runs the invariant checks at the timeline's progress points (at most every
   :data:`CHECK_EVERY_EVENTS` events) and at the end, and returns the fault record, the failed
@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fabric.faults import (
+from podsim.fabric.faults import (
     Fault,
     FaultError,
     FaultInjector,
@@ -42,16 +42,15 @@ from fabric.faults import (
     NicDown,
     SwitchDown,
 )
-from fabric.invariants import Checker, HostEndpoints, explain_unfinished, is_failure
-from fabric.units import fmt_rate
-from scenarios.errors import ScenarioError
+from podsim.fabric.invariants import Checker, HostEndpoints, explain_unfinished, is_failure
+from podsim.fabric.units import fmt_rate
+from podsim.scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
     import networkx as nx
-
-    from fabric.network import Network
-    from scenarios.engines import RunContext
-    from scenarios.schema import Scenario
+    from podsim.fabric.network import Network
+    from podsim.scenarios.engines import RunContext
+    from podsim.scenarios.schema import Scenario
 
 __all__ = [
     "CHECK_EVERY_EVENTS",
@@ -225,7 +224,7 @@ def check_termination(sc: Scenario, graph: nx.Graph, trace: Any, rank_ports: Any
 
 
 class RdmaEndpoints:
-    """:class:`fabric.invariants.Endpoints` adapter for :class:`nic.nic.RdmaNetwork`.
+    """:class:`podsim.fabric.invariants.Endpoints` adapter for :class:`podsim.nic.nic.RdmaNetwork`.
 
     Counts payload bytes of DATA packets per QP (``tx_bytes`` sent with retransmissions,
     ``rx.rx_bytes`` received with duplicates), and every message's completions (through
@@ -302,7 +301,7 @@ class FaultSession:
     """Faults and invariant checks of one packet-engine run (see the module docstring).
 
     ``transport`` is the engine's transport: it has ``net`` (the Network) and either ``rdma``
-    (SmartNICs) or ``hosts`` (name -> fabric.host.Host)."""
+    (SmartNICs) or ``hosts`` (name -> podsim.fabric.host.Host)."""
 
     def __init__(self, ctx: RunContext, transport: Any, *, check_every: int = CHECK_EVERY_EVENTS):
         sc = ctx.scenario

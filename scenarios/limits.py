@@ -22,7 +22,7 @@ cluster and the trace (no simulation):
   simulated time bounded below by the busiest NIC port's bytes at line rate plus compute.
 
 Before any of that, :func:`check_cluster_size` prices the cluster graph itself from the topology
-parameters alone (:func:`fabric.topology.topology_size`, a closed form per builder), so an
+parameters alone (:func:`podsim.fabric.topology.topology_size`, a closed form per builder), so an
 absurd cluster (``--set cluster.params.nodes=100000000``) is refused in microseconds instead of
 hanging while networkx builds it: :data:`CLUSTER_BYTES_PER_ELEMENT` per node or link and
 :data:`CLUSTER_ELEMENTS_PER_S` to build and check it, for every engine and for ``validate``,
@@ -33,7 +33,7 @@ for the route tables they hold for every message at once.
 
 :func:`check_limits` compares the estimate with a :class:`Budget` (default 1 hour and half the
 machine's memory, at most 16 GiB; ``PODSIM_MAX_WALL_S`` / ``PODSIM_MAX_MEMORY`` override it) and
-raises a :class:`scenarios.errors.ScenarioError` (exit status 2) with the estimate and the
+raises a :class:`podsim.scenarios.errors.ScenarioError` (exit status 2) with the estimate and the
 suggestion to use the flow engine. ``podsim run --force`` skips the check. The figures are
 estimates for a decision, not predictions: they err on the side of running.
 """
@@ -47,16 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
-
-from fabric.units import parse_size, parse_time
-from scenarios.errors import ScenarioError
+from podsim.fabric.units import parse_size, parse_time
+from podsim.scenarios.errors import ScenarioError
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from fabric.topology import TopologySize
-    from scenarios.build import Cluster
-    from scenarios.schema import Scenario
+    from podsim.fabric.topology import TopologySize
+    from podsim.scenarios.build import Cluster
+    from podsim.scenarios.schema import Scenario
 
 __all__ = [
     "CLUSTER_BYTES_PER_ELEMENT",
@@ -87,7 +85,7 @@ BASE_MEMORY = 300 * 2**20  # interpreter, numpy/pandas/networkx/simpy, the clust
 BYTES_PER_MESSAGE = 2048
 BYTES_PER_PACKET = 400  # a Packet object in flight with its event-heap entry
 BYTES_PER_SAMPLE = 8
-#: the packet engine's scale-up domain is a fluid max-min model (scenarios.engines.scaleup):
+#: the packet engine's scale-up domain is a fluid max-min model (podsim.scenarios.engines.scaleup):
 #: every transfer that finishes costs a few NumPy passes over the active transfers and a
 #: re-solve of the rates at or above its own. Per (step, layer, phase) with m scale-up
 #: messages of u distinct (source rank, size) pairs, about S = min(m, SCALEUP_SOLVES_PER_GROUP
@@ -179,7 +177,7 @@ def physical_memory() -> int | None:
 def cluster_size(sc: Scenario) -> tuple[TopologySize | None, str, str]:
     """(size, topology name, scenario key of its parameters) of ``sc``'s cluster, from the
     parameters alone; size None when the builder has no closed form or rejects them."""
-    from fabric.topology import topology_size
+    from podsim.fabric.topology import topology_size
 
     name, params, path = sc.cluster.topology_source()
     return topology_size(name, params), name, path
@@ -244,7 +242,7 @@ def check_cluster_size(
 
 
 #: bytes per (token, expert) of the MoE trace generator while it routes one layer: float32
-#: router logits and their noise, and the top-k selection's temporaries (workloads.gating:
+#: router logits and their noise, and the top-k selection's temporaries (podsim.workloads.gating:
 #: popularity_logits draws an [N, E] float32 array for all N = ep_size x tokens_per_rank tokens)
 MOE_BYTES_PER_TOKEN_EXPERT = 12
 
@@ -255,7 +253,7 @@ def workload_memory(sc: Scenario) -> tuple[int, str] | None:
     m = sc.workload.moe
     if m is None:
         return None
-    from workloads.models import get_model
+    from podsim.workloads.models import get_model
 
     try:
         experts = int(get_model(m.model).routed_experts)

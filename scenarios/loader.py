@@ -16,7 +16,7 @@ child unsets an inherited key (``preset: null`` before giving ``topology:``). A 
 path (trace, routing) is relative to the file that wrote it (a ``--set`` path: to the scenario
 file's folder). Include cycles and duplicate keys in one mapping are errors. Every value
 remembers the file and line it came from so that a validation error can point at it
-(:mod:`scenarios.errors`).
+(:mod:`podsim.scenarios.errors`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from podsim.scenarios.errors import ScenarioError, _origin_of, dotted, from_validation_error
+from podsim.scenarios.schema import Scenario
 from pydantic import ValidationError
-
-from scenarios.errors import ScenarioError, _origin_of, dotted, from_validation_error
-from scenarios.schema import Scenario
 
 __all__ = [
     "LIBRARY",

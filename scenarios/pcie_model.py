@@ -2,7 +2,7 @@
 and what the engines ask of them.
 
 :meth:`ClusterPcie.build` builds the scenario's node layout (``cluster.layout``, a
-``nic.pcie.NODE_LAYOUTS`` preset, with ``cluster.layout_params``) for every server of the
+``podsim.nic.pcie.NODE_LAYOUTS`` preset, with ``cluster.layout_params``) for every server of the
 topology, sized from the topology itself (GPUs per server, NIC cards per server and the GPUs
 each card serves, from the NIC ports' ``gpu``/``gpu_count`` attrs), and checks that the tree
 agrees with the topology: same GPU count, same NIC count, and card j of a server serving the
@@ -14,11 +14,11 @@ What the engines use:
 
 - per rank, the GPUDirect RDMA stream keys (``tx``: GPU -> its NIC on the rank's server;
   ``rx``: NIC -> GPU) and their idle path latencies (switch hops 115 ns each, the root
-  complex's extra latency; physics.md "PCIe 5.0", :mod:`nic.pcie.devices`);
+  complex's extra latency; physics.md "PCIe 5.0", :mod:`podsim.nic.pcie.devices`);
 - for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
 - for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
 - :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet
-  engine's runtime (:mod:`scenarios.pcie_runtime`);
+  engine's runtime (:mod:`podsim.scenarios.pcie_runtime`);
 - for the flow engine, :meth:`ClusterPcie.flow_caps` (per-flow PCIe caps for a set of
   concurrent flows) and the exact alternative, the tree resources as extra max-min constraints
   (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps` and
@@ -39,11 +39,10 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-
-from fabric.packet import ROCE_OVERHEAD
-from nic.pcie.coupling import NodeCoupling, NodeRates, StreamKey
-from nic.pcie.tree import PcieTree
-from scenarios.errors import ScenarioError
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.pcie.coupling import NodeCoupling, NodeRates, StreamKey
+from podsim.nic.pcie.tree import PcieTree
+from podsim.scenarios.errors import ScenarioError
 
 __all__ = ["ClusterPcie", "NodeMap", "nic_goodput_bps"]
 
@@ -78,7 +77,7 @@ class _ServerShape:
 
 
 def _server_shapes(graph: nx.Graph) -> dict[int, _ServerShape]:
-    from fabric.topology import gpu_table
+    from podsim.fabric.topology import gpu_table
 
     gpus: dict[int, list[int]] = defaultdict(list)
     for gid, (server, _pod) in gpu_table(graph).items():
@@ -312,7 +311,7 @@ class ClusterPcie:
     @property
     def constraint_names(self) -> list[str]:
         """Every tree resource of every server, ``"s<server>:<resource>"`` (resource names of
-        :class:`nic.pcie.tree.PcieTree`: link directions, switches, root P2P ports, SSDs)."""
+        :class:`podsim.nic.pcie.tree.PcieTree`: link directions, switches, root P2P ports, SSDs)."""
         return list(self._build_constraints()[0])
 
     @property
@@ -370,7 +369,7 @@ class ClusterPcie:
         ``nic_dma_cap_bps`` (the PCIe share of the worst NIC and direction with every GPU
         driving its NIC at once, before the NIC's own goodput: :func:`nic.pcie.nic_dma_caps`),
         the NIC goodput and the largest GPU -> NIC / NIC -> GPU path latencies."""
-        from nic.pcie.streams import nic_dma_caps
+        from podsim.nic.pcie.streams import nic_dma_caps
 
         trees = {id(n.tree): n.tree for n in self.nodes.values()}
         classes: set[str] = set()

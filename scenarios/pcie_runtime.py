@@ -1,7 +1,7 @@
 """The node PCIe trees during a SimPy run: GPUDirect RDMA caps, P2P copies, storage reads.
 
 :class:`PcieRuntime` keeps, per server, the set of active PCIe streams (keys of
-:mod:`nic.pcie.coupling`) and re-solves that server's shares only when the set changes; all
+:mod:`podsim.nic.pcie.coupling`) and re-solves that server's shares only when the set changes; all
 changes at one simulated instant are solved once (a phase posts many messages at once). Per
 server:
 
@@ -11,14 +11,14 @@ server:
   approximation of a few microseconds). A stream's weight is 1 however many messages feed it.
   After each solve every NIC of the server gets its DMA caps through ``set_nic_cap(card, tx,
   rx)`` (None = the tree does not limit it below its network goodput); the packet engine hands
-  that to :meth:`nic.nic.SmartNic.set_pcie_rate_cap`.
+  that to :meth:`podsim.nic.nic.SmartNic.set_pcie_rate_cap`.
 - Fluid transfers (``p2p`` GPU -> GPU copies between ranks behind one NIC card, ``gds``
   GPUDirect Storage reads SSD -> GPU): each runs at its share of the tree (a key's rate split
   evenly over its transfers) between solves, and is delivered one idle path latency (plus the
   SSD's read latency for storage) after its last byte left.
 
 The rates come from :meth:`scenarios.pcie_model.ClusterPcie.rates` (max-min over the tree with
-the NICs as greedy clients capped at their goodput; see :mod:`nic.pcie.coupling`).
+the NICs as greedy clients capped at their goodput; see :mod:`podsim.nic.pcie.coupling`).
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import simpy
-
-from fabric.kernel import Callback, call_at, call_later
-from nic.pcie.coupling import StreamKey
-from scenarios.pcie_model import ClusterPcie
+from podsim.fabric.kernel import Callback, call_at, call_later
+from podsim.nic.pcie.coupling import StreamKey
+from podsim.scenarios.pcie_model import ClusterPcie
 
 __all__ = ["PcieRuntime", "network_goodput"]
 

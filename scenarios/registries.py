@@ -2,7 +2,7 @@
 
 Scenario names (topology builders, cluster presets, PHY profiles, congestion-control algorithms,
 path selectors, node layouts, model presets, workload patterns, engines) are checked against the
-:class:`fabric.registry.Registry` objects that the packages below ``scenarios`` expose. This
+:class:`podsim.fabric.registry.Registry` objects that the packages below ``scenarios`` expose. This
 module is the one place that knows which module holds which registry, so that a registry that
 moves or is renamed costs one line here.
 """
@@ -12,38 +12,38 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from fabric.registry import Registry
+from podsim.fabric.registry import Registry
 
 __all__ = ["KINDS", "PRELOAD", "available", "check_name", "get_registry"]
 
 #: kind -> (module, attribute) of its registry.
 KINDS: dict[str, tuple[str, str]] = {
-    "topology": ("fabric.topology", "TOPOLOGIES"),
+    "topology": ("podsim.fabric.topology", "TOPOLOGIES"),
     # presets are TOPOLOGIES entries (described "preset: ...")
-    "cluster preset": ("fabric.topology", "TOPOLOGIES"),
-    "PHY profile": ("fabric.phy", "PHYS"),
-    "rank mapping": ("fabric.rankmap", "RANK_MAPS"),
-    "congestion control": ("nic.congestion", "CC_ALGORITHMS"),
-    "path selector": ("nic.transport.selectors", "PATH_SELECTORS"),
-    "node layout": ("nic.pcie", "NODE_LAYOUTS"),
-    "NIC model": ("nic", "NIC_MODELS"),
-    "model preset": ("workloads.models", "MODELS"),
-    "dispatch mode": ("workloads.dispatch", "MODES"),
-    "expert placement": ("workloads.placement", "PLACEMENTS"),
-    "expert popularity": ("workloads.gating", "POPULARITY"),
-    "workload": ("workloads.catalog", "WORKLOADS"),
-    # the WORKLOADS entries defined in workloads.synthetic (see _synthetic_patterns)
-    "synthetic pattern": ("workloads.catalog", "WORKLOADS"),
-    "engine": ("scenarios.engines", "ENGINES"),
+    "cluster preset": ("podsim.fabric.topology", "TOPOLOGIES"),
+    "PHY profile": ("podsim.fabric.phy", "PHYS"),
+    "rank mapping": ("podsim.fabric.rankmap", "RANK_MAPS"),
+    "congestion control": ("podsim.nic.congestion", "CC_ALGORITHMS"),
+    "path selector": ("podsim.nic.transport.selectors", "PATH_SELECTORS"),
+    "node layout": ("podsim.nic.pcie", "NODE_LAYOUTS"),
+    "NIC model": ("podsim.nic", "NIC_MODELS"),
+    "model preset": ("podsim.workloads.models", "MODELS"),
+    "dispatch mode": ("podsim.workloads.dispatch", "MODES"),
+    "expert placement": ("podsim.workloads.placement", "PLACEMENTS"),
+    "expert popularity": ("podsim.workloads.gating", "POPULARITY"),
+    "workload": ("podsim.workloads.catalog", "WORKLOADS"),
+    # the WORKLOADS entries defined in podsim.workloads.synthetic (see _synthetic_patterns)
+    "synthetic pattern": ("podsim.workloads.catalog", "WORKLOADS"),
+    "engine": ("podsim.scenarios.engines", "ENGINES"),
 }
 
 #: Packages whose modules register built-ins on import; imported whole before a lookup, so a
 #: registry found in ``pkg.registry`` also lists the algorithms defined in its siblings.
 PRELOAD: dict[str, list[str]] = {
-    "congestion control": ["nic.congestion"],
-    "path selector": ["nic.transport.selectors"],
-    "topology": ["fabric.superpod"],
-    "cluster preset": ["fabric.superpod"],
+    "congestion control": ["podsim.nic.congestion"],
+    "path selector": ["podsim.nic.transport.selectors"],
+    "topology": ["podsim.fabric.superpod"],
+    "cluster preset": ["podsim.fabric.superpod"],
 }
 
 
@@ -68,7 +68,7 @@ def _synthetic_patterns() -> Registry:
         reg: Registry = Registry("synthetic pattern")
         for name, desc in workloads.describe():
             fn = workloads.get(name)
-            if getattr(fn, "__module__", "") == "workloads.synthetic":
+            if getattr(fn, "__module__", "") == "podsim.workloads.synthetic":
                 reg.add(name, fn, desc)
         _PATTERNS = reg
     return _PATTERNS
@@ -92,7 +92,7 @@ def available() -> dict[str, Registry]:
 def check_name(kind: str, name: str) -> str:
     """``name`` if the ``kind`` registry knows it.
 
-    Raises :class:`fabric.registry.UnknownNameError` (a ``ValueError``) with a did-you-mean.
+    Raises :class:`podsim.fabric.registry.UnknownNameError` (a ``ValueError``) with a did-you-mean.
     """
     reg = get_registry(kind)
     if name not in reg:

@@ -6,7 +6,7 @@ network and no other file. A small inline script marks the page once every figur
 (``data-figures-loaded`` on ``<body>``), which is what the headless-browser test reads.
 
 The folder of a study (``podsim sweep``: ``results.parquet``, ``study.yaml``, ``plots/``) gets
-a study report instead: the study figures of :mod:`scenarios.study.plots` (Pareto front, cost
+a study report instead: the study figures of :mod:`podsim.scenarios.study.plots` (Pareto front, cost
 breakdown per variant, tornado), the table of points and the study file.
 """
 
@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from fabric.units import fmt_rate, fmt_size, fmt_time
-from scenarios.cost.tables import usd, usd_amount
-from scenarios.results import Results
+from podsim.fabric.units import fmt_rate, fmt_size, fmt_time
+from podsim.scenarios.cost.tables import usd, usd_amount
+from podsim.scenarios.results import Results
 
 __all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
 
@@ -347,8 +346,7 @@ def _kind_of(metric: str) -> str:
 
 def _render_study(d: Path) -> str:
     import pandas as pd
-
-    from scenarios.study.plots import (
+    from podsim.scenarios.study.plots import (
         pareto_front,
         plot_study_folder,
         read_study_folder,
@@ -412,8 +410,8 @@ def render_report(directory: str | Path) -> str:
     res = Results.read(d)
     plots = d / "plots"
     if not any(plots.glob("*.png")):
-        from scenarios.build import read_graph
-        from scenarios.plots import plot_all
+        from podsim.scenarios.build import read_graph
+        from podsim.scenarios.plots import plot_all
 
         plot_all(res, plots, formats=("png",), graph=read_graph(d))
     s = res.summary

@@ -11,7 +11,7 @@ from the start of the run, sizes in bytes, rates in bit/s):
     - ``complete``: delivered (reason empty);
     - ``failed``: the transport gave up on it or could not deliver it, with the engine's reason
       (``summary.engine_info.failed_messages``, from
-      :func:`fabric.invariants.explain_unfinished`), e.g. "destination unreachable: no route
+      :func:`podsim.fabric.invariants.explain_unfinished`), e.g. "destination unreachable: no route
       from nic0.p0 to nic7.p0 after link down leaf1-nic7.p0", "retry limit exceeded: 7
       consecutive timeouts ...", "3 packet(s) lost to link_down leaf0-spine0; the endpoint
       does not retransmit";
@@ -81,8 +81,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import yaml
-
-from fabric.units import fmt_time
+from podsim.fabric.units import fmt_time
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -473,7 +472,7 @@ _VOLATILE = ("wall_s", "events_per_s", "engine_info")
 
 @dataclass
 class Results:
-    """A run's tables, summary and scenario; what ``scenarios.run`` returns."""
+    """A run's tables, summary and scenario; what ``podsim.scenarios.run`` returns."""
 
     messages: pd.DataFrame
     phases: pd.DataFrame
@@ -485,12 +484,12 @@ class Results:
     out_dir: Path | None = None
     #: the cost of the simulated cluster (``cost.json``: ``summary``, ``tco``,
     #: ``capex_by_category``, ``power_by_category``, ``efficiency``; or ``{"error": why}``
-    #: when the cluster could not be priced), see :mod:`scenarios.cost.scenario`
+    #: when the cluster could not be priced), see :mod:`podsim.scenarios.cost.scenario`
     cost: dict[str, Any] | None = None
     #: the bill of materials (``bom.csv``), one row per BOM line
     bom: pd.DataFrame | None = None
     #: straggler and bubble analysis: ``critical``, ``gpu_time``, ``stragglers`` (module
-    #: docstring; :meth:`scenarios.analysis.Analysis.tables`), empty when not analysed
+    #: docstring; :meth:`podsim.scenarios.analysis.Analysis.tables`), empty when not analysed
     analysis: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
@@ -586,7 +585,7 @@ class Results:
             p.write_text(yaml.safe_dump(self.scenario, sort_keys=False))
             written.append(p)
         if self.cost is not None:
-            from scenarios.cost.scenario import write_cost_files
+            from podsim.scenarios.cost.scenario import write_cost_files
 
             written += write_cost_files(out, self.cost, self.bom)
         self.out_dir = out
@@ -694,9 +693,8 @@ class Results:
     def _cost_summary_table(self) -> Table:
         """Capex, power, TCO and the cost per unit of all-to-all bandwidth (``podsim cost``
         prints the whole BOM)."""
+        from podsim.scenarios.cost.tables import usd
         from rich.table import Table
-
-        from scenarios.cost.tables import usd
 
         t = Table(title="cost of the cluster (podsim cost: full BOM)", title_justify="left")
         cost = self.cost or {}

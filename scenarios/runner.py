@@ -1,6 +1,6 @@
 """Run a scenario: build, dispatch to the engine, assemble and write the results.
 
-``run(scenario)`` is the Python API notebooks use (re-exported as ``scenarios.run``); the
+``run(scenario)`` is the Python API notebooks use (re-exported as ``podsim.scenarios.run``); the
 ``podsim run`` command calls the same function with a progress callback and an output folder.
 """
 
@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from scenarios.build import (
+from podsim.scenarios.build import (
     Cluster,
     build_cluster,
     build_trace,
@@ -22,11 +21,11 @@ from scenarios.build import (
     topology_io,
     trace_ranks,
 )
-from scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
-from scenarios.errors import ScenarioError
-from scenarios.loader import Document, load_scenario
-from scenarios.results import Results, conform, settle_messages, summarise
-from scenarios.schema import Scenario
+from podsim.scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.loader import Document, load_scenario
+from podsim.scenarios.results import Results, conform, settle_messages, summarise
+from podsim.scenarios.schema import Scenario
 
 __all__ = [
     "MANIFEST",
@@ -81,8 +80,8 @@ def check_plugins(sc: Scenario, allow_plugins: bool) -> None:
 
 def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
     """Build the cluster, the trace and the compute times of ``scenario`` (``force``: build a
-    cluster over the size budget, :func:`scenarios.limits.check_cluster_size`)."""
-    from scenarios.limits import check_workload_size
+    cluster over the size budget, :func:`podsim.scenarios.limits.check_cluster_size`)."""
+    from podsim.scenarios.limits import check_workload_size
 
     n = trace_ranks(scenario)
     cluster = build_cluster(scenario, n, force=force)
@@ -227,7 +226,7 @@ def _with_bound(summary: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Every run also reports itself as a fraction of the physical lower bound (issue 7), when
     the bound engine's module provides ``bound_summary``/``add_bound``."""
     try:
-        from scenarios.engines import bound as bound_mod
+        from podsim.scenarios.engines import bound as bound_mod
     except ImportError:
         return summary
     make = getattr(bound_mod, "bound_summary", None)
@@ -254,7 +253,7 @@ def run(
     Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
     scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on. A
     packet-engine run estimated to exceed the resource budget is refused up front
-    (:mod:`scenarios.limits`) unless ``force``. ``stage`` is told what the run does once the
+    (:mod:`podsim.scenarios.limits`) unless ``force``. ``stage`` is told what the run does once the
     engine is done ("writing results", "drawing plots"), for a progress display.
     """
     sc, doc = _as_scenario(scenario, overrides, seed)
@@ -294,8 +293,8 @@ def _run(
             f"engine {sc.engine!r} is not available: {exc}", path="engine"
         ) from None
     except ValueError as exc:
-        # a user CC plug-in that set NaN/negative rates or raised (nic.congestion's guard)
-        from nic.congestion.api import CongestionControlError
+        # a user CC plug-in that set NaN/negative rates or raised (podsim.nic.congestion's guard)
+        from podsim.nic.congestion.api import CongestionControlError
 
         if not isinstance(exc, CongestionControlError):
             raise
@@ -308,7 +307,7 @@ def _run(
     res = _assemble(sc, prep, eo, wall)
     res.summary = _with_bound(res.summary, ctx)
     if len(res.phases):
-        from scenarios.analysis import analyse
+        from podsim.scenarios.analysis import analyse
 
         # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
         an = analyse(res, prep.cluster)
@@ -331,7 +330,7 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     check_plugins(sc, allow_plugins)
     _check_cost(sc)
     prep = prepare(sc, force=force)
-    from scenarios.limits import check_limits
+    from podsim.scenarios.limits import check_limits
 
     check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
     _check_nic_params(sc)
@@ -344,14 +343,14 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
 def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     """With PFC on, a switch is lossless only if every ingress link can fill to ``xoff`` and
     then take what is still in flight while its PAUSE travels, all at once, within the shared
-    buffer (fabric.switch: with PFC the dynamic threshold never drops, only a full buffer
+    buffer (podsim.fabric.switch: with PFC the dynamic threshold never drops, only a full buffer
     does). Headroom per ingress: one round trip of the link (propagation and FEC both ways) at
     its rate plus two frames, the switch model's sizing rule. A configuration that breaks it
     is refused (``--force`` runs it anyway, to study the drops)."""
-    from fabric.network import SWITCH_ROLES
-    from fabric.packet import ROCE_OVERHEAD
-    from fabric.phy import PROPAGATION_S_PER_M, get_phy
-    from fabric.units import fmt_size
+    from podsim.fabric.network import SWITCH_ROLES
+    from podsim.fabric.packet import ROCE_OVERHEAD
+    from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+    from podsim.fabric.units import fmt_size
 
     sw = sc.cluster.switch
     if sc.engine != "packet" or not sw.pfc.enabled:
@@ -404,17 +403,17 @@ def _check_nic_params(sc: Scenario) -> None:
     (plug-ins are checked when they load)."""
     import random
 
-    from scenarios.build import at
-    from scenarios.schema import is_plugin
+    from podsim.scenarios.build import at
+    from podsim.scenarios.schema import is_plugin
 
     nic = sc.cluster.nic
     if not is_plugin(nic.cc.name):
-        from nic.congestion.registry import make_cc
+        from podsim.nic.congestion.registry import make_cc
 
         with at("cluster.nic.cc.params"):
             make_cc(nic.cc.name, dict(nic.cc.params))
     if not is_plugin(nic.multipath.selector):
-        from nic.transport.selectors import make_selector
+        from podsim.nic.transport.selectors import make_selector
 
         with at("cluster.nic.multipath.params"):
             make_selector(
@@ -426,7 +425,7 @@ def _check_nic_params(sc: Scenario) -> None:
 def _check_engine(sc: Scenario, prep: Prepared) -> None:
     """What the chosen engine refuses before it starts: faults and reads it does not model
     (flow, bound), fault targets the cluster lacks and runs that could never end (packet)."""
-    from scenarios import faults
+    from podsim.scenarios import faults
 
     cell, mtu = sc.sim.cell, sc.cluster.nic.mtu
     if sc.engine == "packet" and cell is not None and cell < mtu:
@@ -440,7 +439,7 @@ def _check_engine(sc: Scenario, prep: Prepared) -> None:
         faults.check_targets(sc, prep.cluster.graph)
         faults.check_termination(sc, prep.cluster.graph, prep.trace, prep.cluster.rank_ports)
     elif sc.engine in ("flow", "bound"):
-        from scenarios.engines import refuse_unmodelled
+        from podsim.scenarios.engines import refuse_unmodelled
 
         ctx = RunContext(scenario=sc, cluster=prep.cluster, trace=prep.trace,
                          compute=prep.compute)  # fmt: skip
@@ -450,7 +449,7 @@ def _check_engine(sc: Scenario, prep: Prepared) -> None:
 
 
 def _check_cost(sc: Scenario) -> None:
-    from scenarios.cost.scenario import check_catalog
+    from podsim.scenarios.cost.scenario import check_catalog
 
     try:
         check_catalog(sc)
@@ -459,10 +458,10 @@ def _check_cost(sc: Scenario) -> None:
 
 
 def price(sc: Scenario, graph: Any, res: Results) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """The cost document and BOM of the run's cluster (:mod:`scenarios.cost.scenario`), with
+    """The cost document and BOM of the run's cluster (:mod:`podsim.scenarios.cost.scenario`), with
     the efficiency figures of ``res``. A cluster the catalog cannot price (e.g. a switch radix
     no catalog box has) does not fail the run: the document then says why it has no cost."""
-    from scenarios.cost.scenario import cost_report
+    from podsim.scenarios.cost.scenario import cost_report
 
     try:
         return cost_report(sc, graph=graph, performance=res.performance())
@@ -485,7 +484,7 @@ def write_outputs(
         write_graphml(graph, str(p))
         written.append(p)
     if sc.outputs.plots:
-        from scenarios.plots import plot_all
+        from podsim.scenarios.plots import plot_all
 
         tell("drawing plots")
         written += plot_all(
@@ -496,7 +495,7 @@ def write_outputs(
             hottest=sc.outputs.hottest_ports,
         )
     if sc.outputs.report:
-        from scenarios.report import write_report
+        from podsim.scenarios.report import write_report
 
         tell("writing the report")
         written.append(write_report(out))

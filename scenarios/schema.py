@@ -2,7 +2,7 @@
 
 One YAML file describes one run: the cluster, the workload, the engine, the seed, the outputs and
 (optionally) injected faults. Every model forbids unknown keys, so a typo is an error with a
-did-you-mean (see :mod:`scenarios.errors`), never a silently ignored setting.
+did-you-mean (see :mod:`podsim.scenarios.errors`), never a silently ignored setting.
 
 Quantities are written as strings with units (``"400Gbps"``, ``"4KiB"``, ``"2us"``, ``"5m"``) or
 as bare SI numbers, parsed at this edge with :mod:`fabric.units` and stored in SI: rates in bit/s
@@ -12,7 +12,7 @@ parses back to exactly the same SI value.
 
 Names of built-ins (topology builders, cluster presets, PHY profiles, congestion control, path
 selectors, node layouts, model presets, dispatch modes, engines) are checked against the
-registries of the owning packages through :mod:`scenarios.registries`.
+registries of the owning packages through :mod:`podsim.scenarios.registries`.
 
 Defaults and their sources (../shared/reference/physics.md):
 - MTU 4096 B, 400 Mpps packet-rate ceiling: the brief's SmartNIC (T-Head Panmai 920) [S].
@@ -28,6 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from podsim.fabric.units import (
+    fmt_length,
+    fmt_rate,
+    fmt_time,
+    parse_length,
+    parse_packet_rate,
+    parse_rate,
+    parse_size,
+    parse_time,
+)
+from podsim.scenarios.cost.spec import CostSpec
+from podsim.scenarios.errors import check_run_name
+from podsim.scenarios.registries import check_name
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -39,20 +52,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from fabric.units import (
-    fmt_length,
-    fmt_rate,
-    fmt_time,
-    parse_length,
-    parse_packet_rate,
-    parse_rate,
-    parse_size,
-    parse_time,
-)
-from scenarios.cost.spec import CostSpec
-from scenarios.errors import check_run_name
-from scenarios.registries import check_name
 
 __all__ = [
     "CCConfig",
@@ -125,7 +124,7 @@ def _positive(value: float) -> float:
 
 @dataclass(frozen=True)
 class Quantity:
-    """Marks a quantity type for the key reference (``podsim docs``, :mod:`scenarios.docs`):
+    """Marks a quantity type for the key reference (``podsim docs``, :mod:`podsim.scenarios.docs`):
     what it measures, the SI unit it is stored in, and how it is written in a file."""
 
     kind: str
@@ -135,7 +134,7 @@ class Quantity:
 
 @dataclass(frozen=True)
 class NameOf:
-    """Marks a name checked against a registry (``kind`` of :mod:`scenarios.registries`) for
+    """Marks a name checked against a registry (``kind`` of :mod:`podsim.scenarios.registries`) for
     the key reference; ``plugin``: a ``module:Class`` plug-in is accepted too."""
 
     kind: str
@@ -242,11 +241,11 @@ def is_plugin(name: str) -> bool:
 
 
 class TopologyConfig(Strict):
-    """An explicit topology: a ``fabric.topology.TOPOLOGIES`` builder and its arguments.
+    """An explicit topology: a ``podsim.fabric.topology.TOPOLOGIES`` builder and its arguments.
 
     ``params`` go to the builder; quantity strings are parsed by parameter name suffix
     (``*_bps``/``rate`` -> rate, ``*_m``/``length`` -> metres, ``*_s``/``latency`` -> seconds,
-    ``*_bytes``/``buffer`` -> bytes), see :func:`scenarios.build.convert_params`.
+    ``*_bytes``/``buffer`` -> bytes), see :func:`podsim.scenarios.build.convert_params`.
     """
 
     name: TopologyName = Field(
@@ -385,7 +384,7 @@ class NicConfig(Strict):
 def _nic_preset(name: Any) -> dict[str, Any] | None:
     """The scenario-shaped defaults of NIC model ``name`` (None: an unknown name, which the
     field validator then reports)."""
-    from scenarios.registries import get_registry
+    from podsim.scenarios.registries import get_registry
 
     reg = get_registry("NIC model")
     if not isinstance(name, str) or name not in reg:
@@ -475,7 +474,7 @@ class RoutingConfig(Strict):
     """How the fabric routes: how long static routes take to reconverge after a failure
     (50 ms is a typical BGP/BFD datacentre figure [E]). Switches always hash the 5-tuple, whose
     UDP source port carries the packet's entropy value (RoCEv2/UEC), so a QP with one EV stays on
-    one path and per-packet EVs spray (``fabric.switch.Switch.select``)."""
+    one path and per-packet EVs spray (``podsim.fabric.switch.Switch.select``)."""
 
     reconvergence: Time = Field(
         parse_time("50ms"), description="how long routes take to avoid a failed link or switch"
@@ -485,7 +484,7 @@ class RoutingConfig(Strict):
 class ClusterConfig(Strict):
     """The cluster: a named preset (``params`` override its arguments) or an explicit
     ``topology`` (builder + params), both from ``fabric.topology.TOPOLOGIES``; the node's PCIe
-    layout (``nic.pcie.NODE_LAYOUTS``; ``layout_params`` beyond the GPUs and NICs per server
+    layout (``podsim.nic.pcie.NODE_LAYOUTS``; ``layout_params`` beyond the GPUs and NICs per server
     that the topology fixes), the rank placement, the NICs, the switches and the routing."""
 
     preset: ClusterPresetName | None = Field(
@@ -791,7 +790,7 @@ class LinkDegrade(_FaultBase):
 class LinkBer(_FaultBase):
     """A pre-FEC bit error rate on a link; RS(544,514) turns it into frame loss, LLR (when on)
     into link-level retries. ``burst_len`` > 1 groups symbol errors into bursts of that many
-    10-bit symbols (DFE error propagation; the pessimistic model of fabric.phy)."""
+    10-bit symbols (DFE error propagation; the pessimistic model of podsim.fabric.phy)."""
 
     kind: Literal["ber"] = Field(description="fault type")
     link: LinkRef = Field(description="the link: its two node names")

@@ -22,7 +22,7 @@ There is no global barrier: ranks drift apart exactly as far as the data depende
 
 The event loop is :func:`fabric.invariants.run_checked`: ``fabric.kernel.run``'s inlined loop
 plus one comparison per event that stops the run with an
-:class:`fabric.invariants.InvariantViolation` if an event would run before ``now`` (the
+:class:`podsim.fabric.invariants.InvariantViolation` if an event would run before ``now`` (the
 ``time`` invariant, checked on every event; it costs nothing measurable, so it stays on even
 with ``sim.checks: false``, which only skips the O(ports) checks an engine runs from
 ``progress``). The loop leaves at the event that ends the last rank's last phase (nothing after
@@ -46,8 +46,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 import simpy
-
-from fabric.invariants import run_checked
+from podsim.fabric.invariants import run_checked
 
 __all__ = ["PHASE_ORDER", "PROGRESS_EVENTS", "TimelineResult", "Transport", "run_timeline"]
 

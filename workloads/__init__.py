@@ -11,17 +11,23 @@ messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
 matrices) and ``catalog`` (the WORKLOADS registry).
 
 Import rule: workloads imports none of the other podsim packages, with one exception decided by
-the lead: the stdlib-only leaf modules ``fabric.registry`` (the project's one Registry class)
-and ``fabric.units``, which hold no simulation code.
+the lead: the stdlib-only leaf modules ``podsim.fabric.registry`` (the project's one Registry class)
+and ``podsim.fabric.units``, which hold no simulation code.
 """
 
 from __future__ import annotations
 
-from workloads.catalog import WORKLOADS, build_workload
-from workloads.models import MODELS, MoEModel, get_model
-from workloads.moe import moe_layer, moe_layer_trace
-from workloads.trace import TraceError, compute_table, read_trace, validate_trace, write_trace
-from workloads.workspace import Workspace
+from podsim.workloads.catalog import WORKLOADS, build_workload
+from podsim.workloads.models import MODELS, MoEModel, get_model
+from podsim.workloads.moe import moe_layer, moe_layer_trace
+from podsim.workloads.trace import (
+    TraceError,
+    compute_table,
+    read_trace,
+    validate_trace,
+    write_trace,
+)
+from podsim.workloads.workspace import Workspace
 
 __all__ = [
     "MODELS",

@@ -1,6 +1,6 @@
 """``WORKLOADS``: every trace source by name, the scenario layer's one entry point.
 
-``WORKLOADS.get(name)(**params)`` returns a validated trace (workloads.trace). Parameters are
+``WORKLOADS.get(name)(**params)`` returns a validated trace (podsim.workloads.trace). Parameters are
 those of the function behind each name; :func:`build_workload` adds the registry's
 did-you-mean error for unknown names and a clear error for unknown parameters.
 """
@@ -12,12 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
-
-from fabric.registry import Registry
-from workloads.moe import moe_layer_trace
-from workloads.splits import splits_trace
-from workloads.synthetic import incast, permutation, ring_allreduce, uniform_all_to_all
-from workloads.trace import read_trace
+from podsim.fabric.registry import Registry
+from podsim.workloads.moe import moe_layer_trace
+from podsim.workloads.splits import splits_trace
+from podsim.workloads.synthetic import incast, permutation, ring_allreduce, uniform_all_to_all
+from podsim.workloads.trace import read_trace
 
 __all__ = ["WORKLOADS", "build_workload"]
 

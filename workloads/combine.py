@@ -15,9 +15,9 @@ gathered rows (2 tokens at hidden 7168 and 8 rows per token, more for smaller on
 one gather of the rows (the only pass that touches DRAM), an in-place widening of BF16 to
 float32 and a weighted sum per token done by one batched matrix product; per group of blocks
 one rounding back to BF16 written straight into the output. Nothing in the loop body works on a
-single token, and the scratch lives in a :class:`workloads.workspace.Workspace`.
+single token, and the scratch lives in a :class:`podsim.workloads.workspace.Workspace`.
 
-Threads (``threads``, workloads.parallel, default os.cpu_count() capped): tasks of whole
+Threads (``threads``, podsim.workloads.parallel, default os.cpu_count() capped): tasks of whole
 groups go to the threads, each with its own scratch and its own output rows, in 1 MB blocks;
 every token's gemv and rounding are the very calls of a serial run, so the output is
 bit-identical for any thread count (tests/workloads/test_wl_parallel.py).
@@ -53,11 +53,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from workloads.dispatch import DispatchHandle
-from workloads.parallel import resolve_threads, run_chunks
-from workloads.precision import WireTokens, dequantize, f32_to_bf16_bits
-from workloads.workspace import Workspace
+from podsim.workloads.dispatch import DispatchHandle
+from podsim.workloads.parallel import resolve_threads, run_chunks
+from podsim.workloads.precision import WireTokens, dequantize, f32_to_bf16_bits
+from podsim.workloads.workspace import Workspace
 
 __all__ = ["ExpertFn", "combine", "expert_forward"]
 
@@ -134,7 +133,7 @@ def combine(
     ``expert_out`` is [rows, hidden] uint16 BF16 codes (finite values) in the receive order of
     ``handle``. A token with no valid expert comes back as zeros. ``out`` (a contiguous uint16
     [num_tokens, hidden]) and ``workspace`` (scratch, workloads.workspace) make a steady-state
-    call allocate nothing large. ``threads``: worker threads (None: workloads.parallel's
+    call allocate nothing large. ``threads``: worker threads (None: podsim.workloads.parallel's
     default); the result is bit-identical for any count.
     """
     nthreads = resolve_threads(threads)
@@ -183,7 +182,7 @@ def _reduce_bf16(
     then rounded to nearest even at bit 16 with both halves in one array (4 passes) and
     interleaved back into BF16 pairs (3 half-width passes) straight into ``out``.
 
-    Chunks of whole groups go to the threads (workloads.parallel), each with its own scratch;
+    Chunks of whole groups go to the threads (podsim.workloads.parallel), each with its own scratch;
     a token's gemv and rounding are the same calls whichever thread runs them.
     """
     n, width = plan.shape

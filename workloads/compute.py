@@ -36,7 +36,7 @@ def rank_compute(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per rank: (token copies, FLOPs, seconds) from token copies per *physical* expert.
 
-    Physical expert p runs on rank p // slots_per_rank (workloads.placement).
+    Physical expert p runs on rank p // slots_per_rank (podsim.workloads.placement).
     """
     copies = np.asarray(tokens_per_expert, dtype=np.int64)
     if achieved_flops <= 0 or overhead_s < 0:

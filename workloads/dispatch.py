@@ -11,20 +11,20 @@ Three modes (the ``MODES`` registry), after the kernels they model (physics.md, 
 - ``deepep-low-latency`` (DeepEP low-latency kernels): one message per (token, expert), each with
   a 16 B header; received rows are grouped per local expert. The kernels put every message
   straight to its rank over RDMA (IBGDA), intra-node peers included, unless the Buffer was built
-  with ``allow_nvlink_for_low_latency_mode`` (see workloads.traffic).
+  with ``allow_nvlink_for_low_latency_mode`` (see podsim.workloads.traffic).
 - ``megatron-alltoall`` (Megatron-LM's all-to-all token dispatcher): one row per (token, expert),
   no dedup; rows grouped per expert, as the grouped GEMM wants them.
 
 The data movement is one vectorised gather (``np.take`` of whole rows) per buffer; the receive
 order and the combine plan come from a counting pass over the routing (no loop over tokens).
 With ``threads`` > 1 the gather is cut into tasks of contiguous receive rows (at least 4 MB
-each) run on workloads.parallel's pool; the buffers are the same for any thread count. On the
+each) run on podsim.workloads.parallel's pool; the buffers are the same for any thread count. On the
 project's 2-core VM (benchmarks/bench_workloads.py, 4096 tokens x 7168, FP8, top-8 over 64
 ranks) one thread takes 32-34 ms (55-60 % of np.copyto's rate for the same bytes; ~7 ms of it is
 index work in ``deepep-normal``), two threads on an idle second core 18-22 ms (1.8x; 1.65x in
 ``deepep-normal``, whose index work stays serial), while np.copyto gains 1.9x.
 The multi-hop route of ``deepep-normal`` only changes which links carry the bytes, not the
-final receive buffers, so it lives in the trace (workloads.traffic), not in the data path.
+final receive buffers, so it lives in the trace (podsim.workloads.traffic), not in the data path.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from fabric.registry import Registry
-from workloads.layout import check_topk, token_rank_matrix
-from workloads.parallel import resolve_threads, run_chunks
-from workloads.precision import WireTokens
-from workloads.workspace import Workspace
+from podsim.fabric.registry import Registry
+from podsim.workloads.layout import check_topk, token_rank_matrix
+from podsim.workloads.parallel import resolve_threads, run_chunks
+from podsim.workloads.precision import WireTokens
+from podsim.workloads.workspace import Workspace
 
 __all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode"]
 
@@ -50,7 +49,7 @@ class DispatchMode:
     """How a mode turns routed (token, expert) copies into messages.
 
     ``rdma_peers``: the kernel reaches every other rank over RDMA, peers in its own node too
-    (DeepEP low-latency: IBGDA puts), unless NVLink is allowed for them (workloads.traffic).
+    (DeepEP low-latency: IBGDA puts), unless NVLink is allowed for them (podsim.workloads.traffic).
     """
 
     name: str
@@ -185,7 +184,7 @@ def _gather(
 ) -> WireTokens:
     """Rows of ``x`` into (a prefix of) ``out``'s buffers: the data movement of dispatch.
 
-    Threaded, each task copies a contiguous range of receive rows (workloads.parallel).
+    Threaded, each task copies a contiguous range of receive rows (podsim.workloads.parallel).
     """
     n = rows.shape[0]
     if out is None:
@@ -234,13 +233,13 @@ def dispatch(
 ) -> tuple[WireTokens, DispatchHandle]:
     """Dispatch the tokens of a whole EP group (all ranks' tokens stacked, any order).
 
-    ``topk_idx`` holds *physical* expert ids (see workloads.placement), expert p on rank
+    ``topk_idx`` holds *physical* expert ids (see podsim.workloads.placement), expert p on rank
     p // (num_experts / num_ranks). Returns the receive rows of all ranks (rank r's rows are
     ``handle.rank_offsets[r]:...[r+1]``) and the handle for :func:`workloads.combine.combine`.
     ``out`` may be a preallocated receive buffer (its first rows are filled); without it,
     ``workspace`` (workloads.workspace, DeepEP's ``Buffer``) provides one that is reused across
     calls (valid until the next dispatch with that workspace), else a new one is allocated.
-    ``threads``: worker threads for the row copies (None: workloads.parallel's default); the
+    ``threads``: worker threads for the row copies (None: podsim.workloads.parallel's default); the
     result is the same for any count.
     """
     m = get_mode(mode)

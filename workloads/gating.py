@@ -41,8 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from fabric.registry import Registry
+from podsim.fabric.registry import Registry
 
 __all__ = [
     "POPULARITY",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabric.registry import Registry
+from podsim.fabric.registry import Registry
 
 __all__ = ["MODELS", "MoEModel", "get_model"]
 

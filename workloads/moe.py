@@ -2,7 +2,7 @@
 
 :func:`moe_layer_trace` draws the routing of every (step, layer) of an EP group, lays it out as
 DeepEP does and turns it into dispatch and combine messages for the chosen mode, with the
-per-rank expert-compute time of each layer in ``attrs["compute"]`` (workloads.trace).
+per-rank expert-compute time of each layer in ``attrs["compute"]`` (podsim.workloads.trace).
 
 Randomness: the popularity model's per-expert draws (which experts are hot) come from
 ``default_rng([seed, layer])`` and are the same in every step; the tokens of each (step, layer)
@@ -22,16 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
-from workloads.dispatch import get_mode
-from workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
-from workloads.layout import EPLayout, ep_layout
-from workloads.models import MoEModel, get_model
-from workloads.placement import Placement, make_placement
-from workloads.precision import bytes_per_token
-from workloads.trace import make_trace
-from workloads.traffic import Messages, phase_messages
+from podsim.workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
+from podsim.workloads.dispatch import get_mode
+from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
+from podsim.workloads.layout import EPLayout, ep_layout
+from podsim.workloads.models import MoEModel, get_model
+from podsim.workloads.placement import Placement, make_placement
+from podsim.workloads.precision import bytes_per_token
+from podsim.workloads.trace import make_trace
+from podsim.workloads.traffic import Messages, phase_messages
 
 __all__ = ["LayerTraffic", "moe_layer", "moe_layer_trace"]
 
@@ -192,12 +191,12 @@ def moe_layer_trace(
     expert ids (.npy path or array [tokens, k], or [layers, tokens, k]). ``routing_limit``:
     'model' (the model's group limit), 'none', or 'node' (at most ``max_nodes`` nodes per
     token, default the model's topk_groups). ``placement``: a PLACEMENTS name. Dtypes: wire
-    formats of dispatch and combine (workloads.precision). Compute: workloads.compute.
+    formats of dispatch and combine (podsim.workloads.precision). Compute: podsim.workloads.compute.
     ``allow_nvlink_for_low_latency_mode``: DeepEP's Buffer argument; for
     ``deepep-low-latency`` False (default) sends every message to another rank over RDMA,
-    True sends same-node ones over the scale-up domain (workloads.traffic).
+    True sends same-node ones over the scale-up domain (podsim.workloads.traffic).
 
-    Returns a validated trace (workloads.trace) whose attrs also hold the routing statistics
+    Returns a validated trace (podsim.workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
     layers and steps) and the per-rank compute times.
     """

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from workloads.trace import make_trace
+from podsim.workloads.trace import make_trace
 
 __all__ = ["load_splits", "splits_trace"]
 

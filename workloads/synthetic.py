@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from workloads.trace import make_trace
+from podsim.workloads.trace import make_trace
 
 __all__ = ["incast", "permutation", "ring_allreduce", "uniform_all_to_all"]
 

@@ -21,7 +21,7 @@ stage        int64    OPTIONAL route stage, 0 or 1 (absent: every row is stage 0
 Route stages (the optional ``stage`` column). Stage 0: the message can start at the phase
 start (plus its ``start_s``). Stage 1: the message is sent by a forwarder and waits for the
 stage-0 messages of the same (step, layer, phase) that arrive at its ``src_rank``. In
-``deepep-normal`` dispatch (workloads.traffic) stage 1 is the intra-node NVLink forward that
+``deepep-normal`` dispatch (podsim.workloads.traffic) stage 1 is the intra-node NVLink forward that
 waits for the RDMA stage's arrival at that forwarder (the GPU with the same local index as the
 source on the target node); in combine it is the mirror image: the forwarder's RDMA send back
 waits for the intra-node partial sums arriving at it. ``start_s`` of a stage-1 row is still
@@ -50,8 +50,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from workloads.traffic import classify_hops
+from podsim.workloads.traffic import classify_hops
 
 __all__ = [
     "COLUMNS",

@@ -32,9 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from workloads.dispatch import DispatchMode, get_mode
-from workloads.layout import EPLayout
+from podsim.workloads.dispatch import DispatchMode, get_mode
+from podsim.workloads.layout import EPLayout
 
 __all__ = ["Messages", "classify_hops", "phase_messages"]
 
@@ -109,7 +108,7 @@ def phase_messages(
 ) -> Messages:
     """Messages of ``phase`` ('dispatch' or 'combine') for ``mode`` (module docstring).
 
-    ``bytes_per_token`` is the payload per token row (workloads.precision.bytes_per_token);
+    ``bytes_per_token`` is the payload per token row (podsim.workloads.precision.bytes_per_token);
     the mode's per-message header is added here. ``allow_nvlink_for_low_latency_mode`` only
     matters for modes that reach their peers over RDMA (``deepep-low-latency``): True sends
     same-node messages over the scale-up domain instead.

@@ -1,15 +1,15 @@
 """The flow-level engine core: constraints and routes of a topology (:mod:`fabric.flow.paths`),
 wire framing (:mod:`fabric.flow.wire`), the fluid simulator (:mod:`fabric.flow.sim`) and the
 congestion-control efficiency table (:mod:`fabric.flow.cc`) and link faults as capacity changes
-(:mod:`fabric.flow.faults`)."""
+(:mod:`podsim.fabric.flow.faults`)."""
 
 from __future__ import annotations
 
-from fabric.flow.cc import CC_EFFICIENCY, cc_efficiency
-from fabric.flow.faults import FlowFault, FlowFaults
-from fabric.flow.paths import FlowPaths, FlowRouteError, Route, canonical_name
-from fabric.flow.sim import FlowSim
-from fabric.flow.wire import goodput_fraction, packets, wire_bytes
+from podsim.fabric.flow.cc import CC_EFFICIENCY, cc_efficiency
+from podsim.fabric.flow.faults import FlowFault, FlowFaults
+from podsim.fabric.flow.paths import FlowPaths, FlowRouteError, Route, canonical_name
+from podsim.fabric.flow.sim import FlowSim
+from podsim.fabric.flow.wire import goodput_fraction, packets, wire_bytes
 
 __all__ = [
     "CC_EFFICIENCY",

@@ -1,15 +1,15 @@
 """Link, switch and NIC faults in the flow engine: capacity changes at the fault times.
 
-The fluid counterpart of :mod:`fabric.faults` (the packet engine's injector). Each fault is a
+The fluid counterpart of :mod:`podsim.fabric.faults` (the packet engine's injector). Each fault is a
 pair of SimPy events (``at`` and, when given, ``until``) that change constraint capacities of a
-:class:`fabric.flow.FlowSim`; loss is not modelled (a fluid flow loses no bytes, it slows or
+:class:`podsim.fabric.flow.FlowSim`; loss is not modelled (a fluid flow loses no bytes, it slows or
 stops), so pre-FEC BER faults, which act through frame loss and retries, stay packet-level.
 
 - degrade: both directions of the link run at the new rate;
 - down (a link, every link of a switch, or the link of a NIC port): capacity 0. A *hashed*
   flow (``FlowPaths.route`` mode ``"hash"``) whose path crosses the dead link stalls (rate 0)
   until routing avoids it: after ``reconvergence_s`` for static ECMP (the packet engine's
-  :class:`fabric.routing.Routing` keeps hashing into a dead link for the same delay,
+  :class:`podsim.fabric.routing.Routing` keeps hashing into a dead link for the same delay,
   ``cluster.routing.reconvergence``), at once for a multipath transport (``reroute_delay_s``
   0); it is then re-hashed over the equal-cost shortest paths of the surviving graph. A
   *spread* flow loads bundle constraints; a bundle's capacity becomes ``n_alive x min(alive
@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 import simpy
-
-from fabric.flow.paths import FlowPaths
-from fabric.flow.sim import FlowSim
-from fabric.kernel import call_at
+from podsim.fabric.flow.paths import FlowPaths
+from podsim.fabric.flow.sim import FlowSim
+from podsim.fabric.kernel import call_at
 
 __all__ = ["FlowFault", "FlowFaults"]
 

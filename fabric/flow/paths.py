@@ -7,7 +7,7 @@ ingress, or an extra NIC-side limit that the caller adds (packet rate, PCIe). Co
 ``u->v`` with ``u < v`` by name, ``2k+1`` the reverse).
 
 Routes are computed for whole arrays of (source port, destination port) pairs at once from the
-structure of the Clos families that :mod:`fabric.topology` builds (star, leaf-spine, rail,
+structure of the Clos families that :mod:`podsim.fabric.topology` builds (star, leaf-spine, rail,
 fat-tree, SuperPoD): every NIC port hangs off one leaf; a leaf's uplinks go to a set of spines
 (its *spine group*: all spines of the plane in a two-tier fabric, the pod's aggregation switches
 in a fat-tree); spines of different groups meet at cores. So a shortest path is
@@ -17,7 +17,7 @@ in a fat-tree); spines of different groups meet at cores. So a shortest path is
 * different groups: ``port -> leaf -> spine -> core -> spine' -> leaf' -> port``, one path per
   (spine, core of that spine), spine' being the core's neighbour in the destination group.
 
-These are exactly the equal-cost shortest paths that :class:`fabric.routing.Routing` finds by
+These are exactly the equal-cost shortest paths that :class:`podsim.fabric.routing.Routing` finds by
 BFS on these graphs, found here by index arithmetic on per-leaf and per-spine tables (no
 per-pair graph search). A graph that does not have this shape raises :class:`FlowRouteError`.
 
@@ -33,7 +33,7 @@ Path choice (``mode``):
   and the links of a bundle have equal rates, the bundle constraint holds exactly when each of its
   links' constraints does: it is the per-link model with 4-6 entries per flow instead of hundreds.
   Bundles assume equal link rates inside a bundle (true for every builder); under link faults
-  :mod:`fabric.flow.faults` sets a bundle's capacity to its surviving members' even split.
+  :mod:`podsim.fabric.flow.faults` sets a bundle's capacity to its surviving members' even split.
 
 Latency of a route (physics.md: propagation 5 ns/m, FEC + PCS per hop from the PHY profile,
 switch port-to-port latency; the packet engine's :meth:`fabric.port.Port.arrival_delay_s`): the
@@ -49,8 +49,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
-
-from fabric.phy import PROPAGATION_S_PER_M, get_phy
+from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
 
 __all__ = ["FlowPaths", "FlowRouteError", "Route", "mix64"]
 
@@ -101,7 +100,7 @@ def canonical_name(name: str) -> str:
 
 
 class FlowPaths:
-    """Constraints and routes of ``graph`` (a :mod:`fabric.topology` graph).
+    """Constraints and routes of ``graph`` (a :mod:`podsim.fabric.topology` graph).
 
     ``switch_latency_s`` is the port-to-port latency of every switch (``SwitchConfig.latency_s``,
     physics.md 0.6-1 us [E]); ``store_and_forward`` switches wait for a whole packet per hop;
@@ -187,7 +186,7 @@ class FlowPaths:
             if len(leaves) != 1:
                 raise FlowRouteError(
                     f"NIC port {nodes[p]!r} must hang off exactly one leaf switch; it has "
-                    f"{len(leaves)} (the flow engine routes Clos fabrics of fabric.topology)"
+                    f"{len(leaves)} (the flow engine routes Clos fabrics of podsim.fabric.topology)"
                 )
             self.leaf_of[p] = leaves[0]
         leaf_nodes = np.flatnonzero(self.roles == "leaf")
@@ -486,7 +485,7 @@ class FlowPaths:
     def route_scaleup(self, gpu_a: np.ndarray, gpu_b: np.ndarray) -> Route:
         """Scale-up routes between GPU nodes (indices): the source GPU's egress and the
         destination's ingress (the pod's switches spread a GPU's bandwidth, so they are not a
-        separate constraint; see :mod:`scenarios.engines.scaleup` for the same model)."""
+        separate constraint; see :mod:`podsim.scenarios.engines.scaleup` for the same model)."""
         a = np.asarray(gpu_a, dtype=np.int64)
         b = np.asarray(gpu_b, dtype=np.int64)
         ea, ib = self.gpu_egress[a], self.gpu_ingress[b]

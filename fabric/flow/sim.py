@@ -4,19 +4,19 @@ The model (a fluid one; DESIGN.md "the flow engine does its arithmetic in NumPy 
 flows at once"):
 
 - a flow carries ``B`` payload bytes over a set of *constraints* (directed links, bundles of
-  links, NIC packet-rate or PCIe limits; :mod:`fabric.flow.paths`), loading constraint ``c``
+  links, NIC packet-rate or PCIe limits; :mod:`podsim.fabric.flow.paths`), loading constraint ``c``
   with ``coef[c]`` units per payload bit (``fraction x wire bytes / payload bytes`` on a link:
-  the RoCEv2 framing of :mod:`fabric.flow.wire`; packets per payload bit on a packet-rate
+  the RoCEv2 framing of :mod:`podsim.fabric.flow.wire`; packets per payload bit on a packet-rate
   limit; the fraction alone on a PCIe limit);
 - between two events every active flow runs at its weighted max-min fair rate over all active
-  flows (:func:`fabric.maxmin.maxmin_rates`, progressive filling in NumPy/SciPy sparse),
+  flows (:func:`podsim.fabric.maxmin.maxmin_rates`, progressive filling in NumPy/SciPy sparse),
   capped by its own ``cap`` (line rate, PCIe path, demand);
 - events: a flow is posted (it joins at once), a flow sends its last byte (it leaves; its last
   byte is delivered ``latency_s`` later: propagation, FEC and switch latency per hop, plus
   store-and-forward serialisation when the caller adds it). The whole rate vector is re-solved
   at each event, never per flow.
 
-Congestion control enters as an efficiency factor ``eta`` (:mod:`fabric.flow.cc`): a queue
+Congestion control enters as an efficiency factor ``eta`` (:mod:`podsim.fabric.flow.cc`): a queue
 inside the fabric (``switch_egress`` constraints) that two or more flows share delivers
 ``eta x capacity``, since a real CC loop oscillates around the fair share and keeps some
 headroom; a flow alone on its path is not slowed (CC starts at line rate).
@@ -40,9 +40,8 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 import simpy
-
-from fabric.kernel import call_at
-from fabric.maxmin import maxmin_rates
+from podsim.fabric.kernel import call_at
+from podsim.fabric.maxmin import maxmin_rates
 
 __all__ = ["FlowSim"]
 

@@ -7,15 +7,14 @@ a minimum frame (64 B + 20 B preamble/IFG = 84 B). An RDMA WRITE adds 16 B of RE
 packet (``first_extra``). Goodput at MAC rate ``R`` is then ``B / wire(B) x R``: 4096 B packets
 give 98.0 % (392 Gb/s at 400G), 1024 B give 92.6 % (physics.md [D]).
 
-These are the same rules the packet engine applies per packet (:mod:`fabric.packet`), so the
+These are the same rules the packet engine applies per packet (:mod:`podsim.fabric.packet`), so the
 fluid and packet models agree byte for byte on what crosses a link.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from fabric.packet import MIN_WIRE_BYTES, ROCE_OVERHEAD
+from podsim.fabric.packet import MIN_WIRE_BYTES, ROCE_OVERHEAD
 
 __all__ = ["goodput_fraction", "packets", "wire_bytes"]
 

@@ -7,7 +7,7 @@ Importing the package registers the built-ins: none, dcqcn, hpcc, timely, swift,
 
 from __future__ import annotations
 
-from nic.congestion.api import (
+from podsim.nic.congestion.api import (
     REQ_PATH_CHANGE,
     REQ_PROBE,
     CCEvent,
@@ -16,15 +16,15 @@ from nic.congestion.api import (
     FlowCC,
     IntHop,
 )
-from nic.congestion.dcqcn import DCQCN, CnpGenerator
-from nic.congestion.hpcc import HPCC
-from nic.congestion.none import NoCC
-from nic.congestion.nscc import NSCC
-from nic.congestion.plugin import GuardedCC, PluginError, check_flow, load_plugin
-from nic.congestion.rccc import RCCC, ReceiverCredit
-from nic.congestion.registry import CC_ALGORITHMS, cc_parameters, make_cc
-from nic.congestion.swift import Swift
-from nic.congestion.timely import Timely
+from podsim.nic.congestion.dcqcn import DCQCN, CnpGenerator
+from podsim.nic.congestion.hpcc import HPCC
+from podsim.nic.congestion.none import NoCC
+from podsim.nic.congestion.nscc import NSCC
+from podsim.nic.congestion.plugin import GuardedCC, PluginError, check_flow, load_plugin
+from podsim.nic.congestion.rccc import RCCC, ReceiverCredit
+from podsim.nic.congestion.registry import CC_ALGORITHMS, cc_parameters, make_cc
+from podsim.nic.congestion.swift import Swift
+from podsim.nic.congestion.timely import Timely
 
 __all__ = [
     "CC_ALGORITHMS",

@@ -47,7 +47,7 @@ NIC contract
   ``handle_rtt`` for probe replies, ``handle_cnp`` for CNPs, ``handle_credit`` for grants.
 * Receiver side: when ``cc.requires_cnp``, run a :class:`~nic.congestion.dcqcn.CnpGenerator` and
   send a CNP whenever ``on_data(qp, ecn, now)`` is True; when ``cc.requires_credit``, run a
-  :class:`~nic.congestion.rccc.ReceiverCredit`: ``request()`` on credit requests, ``grant()``
+  :class:`~podsim.nic.congestion.rccc.ReceiverCredit`: ``request()`` on credit requests, ``grant()``
   every ``interval_s`` while ``active``, each grant sent back as a credit packet.
 * After any handler, if ``flow.requests``: ``flow.take_requests()`` and act on REQ_PROBE (send a
   probe) and REQ_PATH_CHANGE (move off ``flow.avoid_path``).

@@ -26,10 +26,10 @@ W is computed in the INT's units (wire bytes) and used as the payload window: th
 
 from __future__ import annotations
 
-from fabric.units import fmt_time
-from nic.congestion._check import in_range, positive
-from nic.congestion.api import CCEvent, CongestionControl, CongestionControlError, FlowCC
-from nic.congestion.registry import CC_ALGORITHMS
+from podsim.fabric.units import fmt_time
+from podsim.nic.congestion._check import in_range, positive
+from podsim.nic.congestion.api import CCEvent, CongestionControl, CongestionControlError, FlowCC
+from podsim.nic.congestion.registry import CC_ALGORITHMS
 
 __all__ = ["HPCC"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nic.congestion.api import CongestionControl
-from nic.congestion.registry import CC_ALGORITHMS
+from podsim.nic.congestion.api import CongestionControl
+from podsim.nic.congestion.registry import CC_ALGORITHMS
 
 __all__ = ["NoCC"]
 

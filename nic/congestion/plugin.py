@@ -5,7 +5,7 @@ A scenario may name a class as ``"module:Class"``; a YAML file alone never runs 
 for ``--allow-plugins``, DESIGN.md "Extending"). A loaded plug-in runs inside :class:`GuardedCC`:
 after every handler it checks the rate, window and credit the handler left (NaN, infinite,
 negative or zero values are errors), and an exception inside a handler is re-raised as
-:class:`~nic.congestion.api.CongestionControlError` naming the algorithm, flow, handler and
+:class:`~podsim.nic.congestion.api.CongestionControlError` naming the algorithm, flow, handler and
 simulated time - never swallowed.
 """
 
@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from fabric.units import fmt_time
-from nic.congestion.api import CCEvent, CongestionControl, CongestionControlError, FlowCC
+from podsim.fabric.units import fmt_time
+from podsim.nic.congestion.api import CCEvent, CongestionControl, CongestionControlError, FlowCC
 
 __all__ = ["GuardedCC", "PluginError", "check_flow", "load_plugin"]
 

@@ -20,17 +20,17 @@ Loss: requests and grants are control packets and can be dropped (a link or NIC 
 credit nothing is in flight for the data RTO to catch, so a sender that has had no grant for one
 RTO while it wants credit repeats its request with the whole amount it still wants
 (:meth:`ReceiverCredit.refresh`, idempotent), backing off and counting retries like an RTO
-(nic.transport.qp).
+(podsim.nic.transport.qp).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fabric.packet import ROCE_OVERHEAD
-from nic.congestion._check import in_range, positive
-from nic.congestion.api import CongestionControl, FlowCC
-from nic.congestion.registry import CC_ALGORITHMS
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.congestion._check import in_range, positive
+from podsim.nic.congestion.api import CongestionControl, FlowCC
+from podsim.nic.congestion.registry import CC_ALGORITHMS
 
 __all__ = ["RCCC", "ReceiverCredit"]
 

@@ -11,9 +11,9 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from fabric.registry import Registry
-from nic.congestion.api import CongestionControl
-from nic.congestion.plugin import GuardedCC, load_plugin
+from podsim.fabric.registry import Registry
+from podsim.nic.congestion.api import CongestionControl
+from podsim.nic.congestion.plugin import GuardedCC, load_plugin
 
 __all__ = ["CC_ALGORITHMS", "cc_parameters", "make_cc"]
 
@@ -41,7 +41,7 @@ def make_cc(
     """An algorithm instance from a registered name (``"dcqcn"``) or a plug-in spec
     (``"pkg.mod:Class"``, only with ``allow_plugins``), built with ``params``.
 
-    Plug-ins always run inside :class:`~nic.congestion.plugin.GuardedCC`; built-ins only when
+    Plug-ins always run inside :class:`~podsim.nic.congestion.plugin.GuardedCC`; built-ins only when
     ``guard=True`` (useful while debugging, it costs a check per event).
     """
     params = dict(params or {})

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 
-from nic.congestion._check import in_range, positive
-from nic.congestion.api import CCEvent, CongestionControl, FlowCC
-from nic.congestion.registry import CC_ALGORITHMS
+from podsim.nic.congestion._check import in_range, positive
+from podsim.nic.congestion.api import CCEvent, CongestionControl, FlowCC
+from podsim.nic.congestion.registry import CC_ALGORITHMS
 
 __all__ = ["Swift"]
 

@@ -3,7 +3,7 @@
 An engine keeps, per node, the set of DMA streams that are active right now and asks
 :meth:`NodeCoupling.rates` for their shares whenever that *set* changes (a stream starts or
 its last transfer ends), never per packet. Streams are keyed ``(src, dst, label)`` with device
-names of the node's :class:`~nic.pcie.tree.PcieTree`; the labels the engines use:
+names of the node's :class:`~podsim.nic.pcie.tree.PcieTree`; the labels the engines use:
 
 - ``"tx"``: GPUDirect RDMA transmit, ``(gpu, nic, "tx")``: the NIC reads the payload it sends
   from GPU memory along the path GPU -> NIC;
@@ -16,7 +16,7 @@ names of the node's :class:`~nic.pcie.tree.PcieTree`; the labels the engines use
 
 Each key carries a max-min weight (the engines give an RDMA stream weight 1 however many
 messages feed it, and a fluid stream the number of transfers it aggregates, so that each
-transfer gets an equal share). The shares come from :func:`nic.pcie.streams.solve_streams`
+transfer gets an equal share). The shares come from :func:`podsim.nic.pcie.streams.solve_streams`
 (:func:`fabric.maxmin.maxmin_rates` over the tree's links, switch capacities, root-complex P2P
 limits and SSD media rates) with every stream greedy (infinite demand) and each NIC's streams
 capped together by the NIC's network goodput in each direction: while a stream is active the
@@ -36,8 +36,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nic.pcie.streams import Stream, solve_streams
-from nic.pcie.tree import PcieTree
+from podsim.nic.pcie.streams import Stream, solve_streams
+from podsim.nic.pcie.tree import PcieTree
 
 __all__ = ["GDR_LABELS", "NodeCoupling", "NodeRates", "StreamKey"]
 
@@ -53,7 +53,7 @@ class NodeRates:
 
     ``rate_bps[key]`` is the total rate of the stream ``key`` (split it over the transfers it
     aggregates in proportion to their weights); ``bottleneck[key]`` names the resource that
-    limits it (see :class:`nic.pcie.streams.StreamRates`: ``"u->v"``, a switch,
+    limits it (see :class:`podsim.nic.pcie.streams.StreamRates`: ``"u->v"``, a switch,
     ``"<root>.p2p[<port>]"``, ``"<ssd>.read"``, ``"<nic>.tx"``/``"<nic>.rx"`` for the NIC's own
     goodput, ``"none"``). ``nic_dma_bps[(nic, "tx"|"rx")]`` is the total of that NIC's
     GPUDirect streams in that direction (only NIC directions with an active stream appear).

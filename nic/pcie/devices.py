@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from fabric.units import parse_rate, parse_time
+from podsim.fabric.units import parse_rate, parse_time
 
 __all__ = [
     "InterSocket",

@@ -1,6 +1,6 @@
 """Node layouts: the PCIe tree of one server as named presets (``NODE_LAYOUTS``) or YAML.
 
-Three presets (issue 5), each a builder returning a :class:`~nic.pcie.tree.PcieTree`:
+Three presets (issue 5), each a builder returning a :class:`~podsim.nic.pcie.tree.PcieTree`:
 
 - ``external-switch``: GPUs and NICs under separate PCIe switch boards, the HGX H100 pattern of
   two GPUs and their NICs per Gen5 switch [E]; each switch has a Gen5 x16 uplink to the CPU.
@@ -31,11 +31,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import networkx as nx
-
-from fabric.registry import Registry
-from nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
-from nic.pcie.link import PcieLink
-from nic.pcie.tree import PcieTree
+from podsim.fabric.registry import Registry
+from podsim.nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
+from podsim.nic.pcie.link import PcieLink
+from podsim.nic.pcie.tree import PcieTree
 
 __all__ = [
     "NODE_LAYOUTS",

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fabric.units import fmt_rate, parse_size, parse_time
+from podsim.fabric.units import fmt_rate, parse_size, parse_time
 
 __all__ = [
     "ENCODING",

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-
-from fabric.maxmin import CAP, UNCONSTRAINED, maxmin_rates
-from nic.pcie.tree import PcieTree
+from podsim.fabric.maxmin import CAP, UNCONSTRAINED, maxmin_rates
+from podsim.nic.pcie.tree import PcieTree
 
 __all__ = [
     "Stream",

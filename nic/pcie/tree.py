@@ -5,10 +5,10 @@ one of ``gpu``, ``nic``, ``ssd`` (leaves), ``switch``, ``root`` (one CPU root co
 ``socket`` (int) and ``index`` (int, per role) are set for every node, ``spec`` holds the
 :mod:`nic.pcie.devices` dataclass of switches, roots and SSDs, and a NIC's ``serves`` lists the
 GPUs whose traffic it carries. Each edge is one full-duplex link: attr ``link`` (a
-:class:`~nic.pcie.link.PcieLink`) or, between two roots, ``inter_socket`` (an
-:class:`~nic.pcie.devices.InterSocket`).
+:class:`~podsim.nic.pcie.link.PcieLink`) or, between two roots, ``inter_socket`` (an
+:class:`~podsim.nic.pcie.devices.InterSocket`).
 
-Capacity resources (what :mod:`fabric.maxmin` shares, all bits/s):
+Capacity resources (what :mod:`podsim.fabric.maxmin` shares, all bits/s):
 
 - ``"u->v"``: one direction of a link (its effective payload rate);
 - ``"<switch>"``: a switch's shared switching capacity (every stream through it counts once);
@@ -44,10 +44,9 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-
-from fabric.maxmin import build_incidence
-from nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
-from nic.pcie.link import PcieLink
+from podsim.fabric.maxmin import build_incidence
+from podsim.nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
+from podsim.nic.pcie.link import PcieLink
 
 __all__ = [
     "DEVICE_ROLES",
@@ -378,7 +377,7 @@ class PcieTree:
         """``(A, capacity_bps, resource_names)`` for streams along ``pairs`` (src, dst).
 
         ``A`` is resources x streams with 1 where a stream uses a resource: ready for
-        :func:`fabric.maxmin.maxmin_rates`, or to stack under a cluster-wide flow problem.
+        :func:`podsim.fabric.maxmin.maxmin_rates`, or to stack under a cluster-wide flow problem.
         """
         pairs = list(pairs)
         rows: list[np.ndarray] = []

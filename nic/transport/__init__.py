@@ -3,6 +3,6 @@ packet-rate pipeline (see each module's docstring for its model and sources)."""
 
 from __future__ import annotations
 
-from nic.transport.selectors import PATH_SELECTORS, PathSelector, make_selector
+from podsim.nic.transport.selectors import PATH_SELECTORS, PathSelector, make_selector
 
 __all__ = ["PATH_SELECTORS", "PathSelector", "make_selector"]

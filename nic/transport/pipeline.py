@@ -17,7 +17,7 @@ Model:
   This is what makes thousands of QPs cost something (the "QP scalability" cliff of RDMA
   NICs); set ``entries=None`` for an unbounded cache.
 * DMA cap. The payload of each packet crosses PCIe; with ``dma_bps`` set (the NIC's share of
-  its PCIe tree, from :mod:`nic.pcie` via ``SmartNic.pcie_rate_cap_bps``), payload bytes are
+  its PCIe tree, from :mod:`podsim.nic.pcie` via ``SmartNic.pcie_rate_cap_bps``), payload bytes are
   also reserved on a DMA time line at that rate.
 """
 

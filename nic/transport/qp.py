@@ -4,9 +4,9 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
 (one direction; traffic the other way uses the peer's own QP). It owns
 
 * the posted :class:`Message` records (segmented lazily into MTU packets, see
-  :mod:`nic.transport.segmentation`; one PSN space per QP);
+  :mod:`podsim.nic.transport.segmentation`; one PSN space per QP);
 * a :class:`~nic.transport.reliability.SenderReliability` (PSNs, SACK state, retransmissions);
-* a path selector (:mod:`nic.transport.selectors`) choosing each packet's entropy value;
+* a path selector (:mod:`podsim.nic.transport.selectors`) choosing each packet's entropy value;
 * the congestion-control flow state (:class:`nic.congestion.FlowCC`): the NIC paces packets to
   ``flow.send_rate_bps`` and holds them to ``flow.window_bytes``/``credit_bytes``;
 * the timers, one lazily re-armed event per QP (never one per packet): the retransmission
@@ -22,7 +22,7 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
   the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO.
 
 The responder side (:class:`RecvQp`) lives on the destination NIC and is (a subclass of) the
-:class:`~nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
+:class:`~podsim.nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
 ``meta`` and data packets their RecvQp in ``rq`` (the simulator is omniscient: no lookup table
 is needed at the receiver).
 
@@ -38,20 +38,20 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fabric.packet import DATA as K_DATA
-from fabric.packet import ROCE_OVERHEAD, Packet
-from nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
-from nic.transport.reliability import (
+from podsim.fabric.packet import DATA as K_DATA
+from podsim.fabric.packet import ROCE_OVERHEAD, Packet
+from podsim.nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
+from podsim.nic.transport.reliability import (
     SENT,
     ReceiverReliability,
     ReorderBuffer,
     SenderReliability,
 )
-from nic.transport.segmentation import OP_WRITE, RETH_BYTES, packet_count
-from nic.transport.selectors import PathSelector
+from podsim.nic.transport.segmentation import OP_WRITE, RETH_BYTES, packet_count
+from podsim.nic.transport.selectors import PathSelector
 
 if TYPE_CHECKING:
-    from nic.nic import SmartNic
+    from podsim.nic.nic import SmartNic
 
 __all__ = [
     "ACK_WIRE_EXTRA",
@@ -85,7 +85,7 @@ _INF = math.inf
 
 
 class RdmaPacket(Packet):
-    """A :class:`fabric.packet.Packet` with the transport's extra header fields.
+    """A :class:`podsim.fabric.packet.Packet` with the transport's extra header fields.
 
     ``aux``: ACK: SACK bitmap (bit i = PSN ``psn + i`` held out of order); credit packets: bytes.
     ``dpsn``: ACK/NACK/CNP: PSN of the data packet that triggered it. ``flags``: F_* bits.
@@ -189,7 +189,7 @@ class Message:
 class RecvQp(ReceiverReliability):
     """Responder side of a QP on the destination NIC: its PSN state and counters.
 
-    It *is* the QP's :class:`~nic.transport.reliability.ReceiverReliability` (``rel`` returns
+    It *is* the QP's :class:`~podsim.nic.transport.reliability.ReceiverReliability` (``rel`` returns
     the object itself): one object instead of two keeps what every arriving data packet
     touches in fewer cache lines, which matters with thousands of QPs.
     """

@@ -18,7 +18,7 @@ does not allocate 256 objects up front.
 
 from __future__ import annotations
 
-from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 
 __all__ = [
     "MTUS",

@@ -43,7 +43,7 @@ import random
 from collections import deque
 from typing import Any, ClassVar
 
-from fabric.registry import Registry
+from podsim.fabric.registry import Registry
 
 __all__ = [
     "EV_SPACE",

@@ -3,11 +3,11 @@ TCO and cost-efficiency figures.
 
 Typical use::
 
-    from scenarios.cost import cost_cluster, efficiency
+    from podsim.scenarios.cost import cost_cluster, efficiency
     cost = cost_cluster(graph, {"years": 4}, nic_model="panmai-920", layout="on-card-switch")
     cost.capex_by_category(); cost.tco(); efficiency(cost, results_summary)
 
-Names load lazily, so that the scenario schema can use :mod:`scenarios.cost.spec` without
+Names load lazily, so that the scenario schema can use :mod:`podsim.scenarios.cost.spec` without
 importing the BOM machinery (networkx, pandas).
 """
 
@@ -39,10 +39,10 @@ __all__ = [
 
 #: where the names of ``__all__`` live, searched in this order on first use
 _MODULES = (
-    "scenarios.cost.spec",
-    "scenarios.cost.catalog",
-    "scenarios.cost.model",
-    "scenarios.cost.bom",
+    "podsim.scenarios.cost.spec",
+    "podsim.scenarios.cost.catalog",
+    "podsim.scenarios.cost.model",
+    "podsim.scenarios.cost.bom",
 )
 
 
@@ -54,4 +54,4 @@ def __getattr__(name: str) -> Any:
             mod = importlib.import_module(module)
             if hasattr(mod, name):
                 return getattr(mod, name)
-    raise AttributeError(f"module 'scenarios.cost' has no attribute {name!r}")
+    raise AttributeError(f"module 'podsim.scenarios.cost' has no attribute {name!r}")

@@ -15,7 +15,7 @@ What is counted, and from where (topology graph contract, team brief):
 - Scale-up switches and links count only when a scale-up domain (``pod``) spans several servers;
   inside one server they are part of the chassis (an HGX baseboard's NVSwitches).
 - Per server: chassis (priced per GPU slot), GPUs (optional), PCIe switch boards and SSDs from
-  the node layout (:mod:`scenarios.cost.node`).
+  the node layout (:mod:`podsim.scenarios.cost.node`).
 
 Each of these is a builder in the :data:`COST_ITEMS` registry (``ctx -> list[BomLine]``), so a new
 category plugs in with ``@COST_ITEMS.register("name", "description")``.
@@ -31,12 +31,11 @@ from typing import Any
 
 import networkx as nx
 import pandas as pd
-
-from fabric.registry import Registry
-from fabric.units import fmt_length, fmt_rate
-from scenarios.cost.catalog import Catalog, CatalogError, load_catalog
-from scenarios.cost.node import NodeHardware, node_hardware
-from scenarios.cost.spec import CostSpec, parse_cost_spec
+from podsim.fabric.registry import Registry
+from podsim.fabric.units import fmt_length, fmt_rate
+from podsim.scenarios.cost.catalog import Catalog, CatalogError, load_catalog
+from podsim.scenarios.cost.node import NodeHardware, node_hardware
+from podsim.scenarios.cost.spec import CostSpec, parse_cost_spec
 
 __all__ = [
     "BOM_COLUMNS",

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from podsim.fabric.units import parse_length, parse_rate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from fabric.units import parse_length, parse_rate
 
 __all__ = [
     "DEFAULT_CATALOG_PATH",

@@ -12,8 +12,7 @@ import math
 from collections.abc import Mapping
 
 import pandas as pd
-
-from scenarios.cost.bom import CATEGORIES
+from podsim.scenarios.cost.bom import CATEGORIES
 
 __all__ = ["SCOPES", "scope_savings"]
 

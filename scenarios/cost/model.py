@@ -19,16 +19,15 @@ from typing import Any
 
 import networkx as nx
 import pandas as pd
-
-from scenarios.cost.bom import (
+from podsim.scenarios.cost.bom import (
     CATEGORIES,
     INTERCONNECT_CATEGORIES,
     BomLine,
     bom_frame,
     build_bom,
 )
-from scenarios.cost.catalog import Catalog, load_catalog
-from scenarios.cost.spec import CostSpec, parse_cost_spec
+from podsim.scenarios.cost.catalog import Catalog, load_catalog
+from podsim.scenarios.cost.spec import CostSpec, parse_cost_spec
 
 __all__ = [
     "HOURS_PER_YEAR",
@@ -202,7 +201,7 @@ def efficiency(cost: CostBreakdown, summary: Mapping[str, Any]) -> dict[str, flo
     ``summary`` may be flat or nested (a run's ``summary.json``: ``phases.dispatch...``).
     Figures whose inputs are missing are NaN, never guessed.
     """
-    from scenarios.results import flatten
+    from podsim.scenarios.results import flatten
 
     summary = flatten(dict(summary))
     nan = float("nan")

@@ -1,7 +1,7 @@
 """What one server holds that the cluster graph does not show: PCIe switches and SSDs.
 
 The topology graph has NIC ports, GPUs and switches, but the PCIe tree inside a server is the node
-layout's business (``nic.pcie.NODE_LAYOUTS``, issue 5). The cost model needs only counts:
+layout's business (``podsim.nic.pcie.NODE_LAYOUTS``, issue 5). The cost model needs only counts:
 
 - ``pcie_boards``: external PCIe switch boards, each carrying one switch chip
   (layout ``external-switch``);
@@ -11,7 +11,7 @@ layout's business (``nic.pcie.NODE_LAYOUTS``, issue 5). The cost model needs onl
 
 The counts are read from the layout's device graph (``nic.pcie.NODE_LAYOUTS`` builder called with
 the server's GPU and NIC-card counts): nodes of role ``switch`` (on the card when their
-:class:`nic.pcie.devices.PcieSwitch` spec says ``on_card``) and ``ssd``. When the layout is
+:class:`podsim.nic.pcie.devices.PcieSwitch` spec says ``on_card``) and ``ssd``. When the layout is
 unknown or rejects the server's counts these assumptions, the same as the layouts' own defaults,
 stand in:
 
@@ -47,7 +47,7 @@ class NodeHardware:
 def _device_graph(layout: str, gpus: int, nics: int) -> Any | None:
     """The layout's device graph built for this server (``gpus`` GPUs, ``nics`` NIC cards), or
     None when the layout registry does not know ``layout`` or the layout rejects the sizes."""
-    from nic.pcie import NODE_LAYOUTS
+    from podsim.nic.pcie import NODE_LAYOUTS
 
     if layout not in NODE_LAYOUTS:
         return None

@@ -3,7 +3,7 @@
 The graph comes from :func:`scenarios.build.build_graph` (the same preset or builder, validated
 against the topology contract); the NIC model is ``cluster.nic.model`` (catalog item
 ``nic-<model>`` when the catalog has one), the node layout ``cluster.layout``, and the options
-the scenario's ``cost:`` section (:class:`scenarios.cost.spec.CostSpec`).
+the scenario's ``cost:`` section (:class:`podsim.scenarios.cost.spec.CostSpec`).
 
 Every ``podsim run`` prices its cluster with :func:`cost_report` and writes the two files of
 :func:`write_cost_files` (``bom.csv``, ``cost.json``) next to its other results.
@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from scenarios.cost.model import CostBreakdown, cost_cluster, efficiency
-from scenarios.cost.spec import parse_cost_spec
-from scenarios.errors import ScenarioError
+from podsim.scenarios.cost.model import CostBreakdown, cost_cluster, efficiency
+from podsim.scenarios.cost.spec import parse_cost_spec
+from podsim.scenarios.errors import ScenarioError
 
 __all__ = [
     "check_catalog",
@@ -41,14 +40,14 @@ def cost_of_scenario(
     seed: int | None = None,
     force: bool = False,
 ) -> CostBreakdown:
-    """Price a scenario (a :class:`scenarios.schema.Scenario`, a file, a built-in name or a
+    """Price a scenario (a :class:`podsim.scenarios.schema.Scenario`, a file, a built-in name or a
     mapping; ``overrides`` are ``--set`` strings, ``seed`` the ``--seed``). ``cost`` entries
     replace the scenario's own ``cost:`` keys; ``graph`` is the already built cluster graph
     (else it is built; ``force``: even over the size budget, see
-    :func:`scenarios.limits.check_cluster_size`)."""
-    from scenarios.build import build_graph
-    from scenarios.loader import load_scenario
-    from scenarios.schema import Scenario
+    :func:`podsim.scenarios.limits.check_cluster_size`)."""
+    from podsim.scenarios.build import build_graph
+    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.schema import Scenario
 
     if not isinstance(scenario, Scenario) or overrides or seed is not None:
         ref = scenario if not isinstance(scenario, Path) else str(scenario)
@@ -76,8 +75,8 @@ def check_catalog(scenario: Any) -> None:
     """Load the catalog a scenario's ``cost:`` section names (with its price overrides), so
     that a bad catalog file or price is reported before anything is simulated.
 
-    Raises :class:`scenarios.cost.catalog.CatalogError` (a ``ValueError``)."""
-    from scenarios.cost.catalog import load_catalog
+    Raises :class:`podsim.scenarios.cost.catalog.CatalogError` (a ``ValueError``)."""
+    from podsim.scenarios.cost.catalog import load_catalog
 
     spec = parse_cost_spec(scenario.cost)
     if spec.catalog is not None or spec.prices:
@@ -90,7 +89,7 @@ def cost_document(
     """What ``cost.json`` holds: ``summary`` (capex and power totals and per category, TCO,
     interconnect fraction next to the rule of thumb), ``tco``, ``capex_by_category``,
     ``power_by_category`` and, given a run's figures (its summary or
-    :meth:`scenarios.results.Results.performance`), ``efficiency``."""
+    :meth:`podsim.scenarios.results.Results.performance`), ``efficiency``."""
     doc: dict[str, Any] = {
         "summary": cost.summary(),
         "tco": cost.tco(),
@@ -115,7 +114,7 @@ def write_cost_files(
 ) -> list[Path]:
     """Write ``bom.csv`` (when there is a BOM) and ``cost.json`` (NaN as null) under
     ``out_dir``; returns the paths."""
-    from scenarios.results import json_safe
+    from podsim.scenarios.results import json_safe
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from podsim.fabric.units import parse_length
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from fabric.units import parse_length
 
 __all__ = ["CostSpec", "CostSpecError", "parse_cost_spec"]
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from podsim.scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
+from podsim.scenarios.cost.model import CostBreakdown
 from rich.table import Table
 from rich.text import Text
-
-from scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
-from scenarios.cost.model import CostBreakdown
 
 __all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd", "usd_amount"]
 
@@ -113,8 +112,8 @@ def savings_table(
     variant_name: str,
 ) -> Table:
     """The variant's saving over the baseline at every scope of
-    :data:`scenarios.cost.compare.SCOPES` (breakdowns or ``capex_by_category`` mappings)."""
-    from scenarios.cost.compare import scope_savings
+    :data:`podsim.scenarios.cost.compare.SCOPES` (breakdowns or ``capex_by_category`` mappings)."""
+    from podsim.scenarios.cost.compare import scope_savings
 
     def capex(x: CostBreakdown | Mapping[str, float]) -> Mapping[str, float]:
         return x.capex_by_category() if isinstance(x, CostBreakdown) else x

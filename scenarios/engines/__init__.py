@@ -2,7 +2,7 @@
 
 An engine is a callable ``engine(ctx: RunContext) -> EngineOutput``. It reads the built cluster
 and the workload trace from the context and returns the raw result tables whose schemas are
-documented in :mod:`scenarios.results`. Simulating engines (``packet``, ``flow``) offer a
+documented in :mod:`podsim.scenarios.results`. Simulating engines (``packet``, ``flow``) offer a
 :class:`scenarios.timeline.Transport` and let :func:`scenarios.timeline.run_timeline` play the
 layer timeline (dispatch -> compute -> combine per rank) over it; an analytic engine (``bound``)
 fills the tables itself.
@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-
-from fabric.registry import Registry
-from scenarios.results import conform, summarise
+from podsim.fabric.registry import Registry
+from podsim.scenarios.results import conform, summarise
 
 if TYPE_CHECKING:
-    from scenarios.build import Cluster
-    from scenarios.schema import Scenario
+    from podsim.scenarios.build import Cluster
+    from podsim.scenarios.schema import Scenario
 
 __all__ = [
     "ENGINES",
@@ -62,12 +61,12 @@ def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
     """Refuse what a fluid engine does not model, rather than silently ignoring it.
 
     The ``flow`` engine models straggler GPUs and link, switch and NIC failures and link
-    degradation as capacity changes (:mod:`fabric.flow.faults`) but not ``ber`` faults: their
+    degradation as capacity changes (:mod:`podsim.fabric.flow.faults`) but not ``ber`` faults: their
     effect is frame loss and link-level retries, which happen per packet. The ``bound`` engine
     models straggler GPUs only. Neither models GPUDirect Storage background reads. A scenario
     that asks for these must run on ``packet``.
     """
-    from scenarios.errors import ScenarioError
+    from podsim.scenarios.errors import ScenarioError
 
     sc = ctx.scenario
     modelled = {"straggler"}
@@ -97,7 +96,7 @@ def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
 
 @dataclass
 class EngineOutput:
-    """Raw tables of one run (schemas in :mod:`scenarios.results`).
+    """Raw tables of one run (schemas in :mod:`podsim.scenarios.results`).
 
     ``status`` is ``complete``, ``time-limit`` (stopped at ``sim.time_limit``), ``interrupted``
     (Ctrl-C) or ``stalled`` (no event left but messages unfinished, e.g. a dead path).
@@ -131,7 +130,11 @@ class EngineOutput:
 ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine")
 
 #: Modules that register engines when imported (ours first, then other packages' adapters).
-ENGINE_MODULES = ("scenarios.engines.packet", "scenarios.engines.flow", "scenarios.engines.bound")
+ENGINE_MODULES = (
+    "podsim.scenarios.engines.packet",
+    "podsim.scenarios.engines.flow",
+    "podsim.scenarios.engines.bound",
+)
 
 
 def _unavailable(name: str, reason: str) -> Callable[[RunContext], EngineOutput]:

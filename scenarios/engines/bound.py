@@ -3,7 +3,7 @@
 No simulation: for every communication phase (step, layer, phase) the physical lower bound of
 :func:`fabric.bound.lower_bound` over the phase's messages, routed the least loading way (every
 RDMA message spread over all equal-cost paths and all planes of its NIC, planes merged; see
-:class:`scenarios.engines.flow.FlowCluster` with ``spread_all``), with the same wire framing,
+:class:`podsim.scenarios.engines.flow.FlowCluster` with ``spread_all``), with the same wire framing,
 NIC packet-rate and PCIe constraints as the flow engine and no congestion-control loss. Two
 uses:
 
@@ -32,12 +32,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from fabric.bound import lower_bound
-from scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
-from scenarios.engines.flow import FlowCluster
-from scenarios.results import link_table, message_table
-from scenarios.timeline import PHASE_ORDER
+from podsim.fabric.bound import lower_bound
+from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
+from podsim.scenarios.engines.flow import FlowCluster
+from podsim.scenarios.results import link_table, message_table
+from podsim.scenarios.timeline import PHASE_ORDER
 
 __all__ = ["PhaseBounds", "add_bound", "bound_summary", "phase_bounds", "run_bound"]
 
@@ -288,7 +287,7 @@ def bound_summary(ctx: RunContext) -> dict[str, Any]:
 
 
 def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
-    """``summary`` (as :func:`scenarios.results.summarise` makes it) with ``bound`` attached
+    """``summary`` (as :func:`podsim.scenarios.results.summarise` makes it) with ``bound`` attached
     and, per phase, ``bound_s`` and ``fraction_of_bound`` = bound / measured completion time
     (1.0 = at the physical limit); likewise ``makespan_fraction_of_bound``."""
     out = dict(summary)

@@ -1,7 +1,7 @@
 """The ``flow`` engine: SimPy events at flow starts and ends, max-min fair rates in between.
 
-Adapter between the scenario layer and :mod:`fabric.flow`. It offers
-:func:`scenarios.timeline.run_timeline` a transport (the same layer timeline as the packet
+Adapter between the scenario layer and :mod:`podsim.fabric.flow`. It offers
+:func:`podsim.scenarios.timeline.run_timeline` a transport (the same layer timeline as the packet
 engine: dispatch -> compute -> combine per rank) whose messages become fluid flows:
 
 - ``rdma`` messages go from the source rank's NIC ports to the destination rank's ports. Path
@@ -9,24 +9,24 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   one equal-cost path and, on a multi-plane NIC, one plane (``msg mod planes``, as the packet
   engine's host endpoint does); ``spray`` over ``paths`` entropy values spreads the message
   evenly over all equal-cost paths when ``paths`` covers them (the bundle constraints of
-  :mod:`fabric.flow.paths`), else over ``paths`` hashed paths; ``adaptive``, ``bitmap`` and
+  :mod:`podsim.fabric.flow.paths`), else over ``paths`` hashed paths; ``adaptive``, ``bitmap`` and
   ``reps`` steer by load or by congestion feedback, modelled as the ideal load-aware split,
   which on these symmetric fabrics is the even spread. Non-ECMP policies also split a message
   evenly over the planes of a multi-plane NIC.
 - every RDMA flow also loads its NIC card's packet-rate limit (``cluster.nic.packet_rate``,
   transmit and receive separately) and, when the node layout gives one
-  (``nic_rate_cap_bps``, from ``nic.pcie``), the card's PCIe path in each direction;
-- wire bytes follow RoCEv2 framing at ``cluster.nic.mtu`` (:mod:`fabric.flow.wire`; +16 B
+  (``nic_rate_cap_bps``, from ``podsim.nic.pcie``), the card's PCIe path in each direction;
+- wire bytes follow RoCEv2 framing at ``cluster.nic.mtu`` (:mod:`podsim.fabric.flow.wire`; +16 B
   RETH per message with the SmartNIC endpoint, as an RDMA WRITE);
 - congestion control enters as the efficiency of shared fabric queues
-  (:data:`fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
+  (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
   scale-up egress and the destination's ingress (the model of
   :mod:`scenarios.engines.scaleup`); two ranks behind one NIC card exchange data inside the node
   at once (as the packet engine does until the PCIe model is wired in).
 
 Faults (``link_down``, ``link_degrade``, ``switch_down``, ``nic_down``) are capacity changes
-at the fault times (:mod:`fabric.flow.faults`): hashed flows on a dead link stall until
+at the fault times (:mod:`podsim.fabric.flow.faults`): hashed flows on a dead link stall until
 routing avoids it (``cluster.routing.reconvergence`` under static ECMP, at once under a
 multipath selector) and are then re-hashed onto surviving paths; spread flows lose the dead
 link's share of their bundles at once. Flows still at rate 0 on a dead constraint when the run
@@ -37,7 +37,7 @@ serialisation per store-and-forward switch). With the SmartNIC endpoint (``sim.e
 nic``) the sender's phase bookkeeping waits for the ACK (one more path latency, as in the
 packet engine) while the messages table records the delivery time.
 
-Batching (``rtol``, :class:`fabric.flow.FlowSim`): exact (0) up to :data:`AUTO_EXACT_FLOWS`
+Batching (``rtol``, :class:`podsim.fabric.flow.FlowSim`): exact (0) up to :data:`AUTO_EXACT_FLOWS`
 messages, :data:`AUTO_RTOL` above; a ``sim.flow_rtol`` scenario field, when the schema has one,
 or :data:`OPTIONS` override it.
 """
@@ -51,15 +51,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import simpy
-
-from fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
-from fabric.flow.faults import FlowFault, FlowFaults
-from fabric.kernel import call_at
-from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
-from scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
-from scenarios.engines.qps import qp_table
-from scenarios.results import link_table, message_table
-from scenarios.timeline import run_timeline
+from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
+from podsim.fabric.flow.faults import FlowFault, FlowFaults
+from podsim.fabric.kernel import call_at
+from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
+from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.results import link_table, message_table
+from podsim.scenarios.timeline import run_timeline
 
 __all__ = [
     "AUTO_EXACT_FLOWS",
@@ -78,7 +77,7 @@ AUTO_EXACT_FLOWS = 5_000
 #: benchmarks/bench_scale.py it puts dispatch and combine times 0.3 % and 0.4 % above the exact
 #: model (5.608 vs 5.592 ms, 11.063 vs 11.021 ms) at 1/55 of its CPU time (8 s vs 436 s).
 AUTO_RTOL = 0.003
-#: ACK wire bytes of the SmartNIC (82 B RoCEv2 + 4 B AETH; nic.transport.qp).
+#: ACK wire bytes of the SmartNIC (82 B RoCEv2 + 4 B AETH; podsim.nic.transport.qp).
 ACK_WIRE_BYTES = ROCE_OVERHEAD + 4
 #: Selectors that steer each packet by load or congestion feedback (modelled as an even split).
 LOAD_AWARE = ("adaptive", "bitmap", "reps")
@@ -89,7 +88,7 @@ class FlowOptions:
     """Knobs of the flow engine that the scenario schema does not carry (Python API).
 
     ``rtol``: batching tolerance (None: automatic); ``efficiency``: CC efficiency override
-    (None: :data:`fabric.flow.cc.CC_EFFICIENCY`); ``max_hashed_paths``: a spraying NIC with
+    (None: :data:`podsim.fabric.flow.cc.CC_EFFICIENCY`); ``max_hashed_paths``: a spraying NIC with
     fewer entropy values than equal-cost paths gets that many hashed paths up to this number,
     above it the even spread.
     """
@@ -379,9 +378,9 @@ class FlowCluster:
 
 
 class FlowTransport:
-    """The :class:`scenarios.timeline.Transport` of the flow engine."""
+    """The :class:`podsim.scenarios.timeline.Transport` of the flow engine."""
 
-    name = "fabric.flow (max-min fluid flows)"
+    name = "podsim.fabric.flow (max-min fluid flows)"
 
     def __init__(self, ctx: RunContext, options: FlowOptions | None = None) -> None:
         opts = options or OPTIONS
@@ -418,7 +417,7 @@ class FlowTransport:
         self.faults = self._faults(ctx)
 
     def _faults(self, ctx: RunContext) -> FlowFaults | None:
-        """Link, switch and NIC faults as capacity changes (:mod:`fabric.flow.faults`);
+        """Link, switch and NIC faults as capacity changes (:mod:`podsim.fabric.flow.faults`);
         hashed flows re-route after ``cluster.routing.reconvergence`` under static ECMP, at
         once under a multipath selector."""
         sc = ctx.scenario

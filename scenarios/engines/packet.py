@@ -8,11 +8,11 @@ a transport that turns each trace message into a transfer:
 - ``rdma`` messages go from the source rank's NIC port to the destination rank's port on the
   same plane (planes are separate fabrics; a rank with several ports spreads its messages over
   them round-robin by message id);
-- ``scaleup`` messages use :class:`scenarios.engines.scaleup.ScaleUpPipes` (the scale-out
+- ``scaleup`` messages use :class:`podsim.scenarios.engines.scaleup.ScaleUpPipes` (the scale-out
   packet engine does not carry them); between GPUs without a scale-up fabric they go ``rdma``;
 - two ranks behind the same NIC card exchange data over the node's PCIe tree: a fluid GPU -> GPU
   copy at its max-min share of the tree, delivered one path latency after its last byte left
-  (:mod:`scenarios.pcie_runtime`); without ``cluster.layout`` there is no tree to model and
+  (:mod:`podsim.scenarios.pcie_runtime`); without ``cluster.layout`` there is no tree to model and
   they are delivered at once (counted in ``engine_info.pcie_local_messages``).
 
 PCIe (with ``cluster.layout``; :mod:`scenarios.pcie_model`, :mod:`scenarios.pcie_runtime`):
@@ -24,7 +24,7 @@ byte reached the receiving NIC (``end_s``; the sender's phase bookkeeping waits 
 that and the ACK). While a message is in flight its GPU -> NIC and NIC -> GPU streams are
 active on the two servers' trees; each time a server's active set changes (not per packet) its
 tree is re-solved max-min and every NIC on it gets its transmit and receive DMA caps
-(:meth:`nic.nic.SmartNic.set_pcie_rate_cap`). The cap is per NIC, not per QP or per GPU
+(:meth:`podsim.nic.nic.SmartNic.set_pcie_rate_cap`). The cap is per NIC, not per QP or per GPU
 (that is the hook the SmartNIC offers): when several GPUs share a NIC, the NIC's QP
 round-robin, not the PCIe arbitration, splits the capped rate between them. With
 ``sim.endpoint: host`` the line-rate hosts have no DMA hook, so the caps are not applied there
@@ -36,7 +36,7 @@ Endpoints (``sim.endpoint``): ``nic`` (default) is the SmartNIC of :mod:`nic`
 (:class:`nic.nic.RdmaNetwork`: QPs, congestion control, path selection, reliability, packet-rate
 pipeline), configured from ``cluster.nic``; a message's phase bookkeeping completes when its
 last byte is acknowledged, and its ``end_s`` in the messages table is when the receiver held
-all its bytes. ``host`` is :class:`fabric.host.Host`, a line-rate sender with no congestion
+all its bytes. ``host`` is :class:`podsim.fabric.host.Host`, a line-rate sender with no congestion
 control and no retransmission (``multipath.selector`` other than ``ecmp`` sprays per packet):
 fast, for fabric-only studies; with it ``sim.cell`` above the MTU moves cells of that size
 carrying the wire overhead of the MTU packets they stand for (fidelity knob, DESIGN.md). The
@@ -55,22 +55,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import simpy
-
-from fabric.counters import Sampler
-from fabric.host import Host
-from fabric.kernel import call_at
-from scenarios.engines import ENGINES, EngineOutput, RunContext
-from scenarios.engines.qps import qp_table
-from scenarios.engines.scaleup import ScaleUpPipes
-from scenarios.faults import FaultSession
-from scenarios.results import link_table, message_table
-from scenarios.timeline import run_timeline
+from podsim.fabric.counters import Sampler
+from podsim.fabric.host import Host
+from podsim.fabric.kernel import call_at
+from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
+from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.engines.scaleup import ScaleUpPipes
+from podsim.scenarios.faults import FaultSession
+from podsim.scenarios.results import link_table, message_table
+from podsim.scenarios.timeline import run_timeline
 
 __all__ = ["run_packet"]
 
 
 class NotifyingHost(Host):
-    """A :class:`fabric.host.Host` that reports each completed message once."""
+    """A :class:`podsim.fabric.host.Host` that reports each completed message once."""
 
     def __init__(self, *args: Any, on_complete: Callable[[Any], None], **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -90,7 +89,7 @@ class _Transport:
     name = ""
 
     def __init__(self, ctx: RunContext) -> None:
-        from fabric.network import Network
+        from podsim.fabric.network import Network
 
         sc, cl = ctx.scenario, ctx.cluster
         self.env = simpy.Environment()
@@ -100,7 +99,7 @@ class _Transport:
         self.pcie_local = 0
         self.pcie = None
         if getattr(cl, "pcie", None) is not None:
-            from scenarios.pcie_runtime import PcieRuntime
+            from podsim.scenarios.pcie_runtime import PcieRuntime
 
             self.pcie = PcieRuntime(self.env, cl.pcie)
         #: trace rows that crossed the scale-out network
@@ -154,8 +153,8 @@ class _Transport:
 
 
 def nic_config(ctx: RunContext) -> Any:
-    """The scenario's ``cluster.nic`` as a :class:`nic.nic.NicConfig`."""
-    from nic.nic import NicConfig
+    """The scenario's ``cluster.nic`` as a :class:`podsim.nic.nic.NicConfig`."""
+    from podsim.nic.nic import NicConfig
 
     n = ctx.scenario.cluster.nic
     return NicConfig(
@@ -178,14 +177,14 @@ def nic_config(ctx: RunContext) -> Any:
 
 
 class NicTransport(_Transport):
-    """The :class:`scenarios.timeline.Transport` over the SmartNICs of :mod:`nic`."""
+    """The :class:`podsim.scenarios.timeline.Transport` over the SmartNICs of :mod:`nic`."""
 
     name = "nic.RdmaNetwork (SmartNIC: QPs, CC, multipath, reliability, packet-rate pipeline)"
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        from nic.nic import RdmaNetwork
-        from scenarios.build import at
+        from podsim.nic.nic import RdmaNetwork
+        from podsim.scenarios.build import at
 
         with at("cluster.nic", "NIC"):
             cfg = nic_config(ctx)
@@ -279,12 +278,12 @@ class NicTransport(_Transport):
 
 
 class HostTransport(_Transport):
-    """The :class:`scenarios.timeline.Transport` over fabric.host endpoints."""
+    """The :class:`podsim.scenarios.timeline.Transport` over podsim.fabric.host endpoints."""
 
-    name = "fabric.host (line rate, no CC, no retransmission)"
+    name = "podsim.fabric.host (line rate, no CC, no retransmission)"
 
     def __init__(self, ctx: RunContext) -> None:
-        from fabric.packet import ROCE_OVERHEAD
+        from podsim.fabric.packet import ROCE_OVERHEAD
 
         super().__init__(ctx)
         sc, cl = ctx.scenario, ctx.cluster

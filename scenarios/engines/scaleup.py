@@ -3,10 +3,10 @@ fabric.
 
 Model: a fluid, max-min fair scale-up domain. Every GPU has one egress and one ingress
 constraint of capacity R = the sum of its scale-up links' ``rate_bps`` (the pod's switches share
-the GPU's bandwidth, as NVLink links spread over NVSwitch chips; fabric.superpod builds them
+the GPU's bandwidth, as NVLink links spread over NVSwitch chips; podsim.fabric.superpod builds them
 that way); the switches themselves are non-blocking. Between events (a transfer starting or
 finishing) every active transfer runs at its max-min fair rate over the two constraints it
-crosses (:func:`fabric.maxmin.maxmin_pairs`, progressive filling), so k transfers out of one
+crosses (:func:`podsim.fabric.maxmin.maxmin_pairs`, progressive filling), so k transfers out of one
 GPU share its egress evenly and a GPU that receives from k peers gets R/k from each. A transfer's
 last byte is delivered one path latency after it leaves: propagation at 5 ns/m plus the edge's
 ``latency_s`` on the GPU -> switch and switch -> GPU links, the packet engine's per-link rule.
@@ -25,10 +25,9 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 import simpy
-
-from fabric.kernel import Callback, call_at, call_later
-from fabric.maxmin import maxmin_pairs
-from fabric.phy import PROPAGATION_S_PER_M
+from podsim.fabric.kernel import Callback, call_at, call_later
+from podsim.fabric.maxmin import maxmin_pairs
+from podsim.fabric.phy import PROPAGATION_S_PER_M
 
 __all__ = ["ScaleUpPipes"]
 

@@ -2,21 +2,27 @@
 overrides, run in parallel (local processes or a Dask cluster) into one resumable Parquet table,
 with Pareto, cost-breakdown and tornado plots.
 
-- :mod:`scenarios.study.spec`: the study file (:class:`Study`, :func:`load_study`);
-- :mod:`scenarios.study.sweep`: resolve points and run a study (:func:`run_study`);
-- :mod:`scenarios.study.engine`: the executor-independent sweep engine (:func:`run_points`);
-- :mod:`scenarios.study.store`: the results table, keyed by a hash of each resolved scenario;
-- :mod:`scenarios.study.point`: the default point (simulate + price);
+- :mod:`podsim.scenarios.study.spec`: the study file (:class:`Study`, :func:`load_study`);
+- :mod:`podsim.scenarios.study.sweep`: resolve points and run a study (:func:`run_study`);
+- :mod:`podsim.scenarios.study.engine`: the executor-independent sweep engine (:func:`run_points`);
+- :mod:`podsim.scenarios.study.store`: the results table, keyed by a hash of each resolved scenario;
+- :mod:`podsim.scenarios.study.point`: the default point (simulate + price);
 - :mod:`scenarios.study.plots`: the study figures; :mod:`scenarios.study.cli`: ``podsim
   cost`` and ``podsim sweep``.
 """
 
 from __future__ import annotations
 
-from scenarios.study.engine import Point, PointFailure, SweepReport, run_points
-from scenarios.study.spec import Study, StudyError, load_study, study_description, study_names
-from scenarios.study.store import ResultStore, point_key
-from scenarios.study.sweep import resolve_points, run_study
+from podsim.scenarios.study.engine import Point, PointFailure, SweepReport, run_points
+from podsim.scenarios.study.spec import (
+    Study,
+    StudyError,
+    load_study,
+    study_description,
+    study_names,
+)
+from podsim.scenarios.study.store import ResultStore, point_key
+from podsim.scenarios.study.sweep import resolve_points, run_study
 
 __all__ = [
     "Point",

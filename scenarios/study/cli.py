@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from podsim.scenarios.cli_common import ForceOpt, SeedOpt, guarded
 from rich.console import Console
 from rich.table import Table
-
-from scenarios.cli_common import ForceOpt, SeedOpt, guarded
 
 __all__ = ["cost_command", "register_commands", "sweep_command"]
 
@@ -28,8 +27,8 @@ err_console = Console(stderr=True)
 
 
 def _bad_input(exc: Exception) -> typer.Exit:
-    # the same plain paragraph as every other command's errors (scenarios.cli_common)
-    from scenarios.cli_common import err_console as plain_err
+    # the same plain paragraph as every other command's errors (podsim.scenarios.cli_common)
+    from podsim.scenarios.cli_common import err_console as plain_err
 
     plain_err.print(f"error: {exc}", markup=False)
     return typer.Exit(EXIT_BAD_INPUT)
@@ -59,8 +58,8 @@ def cost_command(
 ) -> None:
     """Print the bill of materials and the cost breakdown of a scenario's cluster (no
     simulation)."""
-    from scenarios.cost.scenario import cost_of_scenario
-    from scenarios.cost.tables import bom_table, breakdown_table, savings_table
+    from podsim.scenarios.cost.scenario import cost_of_scenario
+    from podsim.scenarios.cost.tables import bom_table, breakdown_table, savings_table
 
     try:
         cost = cost_of_scenario(file, set_ or [], seed=seed, force=force)
@@ -72,7 +71,7 @@ def cost_command(
                     f"--compare-layouts {compare_layouts!r} must be two node layouts, "
                     f"BASE,VARIANT (e.g. external-switch,on-card-switch)"
                 )
-            from scenarios.registries import get_registry
+            from podsim.scenarios.registries import get_registry
 
             layouts = get_registry("node layout")
             for n in names:
@@ -102,7 +101,7 @@ def cost_command(
 
 
 def _summary_table(report, study) -> Table:
-    from scenarios.study.plots import fmt_metric, pareto_front, variant_labels
+    from podsim.scenarios.study.plots import fmt_metric, pareto_front, variant_labels
 
     df = report.table
     t = Table(title=f"study {study.name}: {len(df)} points", title_justify="left")
@@ -151,9 +150,9 @@ def sweep_command(
 ) -> None:
     """Run every point of a study (resuming: finished points are kept and skipped), write the
     results table (results.parquet + results.csv) and the study plots."""
-    from scenarios.study.plots import save_study_figures
-    from scenarios.study.spec import load_study
-    from scenarios.study.sweep import run_study
+    from podsim.scenarios.study.plots import save_study_figures
+    from podsim.scenarios.study.spec import load_study
+    from podsim.scenarios.study.sweep import run_study
 
     try:
         spec = load_study(study)
@@ -178,8 +177,8 @@ def sweep_command(
     )
     two_points = len(report.ran) + len(report.skipped) == 2 and not report.interrupted
     if two_points and len(df) == 2 and any(c.startswith("capex.") for c in df.columns):
-        from scenarios.cost.tables import savings_table
-        from scenarios.study.plots import variant_labels
+        from podsim.scenarios.cost.tables import savings_table
+        from podsim.scenarios.study.plots import variant_labels
 
         a, b = (
             {c[len("capex.") :]: float(v) for c, v in row.items() if c.startswith("capex.")}
@@ -204,7 +203,7 @@ def sweep_command(
 
 def register_commands(app: typer.Typer) -> None:
     """Add ``cost`` and ``sweep`` to the podsim typer app, behind the same error guard as
-    every other command (:func:`scenarios.cli_common.guarded`)."""
+    every other command (:func:`podsim.scenarios.cli_common.guarded`)."""
     app.command(
         "cost",
         help="Print the bill of materials and cost breakdown of a scenario (no simulation).",

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-
-from scenarios.study.store import PARAM_PREFIX, ResultStore
+from podsim.scenarios.study.store import PARAM_PREFIX, ResultStore
 
 __all__ = ["Point", "PointFailure", "SweepReport", "run_points"]
 

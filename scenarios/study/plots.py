@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from scenarios.cost.bom import CATEGORIES
-from scenarios.study.store import PARAM_PREFIX
+from podsim.scenarios.cost.bom import CATEGORIES
+from podsim.scenarios.study.store import PARAM_PREFIX
 
 __all__ = [
     "fig_cost_breakdown",
@@ -133,8 +132,8 @@ def fmt_metric(metric: str, value: object) -> str:
     """``value`` of ``metric`` for a table, in the unit its name ends with (``_s`` seconds,
     ``_usd`` dollars, ``_Bps`` bytes/s, ``_bps`` bits/s, ``_w`` watts); other numbers with 4
     significant digits, anything else as text."""
-    from fabric.units import fmt_rate, fmt_time
-    from scenarios.cost.tables import usd_amount
+    from podsim.fabric.units import fmt_rate, fmt_time
+    from podsim.scenarios.cost.tables import usd_amount
 
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         return str(value)
@@ -319,8 +318,7 @@ def save_study_figures(
 ) -> list[Path]:
     """Write :func:`study_figures` under ``out_dir`` (``<stem>.png`` / ``.svg``); the paths."""
     import matplotlib
-
-    from scenarios.plots import SAVE_RC
+    from podsim.scenarios.plots import SAVE_RC
 
     plt = _plt()
     out = Path(out_dir)

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from podsim.scenarios.errors import check_run_name
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -49,8 +50,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from scenarios.errors import check_run_name
 
 __all__ = [
     "LIBRARY",
@@ -241,7 +240,7 @@ def study_names() -> list[str]:
 
 def study_description(name: str) -> str:
     """A built-in study's ``description`` (first line), read without validating it."""
-    from scenarios.loader import file_description
+    from podsim.scenarios.loader import file_description
 
     return file_description(LIBRARY / f"{name}.yaml")
 

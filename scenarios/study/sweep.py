@@ -2,9 +2,9 @@
 
 ``resolve`` turns the base scenario plus one point's overrides into the resolved scenario (a
 plain dict, defaults filled in); by default the scenario layer does it
-(:func:`scenarios.loader.load_scenario` with ``--set``-style overrides, then
+(:func:`podsim.scenarios.loader.load_scenario` with ``--set``-style overrides, then
 ``Scenario.resolved()``), so a bad key fails before anything runs, naming the point. The key of
-a point is the hash of that resolved scenario (:func:`scenarios.study.store.point_key`).
+a point is the hash of that resolved scenario (:func:`podsim.scenarios.study.store.point_key`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from scenarios.errors import ScenarioError
-from scenarios.study.engine import Point, RunPoint, SweepReport, run_points
-from scenarios.study.spec import Study, StudyError, load_study
-from scenarios.study.store import META_COLUMNS, PARAM_PREFIX, ResultStore, point_key
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.study.engine import Point, RunPoint, SweepReport, run_points
+from podsim.scenarios.study.spec import Study, StudyError, load_study
+from podsim.scenarios.study.store import META_COLUMNS, PARAM_PREFIX, ResultStore, point_key
 
 __all__ = ["check_metrics", "resolve_dict", "resolve_points", "resolve_scenario", "run_study"]
 
@@ -32,8 +31,8 @@ Resolver = Callable[[Any, dict[str, Any]], dict[str, Any]]
 def resolve_scenario(base: str | dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Base scenario (name, path or mapping) + ``{key.path: value}`` -> the resolved scenario
     as a dict."""
-    from scenarios.cost.scenario import check_catalog
-    from scenarios.loader import load_scenario
+    from podsim.scenarios.cost.scenario import check_catalog
+    from podsim.scenarios.loader import load_scenario
 
     sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     scenario, _ = load_scenario(base, sets)
@@ -120,7 +119,7 @@ def check_metrics(study: Study, columns: list[str] | set[str], where: str = "") 
 
 
 def _default_run_point() -> RunPoint:
-    from scenarios.study.point import run_scenario_point
+    from podsim.scenarios.study.point import run_scenario_point
 
     return run_scenario_point
 
@@ -138,7 +137,7 @@ def run_study(
     on_done: Callable[[Point, bool], None] | None = None,
 ) -> SweepReport:
     """Run a study into ``out_dir`` (default ``results/studies/<name>``); see
-    :func:`scenarios.study.engine.run_points` for ``workers``/``dask``. Writes ``study.yaml``
+    :func:`podsim.scenarios.study.engine.run_points` for ``workers``/``dask``. Writes ``study.yaml``
     (the study as run) and ``points.json`` (key and parameters of every point) next to the
     table."""
     if not isinstance(study, Study):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import networkx as nx
 import simpy
-
-from fabric.host import Host, make_hosts
-from fabric.network import Network
-from fabric.switch import SwitchConfig
+from podsim.fabric.host import Host, make_hosts
+from podsim.fabric.network import Network
+from podsim.fabric.switch import SwitchConfig
 
 #: physics.md, "Fibre propagation 5 ns/m" [S]; written out here so tests do not reuse the
 #: engine's own constant.

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from fabric.bisection import bisection_bandwidth, bisection_closed_form, natural_split
-from fabric.phy import get_phy
-from fabric.topology import TopologyError, build_topology, endpoints
+from podsim.fabric.bisection import bisection_bandwidth, bisection_closed_form, natural_split
+from podsim.fabric.phy import get_phy
+from podsim.fabric.topology import TopologyError, build_topology, endpoints
 
 R400 = get_phy("400GbE").mac_rate_bps
 R800 = get_phy("800GbE").mac_rate_bps

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
-
-from fabric.bound import lower_bound
-from fabric.flow import FlowSim
+from podsim.fabric.bound import lower_bound
+from podsim.fabric.flow import FlowSim
 
 
 def test_single_link_bound_is_load_over_capacity():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from podsim.fabric.counters import Sampler
+from podsim.fabric.topology import star
 
-from fabric.counters import Sampler
-from fabric.topology import star
 from tests.fabric.fabric_testutil import build
 
 

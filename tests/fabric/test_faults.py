@@ -7,8 +7,7 @@ import math
 
 import pandas as pd
 import pytest
-
-from fabric.faults import (
+from podsim.fabric.faults import (
     FAULT_KINDS,
     FaultError,
     FaultInjector,
@@ -19,9 +18,10 @@ from fabric.faults import (
     SwitchDown,
     make_fault,
 )
-from fabric.host import conservation
-from fabric.kernel import run
-from fabric.topology import leaf_spine, star
+from podsim.fabric.host import conservation
+from podsim.fabric.kernel import run
+from podsim.fabric.topology import leaf_spine, star
+
 from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 MTU = 4096
@@ -52,7 +52,7 @@ def test_link_down_loses_until_reconvergence_then_reroutes():
     def probe(_):
         t_check.append(net.routing.next_hops("leaf0", net.endpoint_id("nic2.p0")))
 
-    from fabric.kernel import call_at
+    from podsim.fabric.kernel import call_at
 
     call_at(env, 5e-6 + delay / 2, probe)
     call_at(env, 5e-6 + delay * 1.01, probe)
@@ -115,7 +115,7 @@ def test_overlapping_faults_on_one_link_are_counted():
         ],
     )
     states = []
-    from fabric.kernel import call_at
+    from podsim.fabric.kernel import call_at
 
     for t in (3e-6, 6e-6, 9e-6):
         call_at(env, t, lambda _: states.append(net.port("leaf0", "spine0").up))
@@ -174,7 +174,7 @@ def test_degraded_link_into_a_switch_is_stored_and_forwarded():
     run(env)
     w = MTU + OVERHEAD
     edge = net.graph.edges["nic0.p0", "leaf0"]
-    from fabric.phy import get_phy
+    from podsim.fabric.phy import get_phy
 
     fec = get_phy(edge["phy"]).fec_latency_s
     prop = edge["length_m"] * NS_PER_M

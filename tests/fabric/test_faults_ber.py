@@ -2,7 +2,7 @@
 
 The expected loss rates are computed here from first principles (physics.md: RS(544,514) has
 10-bit symbols and corrects t = 15 symbols per 544-symbol codeword; 256b/257b transcoding;
-frames spread over ceil(bits / 5140) codewords), not taken from fabric.phy, and the simulated
+frames spread over ceil(bits / 5140) codewords), not taken from podsim.fabric.phy, and the simulated
 counts must fall within 4 standard deviations of the binomial expectation.
 
 Why not only BER 1e-4: with independent bit errors a codeword at BER 1e-4 has 0.54 symbol
@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from podsim.fabric.faults import FaultInjector, LinkBer
+from podsim.fabric.kernel import run
+from podsim.fabric.phy import get_phy
+from podsim.fabric.topology import star
 
-from fabric.faults import FaultInjector, LinkBer
-from fabric.kernel import run
-from fabric.phy import get_phy
-from fabric.topology import star
 from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 N_SYM, T, SYM_BITS, K_BITS = 544, 15, 10, 514 * 10
@@ -153,8 +153,7 @@ def test_ber_ends_with_the_fault_and_is_deterministic():
 
 def test_scaleup_link_without_fec_needs_a_phy():
     import networkx as nx
-
-    from fabric.faults import FaultError
+    from podsim.fabric.faults import FaultError
 
     _, net, _ = build(star(hosts=2))
     nx.set_edge_attributes(net.graph, "scaleup", "phy")

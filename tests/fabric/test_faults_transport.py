@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import pytest
 import simpy
-
-from fabric.faults import FaultInjector, LinkBer, LinkDown
-from fabric.invariants import Checker, run_checked
-from fabric.network import Network
-from fabric.topology import build_topology
-from nic.nic import NicConfig, RdmaNetwork
-from scenarios.faults import RdmaEndpoints
+from podsim.fabric.faults import FaultInjector, LinkBer, LinkDown
+from podsim.fabric.invariants import Checker, run_checked
+from podsim.fabric.network import Network
+from podsim.fabric.topology import build_topology
+from podsim.nic.nic import NicConfig, RdmaNetwork
+from podsim.scenarios.faults import RdmaEndpoints
 
 MIB = 1 << 20
 SIZE = 2 * MIB
@@ -141,7 +140,7 @@ def test_llr_hides_bit_errors_from_the_transport_at_its_cost():
     # serialisation to the frame's delivery (queueing behind the replay included)
     up = net.port("nic0.p0", "leaf0")
     edge = net.graph.edges["nic0.p0", "leaf0"]
-    from fabric.phy import get_phy
+    from podsim.fabric.phy import get_phy
 
     cost = get_phy(edge["phy"]).llr_retry_cost_s(4096 + 82 - 20, edge["length_m"])
     assert up.mac_bytes >= rec.llr_replays * 4096
@@ -167,7 +166,7 @@ def test_a_qp_set_up_during_an_outage_completes_after_it():
     net = Network(env, build_topology("star", hosts=2), seed=1)
     FaultInjector(net, [LinkDown(link=("nic0.p0", "leaf0"), at=0.0, until=20e-6)])
     rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", selector="ecmp"), seed=1)
-    from fabric.kernel import call_at
+    from podsim.fabric.kernel import call_at
 
     msgs = []
     call_at(env, 1e-6, lambda _: msgs.append(rdma.post(0, 1, 64 * 1024)))

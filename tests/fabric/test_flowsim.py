@@ -8,10 +8,16 @@ import networkx as nx
 import numpy as np
 import pytest
 import simpy
-
-from fabric.flow import FlowPaths, FlowRouteError, FlowSim, cc_efficiency, packets, wire_bytes
-from fabric.packet import MIN_WIRE_BYTES, ROCE_OVERHEAD
-from fabric.topology import build_topology, endpoints
+from podsim.fabric.flow import (
+    FlowPaths,
+    FlowRouteError,
+    FlowSim,
+    cc_efficiency,
+    packets,
+    wire_bytes,
+)
+from podsim.fabric.packet import MIN_WIRE_BYTES, ROCE_OVERHEAD
+from podsim.fabric.topology import build_topology, endpoints
 
 
 def run_flows(capacity, idx, coef, nbytes, *, at=None, rtol=0.0, eta=1.0, egress=None, lat=0.0):
@@ -191,7 +197,7 @@ def test_route_latency_matches_closed_form():
     fp = FlowPaths(g, switch_latency_s=600e-9)
     r = fp.route(fp.nodes(["nic0.p0"]), fp.nodes(["nic3.p0"]), np.array([0]))
     path = ["nic0.p0", "leaf0", "spine0", "leaf1", "nic3.p0"]
-    from fabric.phy import get_phy
+    from podsim.fabric.phy import get_phy
 
     expect = (
         sum(

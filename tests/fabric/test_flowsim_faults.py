@@ -1,12 +1,11 @@
-"""FlowSim capacity changes and re-routes (the primitives of fabric.flow.faults)."""
+"""FlowSim capacity changes and re-routes (the primitives of podsim.fabric.flow.faults)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import simpy
-
-from fabric.flow import FlowSim
+from podsim.fabric.flow import FlowSim
 
 
 def test_capacity_drop_and_repair_closed_form():

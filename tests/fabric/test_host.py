@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from podsim.fabric.host import Host, message_table
+from podsim.fabric.topology import leaf_spine, star
 
-from fabric.host import Host, message_table
-from fabric.topology import leaf_spine, star
 from tests.fabric.fabric_testutil import OVERHEAD, build
 
 

@@ -3,7 +3,7 @@
 Each test builds a small network, injects one specific bug (a port that loses or duplicates a
 packet silently, a switch that forgets to release its buffer, an event scheduled in the past,
 an endpoint that swallows data, a sender that gives up silently) and checks that
-:class:`fabric.invariants.InvariantViolation` names the right invariant, before the run's
+:class:`podsim.fabric.invariants.InvariantViolation` names the right invariant, before the run's
 natural end where the bug strikes mid-run. Control runs without the bug (including real
 faults) pass every check.
 """
@@ -11,20 +11,20 @@ faults) pass every check.
 from __future__ import annotations
 
 import pytest
-
-from fabric.faults import FaultInjector, LinkBer, LinkDown
-from fabric.host import Host
-from fabric.invariants import (
+from podsim.fabric.faults import FaultInjector, LinkBer, LinkDown
+from podsim.fabric.host import Host
+from podsim.fabric.invariants import (
     CHECKS,
     Checker,
     HostEndpoints,
     InvariantViolation,
     run_checked,
 )
-from fabric.kernel import call_at, run
-from fabric.packet import Packet
-from fabric.switch import SwitchPort
-from fabric.topology import leaf_spine, star
+from podsim.fabric.kernel import call_at, run
+from podsim.fabric.packet import Packet
+from podsim.fabric.switch import SwitchPort
+from podsim.fabric.topology import leaf_spine, star
+
 from tests.fabric.fabric_testutil import build
 
 MTU = 4096

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import simpy
-
-from fabric.kernel import call_at, call_later, events_scheduled, run
+from podsim.fabric.kernel import call_at, call_later, events_scheduled, run
 
 
 def test_call_later_order_and_args():

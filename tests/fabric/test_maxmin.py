@@ -5,8 +5,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabric.maxmin import CAP, UNCONSTRAINED, build_incidence, maxmin_pairs, maxmin_rates
+from podsim.fabric.maxmin import CAP, UNCONSTRAINED, build_incidence, maxmin_pairs, maxmin_rates
 
 
 def reference_maxmin(a: np.ndarray, cap: np.ndarray, caps: np.ndarray, w: np.ndarray):

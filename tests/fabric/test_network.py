@@ -7,14 +7,14 @@ import random
 import networkx as nx
 import pytest
 import simpy
+from podsim.fabric.counters import Sampler
+from podsim.fabric.host import conservation, message_table
+from podsim.fabric.network import Network, NetworkError
+from podsim.fabric.packet import Packet
+from podsim.fabric.phy import get_phy
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import endpoints, fat_tree, leaf_spine, star
 
-from fabric.counters import Sampler
-from fabric.host import conservation, message_table
-from fabric.network import Network, NetworkError
-from fabric.packet import Packet
-from fabric.phy import get_phy
-from fabric.switch import SwitchConfig
-from fabric.topology import endpoints, fat_tree, leaf_spine, star
 from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build, fingerprint
 
 
@@ -239,10 +239,10 @@ def test_port_table():
 
 _SCRIPT = """
 import random, simpy
-from fabric.host import make_hosts
-from fabric.network import Network
-from fabric.switch import SwitchConfig
-from fabric.topology import fat_tree
+from podsim.fabric.host import make_hosts
+from podsim.fabric.network import Network
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import fat_tree
 env = simpy.Environment()
 net = Network(env, fat_tree(k=4), SwitchConfig(buffer_bytes=300_000), seed=11)
 hosts = make_hosts(net, spray="random")

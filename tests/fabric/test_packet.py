@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from fabric.packet import (
+from podsim.fabric.packet import (
     ACK,
     DATA,
     KIND_NAMES,

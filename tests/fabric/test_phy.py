@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 import pytest
-
-from fabric.phy import (
+from podsim.fabric.phy import (
     CODEWORD_BITS,
     PROPAGATION_S_PER_M,
     RS_N_SYMBOLS,

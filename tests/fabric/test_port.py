@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 import simpy
+from podsim.fabric.network import Network
+from podsim.fabric.packet import ACK, DATA, Packet
+from podsim.fabric.phy import get_phy
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import leaf_spine, star
 
-from fabric.network import Network
-from fabric.packet import ACK, DATA, Packet
-from fabric.phy import get_phy
-from fabric.switch import SwitchConfig
-from fabric.topology import leaf_spine, star
 from tests.fabric.fabric_testutil import NS_PER_M, OVERHEAD, build
 
 
@@ -157,7 +157,7 @@ def test_link_down_drops_and_counts():
 
 
 def test_bad_port_parameters():
-    from fabric.port import Port
+    from podsim.fabric.port import Port
 
     env = simpy.Environment()
     with pytest.raises(ValueError, match="rate_bps"):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.rankmap import RANK_MAPS, RankMapError, by_node, map_ranks
-from fabric.topology import build_topology
+from podsim.fabric.rankmap import RANK_MAPS, RankMapError, by_node, map_ranks
+from podsim.fabric.topology import build_topology
 
 
 @pytest.fixture(scope="module")

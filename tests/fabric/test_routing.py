@@ -7,9 +7,9 @@ import math
 
 import networkx as nx
 import pytest
+from podsim.fabric.routing import RoutingError
+from podsim.fabric.topology import fat_tree, leaf_spine
 
-from fabric.routing import RoutingError
-from fabric.topology import fat_tree, leaf_spine
 from tests.fabric.fabric_testutil import build
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
-
-from fabric.phy import get_phy
-from fabric.topology import (
+from podsim.fabric.phy import get_phy
+from podsim.fabric.topology import (
     TOPOLOGIES,
     build_topology,
     endpoints,
@@ -16,7 +15,7 @@ from fabric.topology import (
     switches,
     validate_graph,
 )
-from fabric.units import parse_rate, parse_time
+from podsim.fabric.units import parse_rate, parse_time
 
 PRESETS = ["h800-deepep", "superpod-128", "superpod-384"]
 

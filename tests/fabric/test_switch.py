@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from podsim.fabric.counters import Sampler
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import star
 
-from fabric.counters import Sampler
-from fabric.switch import SwitchConfig
-from fabric.topology import star
 from tests.fabric.fabric_testutil import OVERHEAD, build
 
 N = 4  # senders
@@ -183,7 +183,7 @@ def test_pfc_pauses_propagate_through_two_tiers():
     """Six senders on three leaves -> one receiver through a single spine: the spine's
     downlink is the bottleneck, the spine pauses the leaf uplinks, the leaves' queues fill and
     they pause their hosts in turn; nothing is lost and every byte arrives."""
-    from fabric.topology import leaf_spine
+    from podsim.fabric.topology import leaf_spine
 
     g = leaf_spine(hosts_per_leaf=2, leaves=4, spines=1, oversubscription=None)
     cfg = SwitchConfig(

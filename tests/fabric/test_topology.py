@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
-
-from fabric.topology import (
+from podsim.fabric.topology import (
     TOPOLOGIES,
     TopologyError,
     build_topology,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from fabric.topology import build_topology, validate_graph
-from fabric.topology_io import draw_topology, read_graphml, write_graphml
+from podsim.fabric.topology import build_topology, validate_graph
+from podsim.fabric.topology_io import draw_topology, read_graphml, write_graphml
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from fabric.topology import TOPOLOGIES, build_topology, endpoints, topology_size
+from podsim.fabric.topology import TOPOLOGIES, build_topology, endpoints, topology_size
 
 CASES = [
     ("star", {}),

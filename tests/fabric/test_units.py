@@ -3,8 +3,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from fabric.units import (
+from podsim.fabric.units import (
     UnitError,
     fmt_length,
     fmt_rate,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from nic.congestion import (
+from podsim.nic.congestion import (
     REQ_PATH_CHANGE,
     REQ_PROBE,
     CCEvent,

@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 import pytest
-
-from nic.congestion import DCQCN, CCEvent, CnpGenerator, make_cc
+from podsim.nic.congestion import DCQCN, CCEvent, CnpGenerator, make_cc
 
 LINE = 400e9
 G = 1.0 / 256.0

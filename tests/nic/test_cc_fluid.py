@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from nic.congestion import CCEvent, CnpGenerator, make_cc
+from podsim.nic.congestion import CCEvent, CnpGenerator, make_cc
 
 MTU = 4096
 

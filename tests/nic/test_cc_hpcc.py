@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from nic.congestion import HPCC, CCEvent, CongestionControlError, IntHop, make_cc
+from podsim.nic.congestion import HPCC, CCEvent, CongestionControlError, IntHop, make_cc
 
 B = 100e9
 T = 10e-6

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from nic.congestion import NSCC, REQ_PATH_CHANGE, CCEvent
+from podsim.nic.congestion import NSCC, REQ_PATH_CHANGE, CCEvent
 
 LINE = 400e9
 BASE = 4e-6

@@ -5,9 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from fabric.registry import UnknownNameError
-from nic.congestion import (
+from podsim.fabric.registry import UnknownNameError
+from podsim.nic.congestion import (
     CC_ALGORITHMS,
     CCEvent,
     CongestionControlError,
@@ -19,7 +18,7 @@ from nic.congestion import (
 
 PLUGIN_SRC = textwrap.dedent(
     """
-    from nic.congestion import CongestionControl
+    from podsim.nic.congestion import CongestionControl
 
     class FixedWindow(CongestionControl):
         name = "fixed-window"

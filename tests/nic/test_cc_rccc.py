@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.packet import ROCE_OVERHEAD
-from nic.congestion import RCCC, CCEvent, ReceiverCredit, make_cc
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.congestion import RCCC, CCEvent, ReceiverCredit, make_cc
 
 LINE = 400e9
 MTU = 4096

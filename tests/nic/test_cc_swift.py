@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from nic.congestion import CCEvent, Swift
+from podsim.nic.congestion import CCEvent, Swift
 
 LINE = 100e9
 BASE = 5e-6

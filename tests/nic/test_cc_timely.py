@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from nic.congestion import CCEvent, Timely
+from podsim.nic.congestion import CCEvent, Timely
 
 LINE = 100e9
 BASE = 10e-6

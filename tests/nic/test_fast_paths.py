@@ -4,12 +4,11 @@ timers without cancelled heap entries, DCQCN's skipped TX handler, the merged re
 from __future__ import annotations
 
 import simpy
-
-from fabric.kernel import Callback, StopRun, call_at, run, stop_after_event
-from fabric.network import Network
-from fabric.topology import build_topology
-from nic.congestion.dcqcn import DCQCN
-from nic.nic import NicConfig, RdmaNetwork
+from podsim.fabric.kernel import Callback, StopRun, call_at, run, stop_after_event
+from podsim.fabric.network import Network
+from podsim.fabric.topology import build_topology
+from podsim.nic.congestion.dcqcn import DCQCN
+from podsim.nic.nic import NicConfig, RdmaNetwork
 
 
 def make(cfg: NicConfig, topo: str = "star", **topo_kw) -> tuple[Network, RdmaNetwork]:

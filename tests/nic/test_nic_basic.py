@@ -7,13 +7,12 @@ import math
 import pandas as pd
 import pytest
 import simpy
-
-from fabric.kernel import call_at
-from fabric.network import Network
-from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
-from fabric.topology import build_topology
-from nic.nic import NicConfig, RdmaNetwork
-from nic.transport.qp import ACK_WIRE_EXTRA
+from podsim.fabric.kernel import call_at
+from podsim.fabric.network import Network
+from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.topology import build_topology
+from podsim.nic.nic import NicConfig, RdmaNetwork
+from podsim.nic.transport.qp import ACK_WIRE_EXTRA
 
 
 def make(topo: str = "star", cfg: NicConfig | None = None, seed: int = 1, **topo_kw):

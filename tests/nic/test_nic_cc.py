@@ -6,15 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
-
-from fabric.kernel import call_at
-from fabric.network import Network
-from fabric.packet import ROCE_OVERHEAD
-from fabric.switch import SwitchConfig
-from fabric.topology import build_topology
-from nic.congestion import CC_ALGORITHMS, CongestionControl, CongestionControlError, PluginError
-from nic.nic import NicConfig, RdmaNetwork
-from nic.transport.qp import ACK_WIRE_EXTRA
+from podsim.fabric.kernel import call_at
+from podsim.fabric.network import Network
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.switch import SwitchConfig
+from podsim.fabric.topology import build_topology
+from podsim.nic.congestion import (
+    CC_ALGORITHMS,
+    CongestionControl,
+    CongestionControlError,
+    PluginError,
+)
+from podsim.nic.nic import NicConfig, RdmaNetwork
+from podsim.nic.transport.qp import ACK_WIRE_EXTRA
 
 N_SENDERS = 16
 GOODPUT = 400e9 * 4096 / (4096 + ROCE_OVERHEAD)  # payload rate of one 400G port

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import simpy
-
-from fabric.network import Network
-from fabric.packet import MIN_WIRE_BYTES, RETH_BYTES, ROCE_OVERHEAD
-from fabric.topology import build_topology
-from nic.nic import NicConfig, RdmaNetwork
+from podsim.fabric.network import Network
+from podsim.fabric.packet import MIN_WIRE_BYTES, RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.topology import build_topology
+from podsim.nic.nic import NicConfig, RdmaNetwork
 
 PPS = 400e6  # physics.md: the brief's SmartNIC processes 400 Mpps
 N_MSGS = 4000

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
-from fabric.registry import UnknownNameError
-from nic.pcie import (
+from podsim.fabric.registry import UnknownNameError
+from podsim.nic.pcie import (
     NODE_LAYOUTS,
     PcieTree,
     build_layout,

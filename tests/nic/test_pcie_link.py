@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from nic.pcie import PcieLink
-from nic.pcie.link import ENCODING, GT_PER_S
+from podsim.nic.pcie import PcieLink
+from podsim.nic.pcie.link import ENCODING, GT_PER_S
 
 GB = 8e9  # bits/s in one GB/s
 
@@ -68,7 +67,7 @@ def test_from_dict_parses_units_and_rejects_unknown_keys():
 
 
 def test_device_specs_must_be_mappings() -> None:
-    from nic.pcie.devices import Ssd
+    from podsim.nic.pcie.devices import Ssd
 
     with pytest.raises(ValueError, match=r"the SSD must be a mapping of its fields \(read_bps"):
         Ssd.from_dict(3)  # type: ignore[arg-type]

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabric.packet import ROCE_OVERHEAD
-from nic.pcie import (
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.pcie import (
     PcieLink,
     Stream,
     external_switch,

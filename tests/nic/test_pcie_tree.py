@@ -3,9 +3,15 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-
-from fabric.maxmin import maxmin_rates
-from nic.pcie import PcieLink, PcieSwitch, PcieTree, RootComplex, build_layout, external_switch
+from podsim.fabric.maxmin import maxmin_rates
+from podsim.nic.pcie import (
+    PcieLink,
+    PcieSwitch,
+    PcieTree,
+    RootComplex,
+    build_layout,
+    external_switch,
+)
 
 CUSTOM = {
     "name": "two-level",

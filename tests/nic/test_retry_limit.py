@@ -12,11 +12,10 @@ import math
 
 import pytest
 import simpy
-
-from fabric.faults import FaultInjector, NicDown
-from fabric.network import Network
-from fabric.topology import build_topology
-from nic.nic import NicConfig, RdmaNetwork
+from podsim.fabric.faults import FaultInjector, NicDown
+from podsim.fabric.network import Network
+from podsim.fabric.topology import build_topology
+from podsim.nic.nic import NicConfig, RdmaNetwork
 
 RTO = 100e-6
 SIZE = 64 << 10

@@ -8,10 +8,9 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabric.packet import RETH_BYTES, ROCE_OVERHEAD
-from nic.transport.pipeline import PacketPipeline, QpContextCache
-from nic.transport.reliability import (
+from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.nic.transport.pipeline import PacketPipeline, QpContextCache
+from podsim.nic.transport.reliability import (
     ACK,
     NACK,
     NONE,
@@ -20,7 +19,7 @@ from nic.transport.reliability import (
     SenderReliability,
     check_mode,
 )
-from nic.transport.segmentation import (
+from podsim.nic.transport.segmentation import (
     OP_SEND,
     OP_WRITE,
     check_mtu,
@@ -30,7 +29,7 @@ from nic.transport.segmentation import (
     packet_payload,
     packet_wire_bytes,
 )
-from nic.transport.selectors import PATH_SELECTORS, make_selector
+from podsim.nic.transport.selectors import PATH_SELECTORS, make_selector
 
 # ---------------------------------------------------------------------------- segmentation
 

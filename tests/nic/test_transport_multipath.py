@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
-
-from fabric.kernel import call_at
-from fabric.network import Network
-from fabric.packet import ROCE_OVERHEAD
-from fabric.topology import build_topology
-from nic.nic import NicConfig, RdmaNetwork
+from podsim.fabric.kernel import call_at
+from podsim.fabric.network import Network
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.topology import build_topology
+from podsim.nic.nic import NicConfig, RdmaNetwork
 
 MIB = 1 << 20
 

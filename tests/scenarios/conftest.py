@@ -74,9 +74,8 @@ SMALL = ["--set", "workload.moe.tokens_per_rank=16"]
 @pytest.fixture(scope="session")
 def quickstart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``podsim run`` with no scenario file (quickstart, small), run once per session."""
+    from podsim.scenarios.cli import app
     from typer.testing import CliRunner
-
-    from scenarios.cli import app
 
     out = tmp_path_factory.mktemp("qs") / "out"
     result = CliRunner().invoke(app, ["run", "--out", str(out), *SMALL])

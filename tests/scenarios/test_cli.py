@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import podsim.scenarios.cli as cli
 import pytest
 import yaml
+from podsim.scenarios.cli import app
+from podsim.scenarios.plots import FIGURES
+from podsim.scenarios.results import TABLES
 from typer.testing import CliRunner
 
-import scenarios.cli as cli
-from scenarios.cli import app
-from scenarios.plots import FIGURES
-from scenarios.results import TABLES
 from tests.scenarios.conftest import SMALL
 
 
@@ -90,7 +90,7 @@ def test_validate_show_list() -> None:
 
 
 def test_trace_command_writes_the_workload(tmp_path: Path) -> None:
-    from workloads import read_trace
+    from podsim.workloads import read_trace
 
     out = tmp_path / "t.parquet"
     r = CliRunner().invoke(app, ["trace", "quickstart", "-o", str(out), *SMALL])
@@ -126,12 +126,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_results(
 
 
 def test_internal_error_saves_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import scenarios.runner
+    import podsim.scenarios.runner
 
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(scenarios.runner, "run", boom)
+    monkeypatch.setattr(podsim.scenarios.runner, "run", boom)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     r = CliRunner().invoke(app, ["run", *SMALL])
     assert r.exit_code == 1

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from fabric.topology import build_topology
-from scenarios.cost import (
+from podsim.fabric.topology import build_topology
+from podsim.scenarios.cost import (
     BomError,
     CostSpec,
     build_bom,

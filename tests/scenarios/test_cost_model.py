@@ -6,9 +6,8 @@ import math
 
 import pytest
 import yaml
-
-from fabric.topology import build_topology
-from scenarios.cost import (
+from podsim.fabric.topology import build_topology
+from podsim.scenarios.cost import (
     CATEGORIES,
     INTERCONNECT_CATEGORIES,
     CatalogError,
@@ -18,8 +17,8 @@ from scenarios.cost import (
     load_catalog,
     parse_cost_spec,
 )
-from scenarios.cost.catalog import DEFAULT_CATALOG_PATH
-from scenarios.cost.model import HOURS_PER_YEAR
+from podsim.scenarios.cost.catalog import DEFAULT_CATALOG_PATH
+from podsim.scenarios.cost.model import HOURS_PER_YEAR
 
 
 def test_catalog_items_carry_provenance() -> None:
@@ -104,7 +103,7 @@ def test_efficiency_reads_a_nested_run_summary() -> None:
 
 
 def test_write_cost_files(tmp_path) -> None:
-    from scenarios.cost.scenario import write_cost
+    from podsim.scenarios.cost.scenario import write_cost
 
     sc = {
         "name": "wc",

@@ -6,12 +6,18 @@ from __future__ import annotations
 import re
 
 import pytest
+from podsim.scenarios.cli import app
+from podsim.scenarios.docs import (
+    _LIST_SECTION,
+    _shown,
+    missing_descriptions,
+    models,
+    reference,
+    render,
+)
+from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.results import flatten
 from typer.testing import CliRunner
-
-from scenarios.cli import app
-from scenarios.docs import _LIST_SECTION, _shown, missing_descriptions, models, reference, render
-from scenarios.loader import load_scenario
-from scenarios.results import flatten
 
 #: keys with no sensible default: the file must give them
 REQUIRED_BY_DESIGN = {

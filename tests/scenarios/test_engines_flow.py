@@ -8,14 +8,13 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-
-from fabric.flow import wire_bytes
-from fabric.phy import get_phy
-from scenarios.build import build_cluster
-from scenarios.engines import ENGINES, RunContext
-from scenarios.engines.bound import add_bound, bound_summary
-from scenarios.loader import load_scenario
-from scenarios.results import SCHEMAS, conform
+from podsim.fabric.flow import wire_bytes
+from podsim.fabric.phy import get_phy
+from podsim.scenarios.build import build_cluster
+from podsim.scenarios.engines import ENGINES, RunContext
+from podsim.scenarios.engines.bound import add_bound, bound_summary
+from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.results import SCHEMAS, conform
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 

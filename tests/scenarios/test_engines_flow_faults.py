@@ -1,4 +1,4 @@
-"""Link faults in the flow engine (fabric.flow.faults) against closed forms.
+"""Link faults in the flow engine (podsim.fabric.flow.faults) against closed forms.
 
 Each closed form is built from a fault-free run of the same flow (its end time ``T0 = 8 W / R +
 L``: wire bits over the line rate plus the path latency) and the fault's inputs: a stalled
@@ -9,15 +9,14 @@ ECMP flow ends exactly the reconvergence delay later; a flow whose capacity drop
 from __future__ import annotations
 
 import pandas as pd
+import podsim.scenarios
 import pytest
-
-import scenarios
-from fabric.flow import wire_bytes
-from fabric.units import parse_time
-from scenarios.build import build_cluster
-from scenarios.engines import ENGINES, RunContext
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from podsim.fabric.flow import wire_bytes
+from podsim.fabric.units import parse_time
+from podsim.scenarios.build import build_cluster
+from podsim.scenarios.engines import ENGINES, RunContext
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.loader import load_scenario
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 NBYTES = 1 << 20
@@ -140,7 +139,7 @@ def test_dead_nic_stalls_the_run_with_a_reason():
 def test_library_link_failure_ecmp_stalls_longer_than_spray():
     over = ["engine=flow", "workload.synthetic.size=128KiB", "outputs.plots=false"]
     res = {
-        v: scenarios.run("link-failure", overrides=[f"variant={v}", *over])
+        v: podsim.scenarios.run("link-failure", overrides=[f"variant={v}", *over])
         for v in ("spray", "ecmp")
     }
     for r in res.values():

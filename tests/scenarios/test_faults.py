@@ -7,17 +7,16 @@ import copy
 from pathlib import Path
 
 import pandas as pd
+import podsim.scenarios
 import pytest
 import yaml
+from podsim.scenarios.cli import app
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.faults import fabric_faults
+from podsim.scenarios.limits import Budget, check_limits, estimate
+from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.runner import prepare
 from typer.testing import CliRunner
-
-import scenarios
-from scenarios.cli import app
-from scenarios.errors import ScenarioError
-from scenarios.faults import fabric_faults
-from scenarios.limits import Budget, check_limits, estimate
-from scenarios.loader import load_scenario
-from scenarios.runner import prepare
 
 KIB = 1024
 
@@ -61,7 +60,7 @@ def fdir(tmp_path: Path) -> Path:
 def run_doc(fdir: Path, doc: dict, **kw):
     path = fdir / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
-    return scenarios.run(path, **kw)
+    return podsim.scenarios.run(path, **kw)
 
 
 def test_multipath_scenario_with_a_cut_spine_link_completes_with_nothing_lost(fdir: Path):
@@ -154,7 +153,7 @@ def test_no_checks_flag_and_key(fdir: Path):
 def test_a_broken_model_stops_the_scenario_run_with_a_report(fdir: Path, monkeypatch):
     """A switch that silently loses one packet: the run stops, the CLI prints the invariant
     report and exits 1 (a model bug, not bad input)."""
-    from fabric.switch import Switch
+    from podsim.fabric.switch import Switch
 
     real = Switch.receive
     count = [0]
@@ -189,7 +188,7 @@ def test_straggler_is_found_by_the_analysis(fdir: Path):
     a = res.summary["analysis"]
     assert a["stragglers"][0]["rank"] == 5 and "4.00x" in a["stragglers"][0]["reason"]
     assert 5 in a["critical_ranks"]  # it set the compute phase's completion
-    from scenarios.analysis import analyse
+    from podsim.scenarios.analysis import analyse
 
     an = analyse(res)
     comp = an.critical[an.critical.phase == "compute"].iloc[0]
@@ -208,7 +207,7 @@ def test_estimate_is_close_to_the_measured_event_count():
     sc, _ = load_scenario("quickstart", ["workload.moe.tokens_per_rank=32", "outputs.plots=false"])
     prep = prepare(sc)
     est = estimate(sc, prep.cluster, prep.trace, prep.compute)
-    res = scenarios.run(sc)
+    res = podsim.scenarios.run(sc)
     measured = res.summary["events"]
     assert measured and 0.6 * measured <= est.events <= 1.6 * measured
     assert est.packet_hops == pytest.approx(res.summary["engine_info"]["packet_hops"], rel=0.2)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from podsim.scenarios.cli import app
+from podsim.scenarios.loader import library_names
+from podsim.scenarios.registries import get_registry
+from podsim.scenarios.study.spec import study_description, study_names
 from typer.testing import CliRunner
-
-from scenarios.cli import app
-from scenarios.loader import library_names
-from scenarios.registries import get_registry
-from scenarios.study.spec import study_description, study_names
 
 
 def test_list_names_studies_layouts_nics_workloads_models_engines() -> None:

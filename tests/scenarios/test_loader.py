@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from podsim.fabric.units import parse_rate, parse_size, parse_time
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.loader import library_names, load_scenario, parse_override
+from podsim.scenarios.schema import Scenario
 
-from fabric.units import parse_rate, parse_size, parse_time
-from scenarios.errors import ScenarioError
-from scenarios.loader import library_names, load_scenario, parse_override
-from scenarios.schema import Scenario
 from tests.scenarios.conftest import base_doc
 
 
@@ -149,7 +149,7 @@ def test_quantities_reject_garbage_with_the_expected_form() -> None:
 
 
 def test_plugins_need_opt_in() -> None:
-    from scenarios.runner import check_plugins
+    from podsim.scenarios.runner import check_plugins
 
     sc, _ = load_scenario("quickstart", ["cluster.nic.cc.name=my_pkg.cc:FixedWindow"])
     assert sc.plugins() == ["my_pkg.cc:FixedWindow"]
@@ -161,7 +161,7 @@ def test_plugins_need_opt_in() -> None:
 def test_every_library_file_is_documented() -> None:
     names = library_names()
     assert {"quickstart", "deepep-h800", "superpod-moe", "incast-cc", "spray-vs-ecmp"} <= set(names)
-    from scenarios.loader import LIBRARY
+    from podsim.scenarios.loader import LIBRARY
 
     for n in names:
         text = (LIBRARY / f"{n}.yaml").read_text()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
 
-from scenarios.cli import app
 from tests.scenarios.conftest import base_doc, write_trace_csv
 
 DELETE = object()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import scenarios
+import podsim.scenarios
 
 
 def _hop_bytes(flag: bool) -> dict[str, int]:
-    r = scenarios.run(
+    r = podsim.scenarios.run(
         "quickstart",
         overrides=[
             "workload.moe.mode=deepep-low-latency",

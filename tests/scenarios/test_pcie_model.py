@@ -7,15 +7,14 @@ import math
 
 import numpy as np
 import pytest
-
-from fabric.maxmin import maxmin_rates
-from fabric.packet import ROCE_OVERHEAD
-from nic.pcie import on_card_switch
-from nic.pcie.coupling import NodeCoupling
-from nic.pcie.devices import RootComplex, Ssd
-from scenarios.build import build_cluster
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from podsim.fabric.maxmin import maxmin_rates
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.pcie import on_card_switch
+from podsim.nic.pcie.coupling import NodeCoupling
+from podsim.nic.pcie.devices import RootComplex, Ssd
+from podsim.scenarios.build import build_cluster
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.loader import load_scenario
 
 GOODPUT = 400e9 * 4096 / (4096 + ROCE_OVERHEAD)
 

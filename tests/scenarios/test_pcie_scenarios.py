@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from fabric.packet import ROCE_OVERHEAD
-from nic.pcie.devices import PcieSwitch, RootComplex, Ssd
-from nic.transport.qp import ACK_WIRE_EXTRA
-from scenarios.runner import run
+from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.nic.pcie.devices import PcieSwitch, RootComplex, Ssd
+from podsim.nic.transport.qp import ACK_WIRE_EXTRA
+from podsim.scenarios.runner import run
 
 MTU = 4096
 NIC_MAC_BPS = 400e9

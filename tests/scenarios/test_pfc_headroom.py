@@ -8,9 +8,8 @@ import json
 import re
 from pathlib import Path
 
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
-
-from scenarios.cli import app
 
 SETS = [
     "variant=none",  # no CC: PFC alone must hold the 15:1 incast

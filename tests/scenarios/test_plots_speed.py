@@ -9,9 +9,8 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-
-from scenarios import plots
-from scenarios.plots import MAX_POINTS, _thin_cdf, _thin_series, graph_key
+from podsim.scenarios import plots
+from podsim.scenarios.plots import MAX_POINTS, _thin_cdf, _thin_series, graph_key
 
 
 def test_thin_cdf_keeps_the_ends_and_the_shape() -> None:
@@ -49,7 +48,7 @@ def _graph(n: int) -> nx.Graph:
 def test_topology_is_drawn_once_and_not_again_while_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import fabric.topology_io as tio
+    import podsim.fabric.topology_io as tio
 
     calls: list[list[str]] = []
     real = tio.draw_topology

@@ -8,13 +8,12 @@ import io
 import json
 from pathlib import Path
 
+import podsim.scenarios
+import podsim.scenarios.cli as cli
 import pytest
+from podsim.scenarios.cli import app
 from rich.console import Console
 from typer.testing import CliRunner
-
-import scenarios
-import scenarios.cli as cli
-from scenarios.cli import app
 
 
 @pytest.fixture
@@ -69,7 +68,7 @@ def test_quiet_shows_nothing(screen: io.StringIO, scenario_dir: Path, tmp_path: 
 def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
     calls: list[tuple[float, int | None]] = []
     stages: list[str] = []
-    res = scenarios.run(
+    res = podsim.scenarios.run(
         scenario_dir / "base.yaml",
         out=scenario_dir / "out",
         progress=lambda t, n: calls.append((t, n)),
@@ -86,12 +85,12 @@ def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
 def test_ctrl_c_while_drawing_keeps_the_written_files(
     scenario_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import scenarios.plots
+    import podsim.scenarios.plots
 
     def interrupted(*a: object, **k: object) -> list[Path]:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(scenarios.plots, "plot_all", interrupted)
+    monkeypatch.setattr(podsim.scenarios.plots, "plot_all", interrupted)
     out = tmp_path / "out"
     args = ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "--set", "outputs.plots=true"]
     r = CliRunner().invoke(app, args)

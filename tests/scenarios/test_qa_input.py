@@ -4,10 +4,9 @@ paragraph naming the key and value, no traceback) instead of a crash or a silent
 from __future__ import annotations
 
 import pytest
+from podsim.fabric.units import UnitError, parse_length, parse_rate, parse_size, parse_time
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
-
-from fabric.units import UnitError, parse_length, parse_rate, parse_size, parse_time
-from scenarios.cli import app
 
 
 def _validate(*args: str):

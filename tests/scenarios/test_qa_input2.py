@@ -8,9 +8,8 @@ import json
 import time
 
 import pytest
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
-
-from scenarios.cli import app
 
 
 def _cli(*args: str, env: dict | None = None):
@@ -52,7 +51,7 @@ def test_cluster_over_the_budget_is_refused_unless_forced() -> None:
 
 
 def test_flow_engine_refuses_a_trace_it_cannot_hold() -> None:
-    from scenarios.limits import FLUID_BYTES_PER_MESSAGE
+    from podsim.scenarios.limits import FLUID_BYTES_PER_MESSAGE
 
     # 1 MiB over the base holds quickstart's cluster (92 nodes and links at 600 B) and the
     # router logits of 16 x 16 tokens, but not its 544 messages at 2 KiB each
@@ -169,10 +168,10 @@ def _boom(*_a, **_k):
 @pytest.mark.parametrize("command", ["cost", "sweep"])
 def test_cost_and_sweep_internal_errors_are_one_paragraph(monkeypatch, tmp_path, command) -> None:
     if command == "cost":
-        monkeypatch.setattr("scenarios.cost.scenario.cost_of_scenario", _boom)
+        monkeypatch.setattr("podsim.scenarios.cost.scenario.cost_of_scenario", _boom)
         args = ["cost", "quickstart"]
     else:
-        monkeypatch.setattr("scenarios.study.sweep.run_study", _boom)
+        monkeypatch.setattr("podsim.scenarios.study.sweep.run_study", _boom)
         study = tmp_path / "s.yaml"
         study.write_text(_STUDY.replace("METRIC", "layer_time_s"))
         args = ["sweep", str(study), "-q", "-o", str(tmp_path / "o")]
@@ -190,7 +189,7 @@ def test_a_value_error_in_cost_is_bad_input(monkeypatch) -> None:
     def bad(*_a, **_k):
         raise ValueError("no such thing")
 
-    monkeypatch.setattr("scenarios.cost.scenario.cost_of_scenario", bad)
+    monkeypatch.setattr("podsim.scenarios.cost.scenario.cost_of_scenario", bad)
     r = _cli("cost", "quickstart")
     assert r.exit_code == 2 and "error: no such thing" in r.output, r.output
 
@@ -286,7 +285,7 @@ def test_seed_out_of_range_is_the_same_clean_error(command: str) -> None:
 
 
 def test_validate_and_cost_use_the_seed() -> None:
-    from scenarios.cost.scenario import cost_of_scenario
+    from podsim.scenarios.cost.scenario import cost_of_scenario
 
     assert _cli("validate", "quickstart", "--seed", "7").exit_code == 0
     assert cost_of_scenario("quickstart", seed=7).summary()["capex_usd"] > 0
@@ -298,9 +297,8 @@ def test_validate_and_cost_use_the_seed() -> None:
 def test_progress_display_appears_on_time_without_engine_reports(monkeypatch) -> None:
     import io
 
+    import podsim.scenarios.cli as cli
     from rich.console import Console
-
-    import scenarios.cli as cli
 
     monkeypatch.setattr(cli, "err_console", Console(file=io.StringIO(), force_terminal=True))
     bar = cli._ProgressBar(True, "slow (packet)")
@@ -322,9 +320,8 @@ def test_progress_display_appears_on_time_without_engine_reports(monkeypatch) ->
 
 def _pipes(gpus: int):
     import simpy
-
-    from fabric.topology import build_topology
-    from scenarios.engines.scaleup import ScaleUpPipes
+    from podsim.fabric.topology import build_topology
+    from podsim.scenarios.engines.scaleup import ScaleUpPipes
 
     g = build_topology("superpod", pods=1, gpus_per_pod=gpus, gpus_per_server=8)
     env = simpy.Environment()
@@ -381,8 +378,7 @@ def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
     times must equal those of a full re-solve at every event, with skewed sizes and arrivals
     in the middle of the phase."""
     import numpy as np
-
-    import scenarios.engines.scaleup as su
+    import podsim.scenarios.engines.scaleup as su
 
     def run(partial: bool) -> tuple[dict[object, float], list[int]]:
         env, pipes = _pipes(16)

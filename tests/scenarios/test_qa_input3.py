@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
-
-from scenarios.cli import app
 
 
 def _cli(*args: str):
@@ -84,10 +83,9 @@ def test_trace_header_that_is_not_a_mapping_is_bad_input(scenario_dir: Path) -> 
 
 
 def test_bom_on_80_columns_keeps_every_figure_and_detail() -> None:
+    from podsim.scenarios.cost.scenario import cost_of_scenario
+    from podsim.scenarios.cost.tables import bom_table
     from rich.console import Console
-
-    from scenarios.cost.scenario import cost_of_scenario
-    from scenarios.cost.tables import bom_table
 
     cost = cost_of_scenario("superpod-moe", [])
     console = Console(width=80, record=True, force_terminal=False)
@@ -262,8 +260,7 @@ def test_misspelt_layout_parameter_gets_its_key_and_a_did_you_mean() -> None:
 
 def test_pareto_capex_ticks_are_distinct_and_labels_stay_inside() -> None:
     import pandas as pd
-
-    from scenarios.study.plots import fig_pareto
+    from podsim.scenarios.study.plots import fig_pareto
 
     # fabric-what-if: two layouts $4,400 apart on a $1.58M cluster, three swept keys
     df = pd.DataFrame(
@@ -294,8 +291,8 @@ def test_pareto_capex_ticks_are_distinct_and_labels_stay_inside() -> None:
 
 
 def test_legends_do_not_cover_the_bars_and_phases_run_in_order(quickstart_dir: Path) -> None:
-    from scenarios.plots import fig_gpu_bandwidth, fig_layer_timeline
-    from scenarios.results import Results
+    from podsim.scenarios.plots import fig_gpu_bandwidth, fig_layer_timeline
+    from podsim.scenarios.results import Results
 
     res = Results.read(quickstart_dir)
     for make in (fig_gpu_bandwidth, fig_layer_timeline):
@@ -328,8 +325,8 @@ def test_ctrl_c_inside_an_event_keeps_the_partial_results(monkeypatch, tmp_path:
     import os
     import signal
 
-    from scenarios import timeline
-    from scenarios.engines import packet
+    from podsim.scenarios import timeline
+    from podsim.scenarios.engines import packet
 
     # progress points (where a deferred Ctrl-C stops the run) every 200 events, not 20,000
     monkeypatch.setitem(timeline.run_timeline.__kwdefaults__, "progress_every", 200)
@@ -364,7 +361,7 @@ def test_compare_layouts_typo_names_the_option_not_a_set() -> None:
 
 
 def test_docs_describe_every_study_key() -> None:
-    from scenarios.study.spec import Study
+    from podsim.scenarios.study.spec import Study
 
     r = _cli("docs")
     assert r.exit_code == 0, r.output

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from scenarios.report import FIGURE_TITLES, render_report, write_report
+from podsim.scenarios.report import FIGURE_TITLES, render_report, write_report
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -64,8 +63,7 @@ def test_report_shows_the_cost_breakdown_and_bom(quickstart_dir: Path) -> None:
     import json
 
     import pandas as pd
-
-    from scenarios.cost.tables import usd
+    from podsim.scenarios.cost.tables import usd
 
     html = render_report(quickstart_dir)
     assert "<h2>Cost</h2>" in html and "<h3>Bill of materials</h3>" in html
@@ -113,8 +111,8 @@ def _study_folder(d: Path) -> Path:
 
 
 def test_study_folder_gets_a_study_report(tmp_path: Path) -> None:
-    from scenarios.report import STUDY_FIGURE_TITLES
-    from scenarios.study.plots import pareto_front
+    from podsim.scenarios.report import STUDY_FIGURE_TITLES
+    from podsim.scenarios.study.plots import pareto_front
 
     d = _study_folder(tmp_path / "study")
     path = write_report(d)
@@ -149,10 +147,9 @@ def test_study_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
 
 def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
+    from podsim.scenarios.cli import app
+    from podsim.scenarios.report import STUDY_FIGURE_TITLES
     from typer.testing import CliRunner
-
-    from scenarios.cli import app
-    from scenarios.report import STUDY_FIGURE_TITLES
 
     d = _study_folder(tmp_path / "study")
     r = CliRunner().invoke(app, ["plot", str(d)])
@@ -163,7 +160,7 @@ def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
 
 
 def test_small_dollar_amounts_print_without_an_exponent() -> None:
-    from scenarios.report import _num
+    from podsim.scenarios.report import _num
 
     assert _num(1.59e-06, "usd") == "$0.00000159"  # the cost of one MoE layer
     assert _num(0.0123, "usd") == "$0.0123" and _num(5.5, "usd") == "$5.50"

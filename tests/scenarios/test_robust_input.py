@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import podsim.scenarios
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from podsim.scenarios.cli import app
 from typer.testing import CliRunner
-
-import scenarios
-from scenarios.cli import app
 
 FAST = settings(
     max_examples=40,
@@ -137,7 +136,7 @@ def materialise(doc: dict[str, Any], folder: Path) -> Path:
 def run_valid(doc: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = materialise(doc, Path(tmp))
-        res = scenarios.run(path)  # invariant checks on: a violation would raise
+        res = podsim.scenarios.run(path)  # invariant checks on: a violation would raise
     s = res.summary
     assert s["status"] in ("complete", "stalled", "time-limit"), s["status"]
     info = s["engine_info"]
@@ -320,7 +319,7 @@ def test_random_valid_traces_run(seed: int):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_trace(folder / "trace.csv", 4, np.random.default_rng(seed))
-        res = scenarios.run(trace_doc(folder))
+        res = podsim.scenarios.run(trace_doc(folder))
     assert res.summary["status"] == "complete"
     assert res.summary["messages"]["unfinished"] == 0
 
@@ -329,7 +328,7 @@ def test_random_valid_traces_run(seed: int):
 
 PLUGIN = textwrap.dedent(
     """
-    from nic.congestion import CongestionControl
+    from podsim.nic.congestion import CongestionControl
 
     class NanRate(CongestionControl):
         def on_ack(self, ev, flow):

@@ -9,13 +9,12 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import podsim.scenarios
 import pytest
+from podsim.scenarios.cli import app
+from podsim.scenarios.cost.tables import usd
+from podsim.scenarios.results import Results
 from typer.testing import CliRunner
-
-import scenarios
-from scenarios.cli import app
-from scenarios.cost.tables import usd
-from scenarios.results import Results
 
 
 def test_every_run_writes_its_cost(quickstart_dir: Path) -> None:
@@ -49,7 +48,7 @@ def test_every_run_writes_its_cost(quickstart_dir: Path) -> None:
 
 
 def test_python_api_exposes_the_cost(scenario_dir: Path) -> None:
-    res = scenarios.run(scenario_dir / "base.yaml")
+    res = podsim.scenarios.run(scenario_dir / "base.yaml")
     assert res.cost is not None and res.cost["summary"]["capex_usd"] > 0
     assert res.bom is not None and {"category", "item", "count"} <= set(res.bom.columns)
     assert res.cost["summary"]["capex_usd"] == pytest.approx(res.bom["capex_usd"].sum())

@@ -9,17 +9,16 @@ import pandas as pd
 import pytest
 import typer
 import yaml
+from podsim.fabric.units import fmt_time
+from podsim.scenarios.cost import load_catalog
+from podsim.scenarios.cost.compare import scope_savings
+from podsim.scenarios.cost.scenario import cost_of_scenario
+from podsim.scenarios.study import sweep as sweep_mod
+from podsim.scenarios.study.cli import register_commands
+from podsim.scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
+from podsim.scenarios.study.spec import load_study, study_names
+from podsim.scenarios.study.sweep import resolve_points
 from typer.testing import CliRunner
-
-from fabric.units import fmt_time
-from scenarios.cost import load_catalog
-from scenarios.cost.compare import scope_savings
-from scenarios.cost.scenario import cost_of_scenario
-from scenarios.study import sweep as sweep_mod
-from scenarios.study.cli import register_commands
-from scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
-from scenarios.study.spec import load_study, study_names
-from scenarios.study.sweep import resolve_points
 
 SCENARIO = {
     "name": "costcli",
@@ -31,7 +30,7 @@ SCENARIO = {
 
 def priced_point(resolved: dict) -> dict:
     """Real resolution and cost; a closed-form stand-in for the simulated time."""
-    from scenarios.cost import efficiency
+    from podsim.scenarios.cost import efficiency
 
     cost = cost_of_scenario(resolved)
     paths = resolved["cluster"]["nic"]["multipath"]["paths"]
@@ -202,7 +201,7 @@ def test_builtin_studies_resolve(name: str) -> None:
 @pytest.mark.slow
 def test_savings_study_runs_end_to_end(tmp_path: Path) -> None:
     """Simulates both points: same workload and fabric, so the same layer time; only cost moves."""
-    from scenarios.study.sweep import run_study
+    from podsim.scenarios.study.sweep import run_study
 
     rep = run_study("on-card-switch-savings", tmp_path, workers=0, progress=False)
     assert not rep.failures and len(rep.table) == 2

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from scenarios.study.engine import run_points
-from scenarios.study.spec import Study, load_study
-from scenarios.study.store import ResultStore, point_key
-from scenarios.study.sweep import resolve_dict, resolve_points
+from podsim.scenarios.study.engine import run_points
+from podsim.scenarios.study.spec import Study, load_study
+from podsim.scenarios.study.store import ResultStore, point_key
+from podsim.scenarios.study.sweep import resolve_dict, resolve_points
 
 
 def cheap_point(resolved: dict) -> dict:
@@ -47,6 +46,13 @@ def _calls(counter: Path) -> dict[str, int]:
         k = f.name.split(".")[0]
         out[k] = out.get(k, 0) + 1
     return out
+
+
+@pytest.fixture()
+def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawned pool workers unpickle ``cheap_point`` by its module name (``tests.scenarios...``):
+    they need the checkout's root on the path they inherit."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
 
 
 @pytest.fixture()
@@ -117,6 +123,7 @@ def test_failed_points_are_reported_and_retried(tmp_path: Path, counter: Path) -
     assert len(rep2.ran) == 2 and len(rep2.table) == 6
 
 
+@pytest.mark.usefixtures("importable_tests")
 def test_process_pool_matches_in_process(tmp_path: Path, counter: Path) -> None:
     pts = _points(counter)
     serial = run_points(pts, cheap_point, tmp_path / "serial", workers=0, progress=False)
@@ -127,6 +134,7 @@ def test_process_pool_matches_in_process(tmp_path: Path, counter: Path) -> None:
     assert _calls(counter) == {p.key: 1 for p in pts}
 
 
+@pytest.mark.usefixtures("importable_tests")
 def test_process_pool_interrupted_then_resumed(tmp_path: Path, counter: Path) -> None:
     pts = _points(counter)
     out = tmp_path / "pool-int"

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import simpy
-
-from scenarios.timeline import run_timeline
+from podsim.scenarios.timeline import run_timeline
 
 RATE = 8e9  # bytes/s of the fake transport
 LAT = 1e-6
@@ -158,7 +157,7 @@ def test_interrupt_keeps_what_was_done() -> None:
 def test_loop_leaves_at_the_last_phase_end_and_leaves_later_events() -> None:
     """The run ends at the event that ends the last phase: a timer far in the future (a
     NIC's retransmission timer, a sampler) is neither run nor waited for."""
-    from fabric.kernel import call_later
+    from podsim.fabric.kernel import call_later
 
     b = 8_000
     tr = trace([{"phase": "dispatch", "src_rank": 0, "dst_rank": 1, "bytes": b}])
@@ -175,8 +174,8 @@ def test_time_going_backward_stops_the_run_with_a_report() -> None:
     """An engine that schedules an event in the past is caught on that very event."""
     from heapq import heappush
 
-    from fabric.invariants import InvariantViolation
-    from fabric.kernel import Callback
+    from podsim.fabric.invariants import InvariantViolation
+    from podsim.fabric.kernel import Callback
 
     class Broken(FixedTransport):
         def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):

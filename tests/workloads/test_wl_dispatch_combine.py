@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.combine import combine, expert_forward
-from workloads.dispatch import MODES, dispatch
-from workloads.gating import gate, popularity_logits
-from workloads.layout import get_dispatch_layout
-from workloads.precision import (
+from podsim.workloads.combine import combine, expert_forward
+from podsim.workloads.dispatch import MODES, dispatch
+from podsim.workloads.gating import gate, popularity_logits
+from podsim.workloads.layout import get_dispatch_layout
+from podsim.workloads.precision import (
     FP8_BLOCK,
     bf16_bits_to_f32,
     bytes_per_token,
@@ -174,7 +173,7 @@ def test_combine_rounds_ties_to_even_in_both_bf16_lanes():
 @pytest.mark.parametrize("mode", MODES.names())
 def test_expert_forward_chunks_do_not_change_the_result(case, mode, monkeypatch):
     """expert_forward works in chunks of rows (memory bound); chunk edges change nothing."""
-    import workloads.combine as wc
+    import podsim.workloads.combine as wc
 
     r, x = case
     recv, h = dispatch(quantize(x, "fp8"), r.topk_idx, r.topk_weights, E, R, mode)

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.registry import UnknownNameError
-from workloads.gating import (
+from podsim.fabric.registry import UnknownNameError
+from podsim.workloads.gating import (
     Routing,
     calibrate_counts,
     expert_groups,
@@ -14,7 +13,7 @@ from workloads.gating import (
     replay_routing,
     scores_from_logits,
 )
-from workloads.placement import contiguous, round_robin
+from podsim.workloads.placement import contiguous, round_robin
 
 
 def test_softmax_topk_matches_sort_and_weights_renormalise():
@@ -137,7 +136,7 @@ def test_replay_routing():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_assignment_has_exact_counts_and_distinct_experts(seed):
-    from workloads.gating import _assignment
+    from podsim.workloads.gating import _assignment
 
     rng = np.random.default_rng(seed)
     n, k, e = 50, 4, 9

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.layout import ep_layout, get_dispatch_layout
+from podsim.workloads.layout import ep_layout, get_dispatch_layout
 
 
 def _routing(n, e, k, seed, masked=0.0):

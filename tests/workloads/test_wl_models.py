@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from fabric.registry import UnknownNameError
-from workloads.models import MODELS, MoEModel, get_model
+from podsim.fabric.registry import UnknownNameError
+from podsim.workloads.models import MODELS, MoEModel, get_model
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from fabric.registry import UnknownNameError
-from workloads import WORKLOADS, build_workload, compute_table, moe_layer, moe_layer_trace
-from workloads.gating import max_mean
-from workloads.models import get_model
+from podsim.fabric.registry import UnknownNameError
+from podsim.workloads import WORKLOADS, build_workload, compute_table, moe_layer, moe_layer_trace
+from podsim.workloads.gating import max_mean
+from podsim.workloads.models import get_model
 
 
 def test_same_seed_same_trace_bit_for_bit():

@@ -1,4 +1,4 @@
-"""Threaded kernels (workloads.parallel): every row once, same bits for any thread count."""
+"""Threaded kernels (podsim.workloads.parallel): every row once, same bits for any thread count."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ import threading
 
 import numpy as np
 import pytest
-
-from workloads.combine import combine
-from workloads.dispatch import MODES, dispatch
-from workloads.gating import gate, popularity_logits
-from workloads.parallel import MAX_DEFAULT_THREADS, default_threads, resolve_threads, run_chunks
-from workloads.precision import f32_to_bf16_bits, quantize
-from workloads.workspace import Workspace
+from podsim.workloads.combine import combine
+from podsim.workloads.dispatch import MODES, dispatch
+from podsim.workloads.gating import gate, popularity_logits
+from podsim.workloads.parallel import (
+    MAX_DEFAULT_THREADS,
+    default_threads,
+    resolve_threads,
+    run_chunks,
+)
+from podsim.workloads.precision import f32_to_bf16_bits, quantize
+from podsim.workloads.workspace import Workspace
 
 
 @pytest.mark.parametrize(("n", "chunk", "threads"), [(0, 4, 3), (1, 4, 3), (37, 4, 3), (64, 8, 2)])

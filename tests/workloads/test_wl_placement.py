@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.registry import UnknownNameError
-from workloads.gating import max_mean
-from workloads.placement import contiguous, make_placement, redundant, round_robin
+from podsim.fabric.registry import UnknownNameError
+from podsim.workloads.gating import max_mean
+from podsim.workloads.placement import contiguous, make_placement, redundant, round_robin
 
 
 def test_contiguous_and_round_robin():

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.precision import (
+from podsim.workloads.precision import (
     E4M3_TABLE,
     FP8_BLOCK,
     FP8_MAX,

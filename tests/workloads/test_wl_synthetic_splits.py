@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.splits import load_splits, splits_trace
-from workloads.synthetic import incast, permutation, ring_allreduce, uniform_all_to_all
+from podsim.workloads.splits import load_splits, splits_trace
+from podsim.workloads.synthetic import incast, permutation, ring_allreduce, uniform_all_to_all
 
 
 def test_uniform_all_to_all():

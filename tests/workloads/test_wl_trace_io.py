@@ -3,9 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from workloads.moe import moe_layer_trace
-from workloads.trace import (
+from podsim.workloads.moe import moe_layer_trace
+from podsim.workloads.trace import (
     COLUMNS,
     TraceError,
     compute_table,

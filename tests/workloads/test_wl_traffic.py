@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.dispatch import dispatch
-from workloads.models import get_model
-from workloads.moe import moe_layer, moe_layer_trace
-from workloads.precision import bytes_per_token, quantize
-from workloads.traffic import classify_hops, phase_messages
+from podsim.workloads.dispatch import dispatch
+from podsim.workloads.models import get_model
+from podsim.workloads.moe import moe_layer, moe_layer_trace
+from podsim.workloads.precision import bytes_per_token, quantize
+from podsim.workloads.traffic import classify_hops, phase_messages
 
 DSV3 = get_model("deepseek-v3")
 FP8 = bytes_per_token("fp8", DSV3.hidden)  # 7392

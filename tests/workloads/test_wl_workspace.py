@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from workloads.combine import combine, expert_forward
-from workloads.dispatch import MODES, dispatch
-from workloads.gating import gate, popularity_logits
-from workloads.precision import quantize
-from workloads.workspace import Workspace
+from podsim.workloads.combine import combine, expert_forward
+from podsim.workloads.dispatch import MODES, dispatch
+from podsim.workloads.gating import gate, popularity_logits
+from podsim.workloads.precision import quantize
+from podsim.workloads.workspace import Workspace
 
 
 def test_arrays_reuse_grow_and_align():
