@@ -29,11 +29,11 @@ __all__ = ["Results", "Scenario", "ScenarioError", "__version__", "load", "load_
 
 _LAZY = {
     "run": ("podsim.scenarios.runner", "run"),
-    "load": ("podsim.scenarios.results", "Results.read"),
-    "Results": ("podsim.scenarios.results", "Results"),
-    "Scenario": ("podsim.scenarios.schema", "Scenario"),
+    "load": ("podsim.scenarios.results.tables", "Results.read"),
+    "Results": ("podsim.scenarios.results.tables", "Results"),
+    "Scenario": ("podsim.scenarios.input.schema", "Scenario"),
     "ScenarioError": ("podsim.scenarios.errors", "ScenarioError"),
-    "load_scenario": ("podsim.scenarios.loader", "load_scenario"),
+    "load_scenario": ("podsim.scenarios.input.loader", "load_scenario"),
 }
 
 

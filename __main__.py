@@ -1,6 +1,6 @@
 """``python -m podsim``: the ``podsim`` command."""
 
-from podsim.scenarios.cli import main
+from podsim.scenarios.cli.app import main
 
 if __name__ == "__main__":
     main()

@@ -106,10 +106,10 @@ def run_one(
     cache: Path,
     strided: bool = True,
 ) -> dict:
-    from podsim.scenarios.build import build_cluster
+    from podsim.scenarios.build.cluster import build_cluster
     from podsim.scenarios.engines import RunContext
     from podsim.scenarios.engines.flow import OPTIONS, run_flow
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
 
     t_gen = time.perf_counter()
     tr1, ct1 = ep_trace(min(ep, gpus), tokens, seed, cache)

@@ -22,9 +22,14 @@ import simpy
 
 
 def stage_times() -> None:
-    from podsim.scenarios.build import build_cluster, build_trace, compute_table, trace_ranks
+    from podsim.scenarios.build.cluster import (
+        build_cluster,
+        build_trace,
+        compute_table,
+        trace_ranks,
+    )
     from podsim.scenarios.engines import ENGINES, RunContext
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
     from podsim.scenarios.runner import Prepared, _assemble, price, write_outputs
 
     t = [time.perf_counter()]
@@ -49,7 +54,7 @@ def stage_times() -> None:
         )
         write_outputs(res, sc_noplot, Path(d), graph=cluster.graph)
         t.append(time.perf_counter())
-        from podsim.scenarios.plots import plot_all
+        from podsim.scenarios.report.plots import plot_all
 
         plot_all(res, Path(d) / "plots", graph=cluster.graph)
         t.append(time.perf_counter())
@@ -71,7 +76,7 @@ class Instant:
 
 
 def timeline_overhead(ranks: int = 64, layers: int = 4) -> None:
-    from podsim.scenarios.timeline import run_timeline
+    from podsim.scenarios.execution.timeline import run_timeline
 
     src, dst = np.nonzero(~np.eye(ranks, dtype=bool))
     parts = [
@@ -96,8 +101,8 @@ def plot_times() -> None:
     paid by the stage timing): building it, saving PNG, saving SVG. The topology is drawn once
     for both formats, and not at all while the graph is unchanged."""
     import matplotlib
-    from podsim.scenarios import plots
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
+    from podsim.scenarios.report import plots
     from podsim.scenarios.runner import prepare, run
 
     sc, _ = load_scenario("quickstart")

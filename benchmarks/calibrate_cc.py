@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 from podsim.fabric.units import parse_size
-from podsim.scenarios.build import assign_hops, build_cluster
+from podsim.scenarios.build.cluster import assign_hops, build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.engines.flow import OPTIONS
-from podsim.scenarios.loader import load_scenario
-from podsim.scenarios.registries import get_registry
+from podsim.scenarios.input.loader import load_scenario
+from podsim.scenarios.input.registries import get_registry
 
 NO_COMPUTE = None
 

@@ -31,10 +31,10 @@ import time
 import numpy as np
 import pandas as pd
 from podsim.fabric.units import parse_size
-from podsim.scenarios.build import assign_hops, build_cluster
+from podsim.scenarios.build.cluster import assign_hops, build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.engines.bound import bound_summary
-from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.input.loader import load_scenario
 from podsim.scenarios.runner import prepare
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})

@@ -353,7 +353,7 @@ def maxmin_pairs(
     ``capacity``; no caps. The result equals :func:`maxmin_rates` on the same incidence (same
     local-minimum progressive filling, same ``rtol``), computed without a sparse matrix: a
     pass is a dozen NumPy operations over the flows still growing. That makes it several
-    times faster for the fluid scale-up domain (podsim.scenarios.engines.scaleup: a GPU's egress and
+    times faster for the fluid scale-up domain (podsim.fabric.scaleup: a GPU's egress and
     a GPU's ingress per transfer), which solves thousands of times per MoE phase, often for
     a few hundred flows, where the general solver's fixed cost dominates.
     """

@@ -74,7 +74,9 @@ __all__ = [
     "validate_graph",
 ]
 
-TOPOLOGIES: Registry = Registry("topology")
+#: builders and presets; the SuperPoD ones (podsim.fabric.superpod builds on the helpers here)
+#: register on the first lookup
+TOPOLOGIES: Registry = Registry("topology", builtins=("podsim.fabric.superpod",))
 
 ROLES = ("nic", "leaf", "spine", "core", "scaleup", "gpu")
 SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
@@ -967,8 +969,3 @@ def _rail_size(
         nic_phy, fabric_phy,
     )  # fmt: skip
     return rail_size(servers, rails, spg, n_spines, int_param(planes, "planes"))
-
-
-# The SuperPoD builders and presets register into TOPOLOGIES on import; imported last because
-# podsim.fabric.superpod builds on the helpers above.
-from podsim.fabric import superpod as _superpod  # noqa: E402, F401

@@ -1,36 +1,22 @@
-"""podsim: scenarios package - scenario files, the runner, results, plots, report, the CLI.
+"""The composition layer: a scenario file becomes a cluster, a run and a report.
 
-Python API (what notebooks use)::
+The subpackages follow the data flow of one run (``podsim.run`` drives them in this order):
 
-    import podsim.scenarios
-    res = scenarios.run("quickstart")            # a file path, built-in name, dict or Scenario
-    res.messages, res.phases, res.links, res.qps, res.queues, res.summary
-    res.cost, res.bom, res.cost_table()          # the cluster's price (cost.json, bom.csv)
-    res.performance()                            # one flat row of figures (what a study keeps)
-    sc, _ = podsim.scenarios.load_scenario("deepep-h800", ["variant=ep32"])
+- :mod:`~podsim.scenarios.input`: the scenario file (schema, loader with ``include:``/variants/
+  ``--set``, the registries the names are checked against, ``podsim docs``);
+- :mod:`~podsim.scenarios.build`: the cluster (topology, node PCIe trees, switches, NICs) and the
+  workload trace, and the up-front resource limits;
+- :mod:`~podsim.scenarios.execution`: what every simulating engine runs (the per-rank timeline
+  of the workload, and a packet run's faults and invariant checks);
+- :mod:`~podsim.scenarios.engines`: the engines behind one registry (``packet``, ``flow``,
+  ``bound``), each declaring what it models;
+- :mod:`~podsim.scenarios.results`: the result tables, the summary, saved folders, the straggler
+  and bubble analysis;
+- :mod:`~podsim.scenarios.report`: figures and the HTML report;
+- :mod:`~podsim.scenarios.cost`: bill of materials and cost;
+- :mod:`~podsim.scenarios.study`: what-if studies (sweeps);
+- :mod:`~podsim.scenarios.cli`: the ``podsim`` command.
 
-Attributes load lazily so that ``podsim --help`` does not import pandas.
+The models themselves live below this layer, in :mod:`podsim.fabric`, :mod:`podsim.nic` and
+:mod:`podsim.workloads`; this package only composes them. The Python API is on :mod:`podsim`.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["Results", "Scenario", "ScenarioError", "load_scenario", "run"]
-
-_LAZY = {
-    "run": ("podsim.scenarios.runner", "run"),
-    "Results": ("podsim.scenarios.results", "Results"),
-    "Scenario": ("podsim.scenarios.schema", "Scenario"),
-    "ScenarioError": ("podsim.scenarios.errors", "ScenarioError"),
-    "load_scenario": ("podsim.scenarios.loader", "load_scenario"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'scenarios' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Run a scenario: build, dispatch to the engine, assemble and write the results.
 
-``run(scenario)`` is the Python API notebooks use (re-exported as ``podsim.scenarios.run``); the
+``run(scenario)`` is the Python API notebooks use (re-exported as ``podsim.run``); the
 ``podsim run`` command calls the same function with a progress callback and an output folder.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from podsim.scenarios.build import (
+from podsim.scenarios.build.cluster import (
     Cluster,
     build_cluster,
     build_trace,
@@ -21,11 +21,11 @@ from podsim.scenarios.build import (
     topology_io,
     trace_ranks,
 )
-from podsim.scenarios.engines import ENGINES, EngineOutput, EngineUnavailable, RunContext
+from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.loader import Document, load_scenario
-from podsim.scenarios.results import Results, conform, settle_messages, summarise
-from podsim.scenarios.schema import Scenario
+from podsim.scenarios.input.loader import Document, load_scenario
+from podsim.scenarios.input.schema import Scenario
+from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
 
 __all__ = [
     "MANIFEST",
@@ -80,8 +80,8 @@ def check_plugins(sc: Scenario, allow_plugins: bool) -> None:
 
 def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
     """Build the cluster, the trace and the compute times of ``scenario`` (``force``: build a
-    cluster over the size budget, :func:`podsim.scenarios.limits.check_cluster_size`)."""
-    from podsim.scenarios.limits import check_workload_size
+    cluster over the size budget, :func:`podsim.scenarios.build.limits.check_cluster_size`)."""
+    from podsim.scenarios.build.limits import check_workload_size
 
     n = trace_ranks(scenario)
     cluster = build_cluster(scenario, n, force=force)
@@ -253,7 +253,7 @@ def run(
     Files are written when ``write`` is true or ``out`` is given (to ``out``, else the
     scenario's ``outputs.dir``); plots when the scenario's ``outputs.plots`` is on. A
     packet-engine run estimated to exceed the resource budget is refused up front
-    (:mod:`podsim.scenarios.limits`) unless ``force``. ``stage`` is told what the run does once the
+    (:mod:`scenarios.build.limits`) unless ``force``. ``stage`` is told what the run does once the
     engine is done ("writing results", "drawing plots"), for a progress display.
     """
     sc, doc = _as_scenario(scenario, overrides, seed)
@@ -288,10 +288,6 @@ def _run(
     t0 = time.perf_counter()
     try:
         eo = engine(ctx)
-    except EngineUnavailable as exc:
-        raise ScenarioError(
-            f"engine {sc.engine!r} is not available: {exc}", path="engine"
-        ) from None
     except ValueError as exc:
         # a user CC plug-in that set NaN/negative rates or raised (podsim.nic.congestion's guard)
         from podsim.nic.congestion.api import CongestionControlError
@@ -307,7 +303,7 @@ def _run(
     res = _assemble(sc, prep, eo, wall)
     res.summary = _with_bound(res.summary, ctx)
     if len(res.phases):
-        from podsim.scenarios.analysis import analyse
+        from podsim.scenarios.results.analysis import analyse
 
         # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
         an = analyse(res, prep.cluster)
@@ -330,7 +326,7 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     check_plugins(sc, allow_plugins)
     _check_cost(sc)
     prep = prepare(sc, force=force)
-    from podsim.scenarios.limits import check_limits
+    from podsim.scenarios.build.limits import check_limits
 
     check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
     _check_nic_params(sc)
@@ -403,8 +399,8 @@ def _check_nic_params(sc: Scenario) -> None:
     (plug-ins are checked when they load)."""
     import random
 
-    from podsim.scenarios.build import at
-    from podsim.scenarios.schema import is_plugin
+    from podsim.scenarios.build.cluster import at
+    from podsim.scenarios.input.schema import is_plugin
 
     nic = sc.cluster.nic
     if not is_plugin(nic.cc.name):
@@ -425,7 +421,7 @@ def _check_nic_params(sc: Scenario) -> None:
 def _check_engine(sc: Scenario, prep: Prepared) -> None:
     """What the chosen engine refuses before it starts: faults and reads it does not model
     (flow, bound), fault targets the cluster lacks and runs that could never end (packet)."""
-    from podsim.scenarios import faults
+    from podsim.scenarios.execution import faults
 
     cell, mtu = sc.sim.cell, sc.cluster.nic.mtu
     if sc.engine == "packet" and cell is not None and cell < mtu:
@@ -484,7 +480,7 @@ def write_outputs(
         write_graphml(graph, str(p))
         written.append(p)
     if sc.outputs.plots:
-        from podsim.scenarios.plots import plot_all
+        from podsim.scenarios.report.plots import plot_all
 
         tell("drawing plots")
         written += plot_all(
@@ -495,7 +491,7 @@ def write_outputs(
             hottest=sc.outputs.hottest_ports,
         )
     if sc.outputs.report:
-        from podsim.scenarios.report import write_report
+        from podsim.scenarios.report.html import write_report
 
         tell("writing the report")
         written.append(write_report(out))

@@ -485,7 +485,7 @@ class FlowPaths:
     def route_scaleup(self, gpu_a: np.ndarray, gpu_b: np.ndarray) -> Route:
         """Scale-up routes between GPU nodes (indices): the source GPU's egress and the
         destination's ingress (the pod's switches spread a GPU's bandwidth, so they are not a
-        separate constraint; see :mod:`podsim.scenarios.engines.scaleup` for the same model)."""
+        separate constraint; see :mod:`podsim.fabric.scaleup` for the same model)."""
         a = np.asarray(gpu_a, dtype=np.int64)
         b = np.asarray(gpu_b, dtype=np.int64)
         ea, ib = self.gpu_egress[a], self.gpu_ingress[b]

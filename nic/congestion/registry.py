@@ -17,7 +17,14 @@ from podsim.nic.congestion.plugin import GuardedCC, load_plugin
 
 __all__ = ["CC_ALGORITHMS", "cc_parameters", "make_cc"]
 
-CC_ALGORITHMS: Registry[type[CongestionControl]] = Registry("congestion control")
+#: the built-ins register on the registry's first lookup
+CC_ALGORITHMS: Registry[type[CongestionControl]] = Registry(
+    "congestion control",
+    builtins=tuple(
+        f"podsim.nic.congestion.{m}"
+        for m in ("none", "dcqcn", "hpcc", "timely", "swift", "nscc", "rccc")
+    ),
+)
 
 
 def cc_parameters(cls: type[CongestionControl]) -> dict[str, Any]:

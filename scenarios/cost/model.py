@@ -201,7 +201,7 @@ def efficiency(cost: CostBreakdown, summary: Mapping[str, Any]) -> dict[str, flo
     ``summary`` may be flat or nested (a run's ``summary.json``: ``phases.dispatch...``).
     Figures whose inputs are missing are NaN, never guessed.
     """
-    from podsim.scenarios.results import flatten
+    from podsim.scenarios.results.tables import flatten
 
     summary = flatten(dict(summary))
     nan = float("nan")

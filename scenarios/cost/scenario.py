@@ -1,6 +1,7 @@
 """The cost of a scenario's cluster, built as the runner builds it but never simulated.
 
-The graph comes from :func:`scenarios.build.build_graph` (the same preset or builder, validated
+The graph comes from :func:`scenarios.build.cluster.build_graph` (the same preset or builder,
+validated
 against the topology contract); the NIC model is ``cluster.nic.model`` (catalog item
 ``nic-<model>`` when the catalog has one), the node layout ``cluster.layout``, and the options
 the scenario's ``cost:`` section (:class:`podsim.scenarios.cost.spec.CostSpec`).
@@ -40,14 +41,14 @@ def cost_of_scenario(
     seed: int | None = None,
     force: bool = False,
 ) -> CostBreakdown:
-    """Price a scenario (a :class:`podsim.scenarios.schema.Scenario`, a file, a built-in name or a
+    """Price a scenario (a :class:`scenarios.input.schema.Scenario`, a file, a built-in name or a
     mapping; ``overrides`` are ``--set`` strings, ``seed`` the ``--seed``). ``cost`` entries
     replace the scenario's own ``cost:`` keys; ``graph`` is the already built cluster graph
     (else it is built; ``force``: even over the size budget, see
-    :func:`podsim.scenarios.limits.check_cluster_size`)."""
-    from podsim.scenarios.build import build_graph
-    from podsim.scenarios.loader import load_scenario
-    from podsim.scenarios.schema import Scenario
+    :func:`podsim.scenarios.build.limits.check_cluster_size`)."""
+    from podsim.scenarios.build.cluster import build_graph
+    from podsim.scenarios.input.loader import load_scenario
+    from podsim.scenarios.input.schema import Scenario
 
     if not isinstance(scenario, Scenario) or overrides or seed is not None:
         ref = scenario if not isinstance(scenario, Path) else str(scenario)
@@ -89,7 +90,7 @@ def cost_document(
     """What ``cost.json`` holds: ``summary`` (capex and power totals and per category, TCO,
     interconnect fraction next to the rule of thumb), ``tco``, ``capex_by_category``,
     ``power_by_category`` and, given a run's figures (its summary or
-    :meth:`podsim.scenarios.results.Results.performance`), ``efficiency``."""
+    :meth:`podsim.scenarios.results.tables.Results.performance`), ``efficiency``."""
     doc: dict[str, Any] = {
         "summary": cost.summary(),
         "tco": cost.tco(),
@@ -114,7 +115,7 @@ def write_cost_files(
 ) -> list[Path]:
     """Write ``bom.csv`` (when there is a BOM) and ``cost.json`` (NaN as null) under
     ``out_dir``; returns the paths."""
-    from podsim.scenarios.results import json_safe
+    from podsim.scenarios.results.tables import json_safe
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

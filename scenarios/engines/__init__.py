@@ -2,43 +2,38 @@
 
 An engine is a callable ``engine(ctx: RunContext) -> EngineOutput``. It reads the built cluster
 and the workload trace from the context and returns the raw result tables whose schemas are
-documented in :mod:`podsim.scenarios.results`. Simulating engines (``packet``, ``flow``) offer a
-:class:`scenarios.timeline.Transport` and let :func:`scenarios.timeline.run_timeline` play the
+documented in :mod:`scenarios.results.tables`. Simulating engines (``packet``, ``flow``) offer a
+:class:`scenarios.execution.timeline.Transport` and let
+:func:`scenarios.execution.timeline.run_timeline` play the
 layer timeline (dispatch -> compute -> combine per rank) over it; an analytic engine (``bound``)
 fills the tables itself.
 
-Built-ins register here by importing their adapter modules; an engine that another package
-provides registers itself with ``ENGINES.add(name, fn, description)`` from a module listed in
-:data:`ENGINE_MODULES`, so that adding an engine is one line.
+Built-ins register by importing their adapter modules (:data:`ENGINE_MODULES`, loaded on the
+registry's first lookup); adding an engine is a module that registers itself with
+``@ENGINES.register(name, description)`` and one line in that tuple.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from podsim.fabric.registry import Registry
-from podsim.scenarios.results import conform, summarise
+from podsim.scenarios.results.tables import conform, summarise
 
 if TYPE_CHECKING:
-    from podsim.scenarios.build import Cluster
-    from podsim.scenarios.schema import Scenario
+    from podsim.scenarios.build.cluster import Cluster
+    from podsim.scenarios.input.schema import Scenario
 
 __all__ = [
     "ENGINES",
     "ENGINE_MODULES",
     "EngineOutput",
-    "EngineUnavailable",
     "RunContext",
     "refuse_unmodelled",
 ]
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine's substrate (e.g. the packet fabric or the NIC) has not been installed."""
 
 
 @dataclass
@@ -96,7 +91,7 @@ def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
 
 @dataclass
 class EngineOutput:
-    """Raw tables of one run (schemas in :mod:`podsim.scenarios.results`).
+    """Raw tables of one run (schemas in :mod:`podsim.scenarios.results.tables`).
 
     ``status`` is ``complete``, ``time-limit`` (stopped at ``sim.time_limit``), ``interrupted``
     (Ctrl-C) or ``stalled`` (no event left but messages unfinished, e.g. a dead path).
@@ -113,7 +108,8 @@ class EngineOutput:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def summary(self, num_ranks: int) -> dict[str, Any]:
-        """The run's figures (:func:`scenarios.results.summarise`) straight from the raw tables,
+        """The run's figures (:func:`scenarios.results.tables.summarise`) straight from the raw
+        tables,
         the makespan taken as the last phase end. For benchmarks and tests that call an engine
         directly; the runner's own assembly also settles undelivered messages first."""
         phases = conform("phases", self.phases)
@@ -127,38 +123,12 @@ class EngineOutput:
         )
 
 
-ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine")
-
-#: Modules that register engines when imported (ours first, then other packages' adapters).
+#: Modules that register engines when imported; loaded on the registry's first lookup. An engine
+#: module that fails to import is an error there, never a silently missing engine.
 ENGINE_MODULES = (
     "podsim.scenarios.engines.packet",
     "podsim.scenarios.engines.flow",
     "podsim.scenarios.engines.bound",
 )
 
-
-def _unavailable(name: str, reason: str) -> Callable[[RunContext], EngineOutput]:
-    def engine(ctx: RunContext) -> EngineOutput:
-        raise EngineUnavailable(reason)
-
-    engine.__doc__ = f"{name} engine (unavailable: {reason})"
-    return engine
-
-
-def _load_engines() -> None:
-    """Import every engine module. One that fails to import (a substrate missing or broken)
-    leaves its engine registered as unavailable with the reason, so that the other engines,
-    validation and the rest of the command keep working."""
-    for mod in ENGINE_MODULES:
-        name = mod.rpartition(".")[2]
-        try:
-            importlib.import_module(mod)
-        except Exception as exc:  # reported when the engine is used
-            if isinstance(exc, ModuleNotFoundError) and exc.name == mod:
-                continue
-            reason = f"{mod} cannot be imported: {type(exc).__name__}: {exc}"
-            if name not in ENGINES:
-                ENGINES.add(name, _unavailable(name, reason), f"unavailable: {reason}")
-
-
-_load_engines()
+ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine", ENGINE_MODULES)

@@ -35,8 +35,8 @@ import pandas as pd
 from podsim.fabric.bound import lower_bound
 from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
 from podsim.scenarios.engines.flow import FlowCluster
-from podsim.scenarios.results import link_table, message_table
-from podsim.scenarios.timeline import PHASE_ORDER
+from podsim.scenarios.execution.timeline import PHASE_ORDER
+from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = ["PhaseBounds", "add_bound", "bound_summary", "phase_bounds", "run_bound"]
 
@@ -176,7 +176,8 @@ def _compute_times(ctx: RunContext) -> dict[tuple[int, int], np.ndarray]:
 
 
 def _plan(ctx: RunContext) -> list[tuple[int, int, list[str]]]:
-    """(step, layer, phases in order) as :func:`scenarios.timeline.run_timeline` plays them."""
+    """(step, layer, phases in order) as :func:`scenarios.execution.timeline.run_timeline` plays
+    them."""
     have: dict[tuple[int, int], set[str]] = defaultdict(set)
     for s, l_, ph in (
         ctx.trace[["step", "layer", "phase"]].drop_duplicates().itertuples(index=False)
@@ -287,7 +288,7 @@ def bound_summary(ctx: RunContext) -> dict[str, Any]:
 
 
 def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
-    """``summary`` (as :func:`podsim.scenarios.results.summarise` makes it) with ``bound`` attached
+    """``summary`` (as :func:`scenarios.results.tables.summarise` makes it) with ``bound`` attached
     and, per phase, ``bound_s`` and ``fraction_of_bound`` = bound / measured completion time
     (1.0 = at the physical limit); likewise ``makespan_fraction_of_bound``."""
     out = dict(summary)

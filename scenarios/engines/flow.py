@@ -1,7 +1,7 @@
 """The ``flow`` engine: SimPy events at flow starts and ends, max-min fair rates in between.
 
 Adapter between the scenario layer and :mod:`podsim.fabric.flow`. It offers
-:func:`podsim.scenarios.timeline.run_timeline` a transport (the same layer timeline as the packet
+:func:`scenarios.execution.timeline.run_timeline` a transport (the same layer timeline as the packet
 engine: dispatch -> compute -> combine per rank) whose messages become fluid flows:
 
 - ``rdma`` messages go from the source rank's NIC ports to the destination rank's ports. Path
@@ -22,7 +22,7 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
   scale-up egress and the destination's ingress (the model of
-  :mod:`scenarios.engines.scaleup`); two ranks behind one NIC card exchange data inside the node
+  :mod:`fabric.scaleup`); two ranks behind one NIC card exchange data inside the node
   at once (as the packet engine does until the PCIe model is wired in).
 
 Faults (``link_down``, ``link_degrade``, ``switch_down``, ``nic_down``) are capacity changes
@@ -57,8 +57,8 @@ from podsim.fabric.kernel import call_at
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
 from podsim.scenarios.engines.qps import qp_table
-from podsim.scenarios.results import link_table, message_table
-from podsim.scenarios.timeline import run_timeline
+from podsim.scenarios.execution.timeline import run_timeline
+from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = [
     "AUTO_EXACT_FLOWS",
@@ -378,7 +378,7 @@ class FlowCluster:
 
 
 class FlowTransport:
-    """The :class:`podsim.scenarios.timeline.Transport` of the flow engine."""
+    """The :class:`podsim.scenarios.execution.timeline.Transport` of the flow engine."""
 
     name = "podsim.fabric.flow (max-min fluid flows)"
 

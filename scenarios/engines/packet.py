@@ -2,20 +2,21 @@
 
 Adapter between the scenario layer and the packet-level substrate. It builds a
 :class:`fabric.network.Network` from the cluster graph and the scenario's switch settings, puts
-an endpoint on every NIC port that a rank uses, and offers :func:`scenarios.timeline.run_timeline`
+an endpoint on every NIC port that a rank uses, and offers
+:func:`scenarios.execution.timeline.run_timeline`
 a transport that turns each trace message into a transfer:
 
 - ``rdma`` messages go from the source rank's NIC port to the destination rank's port on the
   same plane (planes are separate fabrics; a rank with several ports spreads its messages over
   them round-robin by message id);
-- ``scaleup`` messages use :class:`podsim.scenarios.engines.scaleup.ScaleUpPipes` (the scale-out
+- ``scaleup`` messages use :class:`podsim.fabric.scaleup.ScaleUpPipes` (the scale-out
   packet engine does not carry them); between GPUs without a scale-up fabric they go ``rdma``;
 - two ranks behind the same NIC card exchange data over the node's PCIe tree: a fluid GPU -> GPU
   copy at its max-min share of the tree, delivered one path latency after its last byte left
-  (:mod:`podsim.scenarios.pcie_runtime`); without ``cluster.layout`` there is no tree to model and
+  (:mod:`podsim.nic.pcie.runtime`); without ``cluster.layout`` there is no tree to model and
   they are delivered at once (counted in ``engine_info.pcie_local_messages``).
 
-PCIe (with ``cluster.layout``; :mod:`scenarios.pcie_model`, :mod:`scenarios.pcie_runtime`):
+PCIe (with ``cluster.layout``; :mod:`nic.pcie.cluster`, :mod:`nic.pcie.runtime`):
 every RDMA message crosses its sender's GPU -> NIC path and its receiver's NIC -> GPU path.
 It is posted to the NIC one GPU -> NIC path latency after the timeline posts it (the NIC reads
 the payload from GPU memory through the tree: 115 ns per Gen5 switch hop, the root complex's
@@ -58,12 +59,12 @@ import simpy
 from podsim.fabric.counters import Sampler
 from podsim.fabric.host import Host
 from podsim.fabric.kernel import call_at
+from podsim.fabric.scaleup import ScaleUpPipes
 from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.engines.qps import qp_table
-from podsim.scenarios.engines.scaleup import ScaleUpPipes
-from podsim.scenarios.faults import FaultSession
-from podsim.scenarios.results import link_table, message_table
-from podsim.scenarios.timeline import run_timeline
+from podsim.scenarios.execution.faults import FaultSession
+from podsim.scenarios.execution.timeline import run_timeline
+from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = ["run_packet"]
 
@@ -99,7 +100,7 @@ class _Transport:
         self.pcie_local = 0
         self.pcie = None
         if getattr(cl, "pcie", None) is not None:
-            from podsim.scenarios.pcie_runtime import PcieRuntime
+            from podsim.nic.pcie.runtime import PcieRuntime
 
             self.pcie = PcieRuntime(self.env, cl.pcie)
         #: trace rows that crossed the scale-out network
@@ -177,14 +178,14 @@ def nic_config(ctx: RunContext) -> Any:
 
 
 class NicTransport(_Transport):
-    """The :class:`podsim.scenarios.timeline.Transport` over the SmartNICs of :mod:`nic`."""
+    """The :class:`scenarios.execution.timeline.Transport` over the SmartNICs of :mod:`nic`."""
 
     name = "nic.RdmaNetwork (SmartNIC: QPs, CC, multipath, reliability, packet-rate pipeline)"
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         from podsim.nic.nic import RdmaNetwork
-        from podsim.scenarios.build import at
+        from podsim.scenarios.build.cluster import at
 
         with at("cluster.nic", "NIC"):
             cfg = nic_config(ctx)
@@ -278,7 +279,7 @@ class NicTransport(_Transport):
 
 
 class HostTransport(_Transport):
-    """The :class:`podsim.scenarios.timeline.Transport` over podsim.fabric.host endpoints."""
+    """The :class:`scenarios.execution.timeline.Transport` over fabric.host endpoints."""
 
     name = "podsim.fabric.host (line rate, no CC, no retransmission)"
 

@@ -1,4 +1,4 @@
-"""The ``qps`` table (schema in :mod:`podsim.scenarios.results`) from an engine's per-message rows.
+"""The ``qps`` table (schema in :mod:`scenarios.results.tables`) from an engine's per-message rows.
 
 Both the packet and the flow engine keep one QP per (source port, destination port, source
 rank, destination rank): messages between the same pair of ports and ranks share it.

@@ -7,7 +7,7 @@ with Pareto, cost-breakdown and tornado plots.
 - :mod:`podsim.scenarios.study.engine`: the executor-independent sweep engine (:func:`run_points`);
 - :mod:`podsim.scenarios.study.store`: the results table, keyed by a hash of each resolved scenario;
 - :mod:`podsim.scenarios.study.point`: the default point (simulate + price);
-- :mod:`scenarios.study.plots`: the study figures; :mod:`scenarios.study.cli`: ``podsim
+- :mod:`scenarios.study.plots`: the study figures; :mod:`scenarios.cli.study`: ``podsim
   cost`` and ``podsim sweep``.
 """
 

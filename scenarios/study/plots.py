@@ -318,7 +318,7 @@ def save_study_figures(
 ) -> list[Path]:
     """Write :func:`study_figures` under ``out_dir`` (``<stem>.png`` / ``.svg``); the paths."""
     import matplotlib
-    from podsim.scenarios.plots import SAVE_RC
+    from podsim.scenarios.report.plots import SAVE_RC
 
     plt = _plt()
     out = Path(out_dir)

@@ -9,7 +9,7 @@ The row holds
 - ``layer_time_s``: mean over (step, layer) of last phase end minus first phase start, all ranks
   and phases (dispatch, compute, combine) of that layer: the simulated MoE layer time;
 - ``a2a_algbw_per_gpu_Bps``: mean of the dispatch and combine (or ``other``) algorithm
-  bandwidth per GPU (NCCL definition, see :mod:`podsim.scenarios.results`);
+  bandwidth per GPU (NCCL definition, see :mod:`podsim.scenarios.results.tables`);
 - ``tokens_per_s``: for an MoE workload, ranks x tokens per rank / layer time;
 - the cost summary (:meth:`scenarios.cost.CostBreakdown.summary`: capex and power per category,
   TCO, interconnect fraction) and the efficiency figures (:func:`podsim.scenarios.cost.efficiency`).
@@ -19,20 +19,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from podsim.scenarios.results import flatten, layer_time_s
+from podsim.scenarios.results.tables import flatten, layer_time_s
 
 __all__ = ["flatten", "layer_time_s", "performance_row", "run_scenario_point"]
 
 
 def performance_row(results: Any) -> dict[str, Any]:
-    """Performance figures of one run (:meth:`podsim.scenarios.results.Results.performance`)."""
+    """Performance figures of one run (:meth:`scenarios.results.tables.Results.performance`)."""
     return results.performance()
 
 
 def run_scenario_point(resolved: dict[str, Any]) -> dict[str, Any]:
     """Run one resolved scenario with the scenario layer (which also prices its cluster);
     one table row: the performance figures, the cost summary and the efficiency figures."""
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
     from podsim.scenarios.runner import run
 
     scenario, _ = load_scenario(resolved)

@@ -240,7 +240,7 @@ def study_names() -> list[str]:
 
 def study_description(name: str) -> str:
     """A built-in study's ``description`` (first line), read without validating it."""
-    from podsim.scenarios.loader import file_description
+    from podsim.scenarios.input.loader import file_description
 
     return file_description(LIBRARY / f"{name}.yaml")
 

@@ -2,7 +2,7 @@
 
 ``resolve`` turns the base scenario plus one point's overrides into the resolved scenario (a
 plain dict, defaults filled in); by default the scenario layer does it
-(:func:`podsim.scenarios.loader.load_scenario` with ``--set``-style overrides, then
+(:func:`podsim.scenarios.input.loader.load_scenario` with ``--set``-style overrides, then
 ``Scenario.resolved()``), so a bad key fails before anything runs, naming the point. The key of
 a point is the hash of that resolved scenario (:func:`podsim.scenarios.study.store.point_key`).
 """
@@ -32,7 +32,7 @@ def resolve_scenario(base: str | dict[str, Any], overrides: dict[str, Any]) -> d
     """Base scenario (name, path or mapping) + ``{key.path: value}`` -> the resolved scenario
     as a dict."""
     from podsim.scenarios.cost.scenario import check_catalog
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
 
     sets = [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
     scenario, _ = load_scenario(base, sets)

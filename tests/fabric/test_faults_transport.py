@@ -17,7 +17,7 @@ from podsim.fabric.invariants import Checker, run_checked
 from podsim.fabric.network import Network
 from podsim.fabric.topology import build_topology
 from podsim.nic.nic import NicConfig, RdmaNetwork
-from podsim.scenarios.faults import RdmaEndpoints
+from podsim.scenarios.execution.faults import RdmaEndpoints
 
 MIB = 1 << 20
 SIZE = 2 * MIB

@@ -74,7 +74,7 @@ SMALL = ["--set", "workload.moe.tokens_per_rank=16"]
 @pytest.fixture(scope="session")
 def quickstart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``podsim run`` with no scenario file (quickstart, small), run once per session."""
-    from podsim.scenarios.cli import app
+    from podsim.scenarios.cli.app import app
     from typer.testing import CliRunner
 
     out = tmp_path_factory.mktemp("qs") / "out"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
 import yaml
-from podsim.scenarios.analysis import analyse
-from podsim.scenarios.plots import fig_gpu_idle
-from podsim.scenarios.results import ANALYSIS_TABLES, Results
+from podsim.scenarios.report.plots import fig_gpu_idle
+from podsim.scenarios.results.analysis import analyse
+from podsim.scenarios.results.tables import ANALYSIS_TABLES, Results
 
 KIB = 1024
 
@@ -19,7 +19,7 @@ KIB = 1024
 @pytest.fixture(scope="module")
 def straggler_run(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[podsim.scenarios.Results, Path]:
+) -> tuple[podsim.Results, Path]:
     """8 ranks on a leaf-spine, dispatch + 5 us compute + combine; rank 5 computes 4x slower."""
     d = tmp_path_factory.mktemp("an")
     rows = [
@@ -39,7 +39,7 @@ def straggler_run(
     }  # fmt: skip
     (d / "s.yaml").write_text(yaml.safe_dump(doc))
     out = d / "out"
-    return podsim.scenarios.run(d / "s.yaml", out=out), out
+    return podsim.run(d / "s.yaml", out=out), out
 
 
 def test_analysis_tables_are_written_in_every_format(straggler_run) -> None:

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import podsim.scenarios.cli as cli
+import podsim.scenarios.cli.app as cli
 import pytest
 import yaml
-from podsim.scenarios.cli import app
-from podsim.scenarios.plots import FIGURES
-from podsim.scenarios.results import TABLES
+from podsim.scenarios.cli.app import app
+from podsim.scenarios.report.plots import FIGURES
+from podsim.scenarios.results.tables import TABLES
 from typer.testing import CliRunner
 
 from tests.scenarios.conftest import SMALL

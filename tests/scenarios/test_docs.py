@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from podsim.scenarios.cli import app
-from podsim.scenarios.docs import (
+from podsim.scenarios.cli.app import app
+from podsim.scenarios.input.docs import (
     _LIST_SECTION,
     _shown,
     missing_descriptions,
@@ -15,8 +15,8 @@ from podsim.scenarios.docs import (
     reference,
     render,
 )
-from podsim.scenarios.loader import load_scenario
-from podsim.scenarios.results import flatten
+from podsim.scenarios.input.loader import load_scenario
+from podsim.scenarios.results.tables import flatten
 from typer.testing import CliRunner
 
 #: keys with no sensible default: the file must give them

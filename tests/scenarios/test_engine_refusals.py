@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import podsim.scenarios
+import podsim
 import pytest
 from podsim.scenarios.errors import ScenarioError
 
 
 def test_link_faults_refused_by_bound():
     with pytest.raises(ScenarioError) as e:
-        podsim.scenarios.run("link-failure", overrides=["engine=bound"])
+        podsim.run("link-failure", overrides=["engine=bound"])
     msg = str(e.value)
     assert "faults" in msg and "link_down" in msg and "engine: packet" in msg
 
 
 def test_ber_refused_by_flow_with_the_reason():
     with pytest.raises(ScenarioError) as e:
-        podsim.scenarios.run(
+        podsim.run(
             "link-failure",
             overrides=[
                 "engine=flow",
@@ -28,7 +28,7 @@ def test_ber_refused_by_flow_with_the_reason():
 
 
 def test_link_faults_run_on_flow():
-    r = podsim.scenarios.run(
+    r = podsim.run(
         "link-failure",
         overrides=["engine=flow", "workload.synthetic.size=64KiB", "outputs.plots=false"],
     )
@@ -38,12 +38,12 @@ def test_link_faults_run_on_flow():
 @pytest.mark.parametrize("engine", ["flow", "bound"])
 def test_storage_reads_refused_by_fluid_engines(engine):
     with pytest.raises(ScenarioError) as e:
-        podsim.scenarios.run("storage-contention", overrides=[f"engine={engine}", "variant=reads"])
+        podsim.run("storage-contention", overrides=[f"engine={engine}", "variant=reads"])
     assert "workload.storage" in str(e.value)
 
 
 def test_straggler_still_runs_on_flow():
-    r = podsim.scenarios.run(
+    r = podsim.run(
         "quickstart",
         overrides=[
             "engine=flow",

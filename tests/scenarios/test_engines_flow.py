@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from podsim.fabric.flow import wire_bytes
 from podsim.fabric.phy import get_phy
-from podsim.scenarios.build import build_cluster
+from podsim.scenarios.build.cluster import build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.engines.bound import add_bound, bound_summary
-from podsim.scenarios.loader import load_scenario
-from podsim.scenarios.results import SCHEMAS, conform
+from podsim.scenarios.input.loader import load_scenario
+from podsim.scenarios.results.tables import SCHEMAS, conform
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 

@@ -9,14 +9,14 @@ ECMP flow ends exactly the reconvergence delay later; a flow whose capacity drop
 from __future__ import annotations
 
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
 from podsim.fabric.flow import wire_bytes
 from podsim.fabric.units import parse_time
-from podsim.scenarios.build import build_cluster
+from podsim.scenarios.build.cluster import build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.input.loader import load_scenario
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
 NBYTES = 1 << 20
@@ -139,8 +139,7 @@ def test_dead_nic_stalls_the_run_with_a_reason():
 def test_library_link_failure_ecmp_stalls_longer_than_spray():
     over = ["engine=flow", "workload.synthetic.size=128KiB", "outputs.plots=false"]
     res = {
-        v: podsim.scenarios.run("link-failure", overrides=[f"variant={v}", *over])
-        for v in ("spray", "ecmp")
+        v: podsim.run("link-failure", overrides=[f"variant={v}", *over]) for v in ("spray", "ecmp")
     }
     for r in res.values():
         assert r.summary["status"] == "complete"

@@ -7,14 +7,14 @@ import copy
 from pathlib import Path
 
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
 import yaml
-from podsim.scenarios.cli import app
+from podsim.scenarios.build.limits import Budget, check_limits, estimate
+from podsim.scenarios.cli.app import app
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.faults import fabric_faults
-from podsim.scenarios.limits import Budget, check_limits, estimate
-from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.execution.faults import fabric_faults
+from podsim.scenarios.input.loader import load_scenario
 from podsim.scenarios.runner import prepare
 from typer.testing import CliRunner
 
@@ -60,7 +60,7 @@ def fdir(tmp_path: Path) -> Path:
 def run_doc(fdir: Path, doc: dict, **kw):
     path = fdir / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
-    return podsim.scenarios.run(path, **kw)
+    return podsim.run(path, **kw)
 
 
 def test_multipath_scenario_with_a_cut_spine_link_completes_with_nothing_lost(fdir: Path):
@@ -188,7 +188,7 @@ def test_straggler_is_found_by_the_analysis(fdir: Path):
     a = res.summary["analysis"]
     assert a["stragglers"][0]["rank"] == 5 and "4.00x" in a["stragglers"][0]["reason"]
     assert 5 in a["critical_ranks"]  # it set the compute phase's completion
-    from podsim.scenarios.analysis import analyse
+    from podsim.scenarios.results.analysis import analyse
 
     an = analyse(res)
     comp = an.critical[an.critical.phase == "compute"].iloc[0]
@@ -207,7 +207,7 @@ def test_estimate_is_close_to_the_measured_event_count():
     sc, _ = load_scenario("quickstart", ["workload.moe.tokens_per_rank=32", "outputs.plots=false"])
     prep = prepare(sc)
     est = estimate(sc, prep.cluster, prep.trace, prep.compute)
-    res = podsim.scenarios.run(sc)
+    res = podsim.run(sc)
     measured = res.summary["events"]
     assert measured and 0.6 * measured <= est.events <= 1.6 * measured
     assert est.packet_hops == pytest.approx(res.summary["engine_info"]["packet_hops"], rel=0.2)

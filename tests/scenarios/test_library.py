@@ -4,10 +4,10 @@ deterministic: the same seed gives identical tables."""
 from __future__ import annotations
 
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
-from podsim.scenarios.build import build_cluster, trace_ranks
-from podsim.scenarios.loader import library_names, load_scenario, variant_names
+from podsim.scenarios.build.cluster import build_cluster, trace_ranks
+from podsim.scenarios.input.loader import library_names, load_scenario, variant_names
 
 # small sizes for the default suite (the files themselves hold the documented sizes)
 SMALL: dict[str, list[str]] = {
@@ -43,7 +43,7 @@ def test_builtin_validates_and_builds_every_variant(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_builtin_runs_small(name: str) -> None:
-    res = podsim.scenarios.run(name, overrides=SMALL[name] + NO_FILES)
+    res = podsim.run(name, overrides=SMALL[name] + NO_FILES)
     s = res.summary
     assert s["status"] == "complete", s
     assert s["messages"]["unfinished"] == 0
@@ -54,7 +54,7 @@ def test_builtin_runs_small(name: str) -> None:
     assert int(res.messages["bytes"].sum()) == s["messages"]["bytes"]
 
 
-def _comparable(res: podsim.scenarios.Results) -> tuple[dict, dict]:
+def _comparable(res: podsim.Results) -> tuple[dict, dict]:
     summary = {
         k: v for k, v in res.summary.items() if k not in ("wall_s", "events", "events_per_s")
     }
@@ -63,8 +63,8 @@ def _comparable(res: podsim.scenarios.Results) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("name", ["quickstart", "incast-cc"])
 def test_same_seed_same_results(name: str) -> None:
-    a_sum, a = _comparable(podsim.scenarios.run(name, overrides=SMALL[name] + NO_FILES))
-    b_sum, b = _comparable(podsim.scenarios.run(name, overrides=SMALL[name] + NO_FILES))
+    a_sum, a = _comparable(podsim.run(name, overrides=SMALL[name] + NO_FILES))
+    b_sum, b = _comparable(podsim.run(name, overrides=SMALL[name] + NO_FILES))
     assert a_sum == b_sum
     for table in a:
         pd.testing.assert_frame_equal(a[table], b[table], check_exact=True)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-import podsim.scenarios
+import podsim
 import pytest
 from podsim.fabric.units import parse_time
 
@@ -13,8 +13,8 @@ STORAGE = ["workload.moe.tokens_per_rank=16", "outputs.plots=false"]
 
 
 @pytest.fixture(scope="module")
-def link_runs() -> dict[str, podsim.scenarios.Results]:
-    return {v: podsim.scenarios.run("link-failure", overrides=[f"variant={v}", *LINK])
+def link_runs() -> dict[str, podsim.Results]:
+    return {v: podsim.run("link-failure", overrides=[f"variant={v}", *LINK])
             for v in ("spray", "reps", "ecmp")}  # fmt: skip
 
 
@@ -43,8 +43,8 @@ def test_ecmp_variant_stalls_at_least_one_rto_and_recovers(link_runs) -> None:
 
 
 def test_storage_reads_run_beside_the_dispatch_and_only_slow_it() -> None:
-    with_reads = podsim.scenarios.run("storage-contention", overrides=["variant=reads", *STORAGE])
-    without = podsim.scenarios.run("storage-contention", overrides=["variant=no-reads", *STORAGE])
+    with_reads = podsim.run("storage-contention", overrides=["variant=reads", *STORAGE])
+    without = podsim.run("storage-contention", overrides=["variant=no-reads", *STORAGE])
     reads = with_reads.summary["engine_info"]["pcie"]["storage_reads"]
     assert len(reads) == 16 and all(r["bytes"] == 1 << 30 and r["bytes_done"] > 0 for r in reads)
     assert sorted(r["rank"] for r in reads) == list(range(16))  # every GPU reads

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from podsim.scenarios.cli import app
-from podsim.scenarios.loader import library_names
-from podsim.scenarios.registries import get_registry
+from podsim.scenarios.cli.app import app
+from podsim.scenarios.input.loader import library_names
+from podsim.scenarios.input.registries import get_registry
 from podsim.scenarios.study.spec import study_description, study_names
 from typer.testing import CliRunner
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from podsim.fabric.units import parse_rate, parse_size, parse_time
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.loader import library_names, load_scenario, parse_override
-from podsim.scenarios.schema import Scenario
+from podsim.scenarios.input.loader import library_names, load_scenario, parse_override
+from podsim.scenarios.input.schema import Scenario
 
 from tests.scenarios.conftest import base_doc
 
@@ -161,7 +161,7 @@ def test_plugins_need_opt_in() -> None:
 def test_every_library_file_is_documented() -> None:
     names = library_names()
     assert {"quickstart", "deepep-h800", "superpod-moe", "incast-cc", "spray-vs-ecmp"} <= set(names)
-    from podsim.scenarios.loader import LIBRARY
+    from podsim.scenarios.input.loader import LIBRARY
 
     for n in names:
         text = (LIBRARY / f"{n}.yaml").read_text()

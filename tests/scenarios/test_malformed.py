@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 from tests.scenarios.conftest import base_doc, write_trace_csv

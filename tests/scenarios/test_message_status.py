@@ -7,9 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
-from podsim.scenarios.results import MESSAGE_STATUSES, Results, message_table, settle_messages
+from podsim.scenarios.results.tables import (
+    MESSAGE_STATUSES,
+    Results,
+    message_table,
+    settle_messages,
+)
 
 KIB = 1024
 
@@ -46,7 +51,7 @@ def test_unreachable_destination_fails_with_the_fault_named(tmp_path: Path) -> N
     """A NIC port dies for good: the messages to it fail ("no route ... after nic down"), the
     ones it would have sent later never start (time limit), the rest complete."""
     nic_down = {"kind": "nic_down", "node": "nic7.p0", "at": "2us"}
-    res = podsim.scenarios.run(doc(tmp_path, "spray", [nic_down], time_limit="300us"))
+    res = podsim.run(doc(tmp_path, "spray", [nic_down], time_limit="300us"))
     m = res.messages
     assert set(m["status"]) <= set(MESSAGE_STATUSES)
     failed = m[m["status"] == "failed"]
@@ -68,7 +73,7 @@ def test_lost_packets_without_retransmission_fail_and_later_phases_never_post(tm
     """Line-rate hosts (no retransmission) on single-path ECMP through a cut spine link: the
     hit messages fail naming the fault; the run stalls; what waited on them never posts."""
     cut = {"kind": "link_down", "link": ["leaf0", "spine0"], "at": "2us"}
-    res = podsim.scenarios.run(doc(tmp_path, "ecmp", [cut], endpoint="host"))
+    res = podsim.run(doc(tmp_path, "ecmp", [cut], endpoint="host"))
     m = res.messages
     assert res.summary["status"] == "stalled"
     failed = m[m["status"] == "failed"]
@@ -82,7 +87,7 @@ def test_lost_packets_without_retransmission_fail_and_later_phases_never_post(tm
 
 
 def test_time_limit_leaves_messages_unfinished_not_failed(tmp_path: Path) -> None:
-    res = podsim.scenarios.run(doc(tmp_path, "spray", [], time_limit="3us"))
+    res = podsim.run(doc(tmp_path, "spray", [], time_limit="3us"))
     m = res.messages
     assert (m["status"] == "unfinished").all() and res.summary["messages"]["failed"] == 0
     posted = m["post_s"].notna()
@@ -92,7 +97,7 @@ def test_time_limit_leaves_messages_unfinished_not_failed(tmp_path: Path) -> Non
 
 
 def test_status_and_reason_survive_writing_and_reading(tmp_path: Path) -> None:
-    res = podsim.scenarios.run(doc(tmp_path, "spray", [], time_limit="3us"), out=tmp_path / "o")
+    res = podsim.run(doc(tmp_path, "spray", [], time_limit="3us"), out=tmp_path / "o")
     back = Results.read(tmp_path / "o")
     pd.testing.assert_series_equal(back.messages["status"], res.messages["status"])
     pd.testing.assert_series_equal(back.messages["reason"], res.messages["reason"])
@@ -124,7 +129,7 @@ def test_retry_limit_fails_messages_to_a_dead_nic_and_the_run_ends(tmp_path: Pat
     nic_down = {"kind": "nic_down", "node": "nic7.p0", "at": "2us"}
     d = doc(tmp_path, "spray", [nic_down])
     d["cluster"]["nic"]["rto"] = "10us"  # 7 retries take 10 us x (2^8 - 1) = 2.55 ms
-    res = podsim.scenarios.run(d)
+    res = podsim.run(d)
     assert res.summary["status"] == "stalled"
     m = res.messages
     failed = m[m["status"] == "failed"]
@@ -140,5 +145,5 @@ def test_retry_limit_fails_messages_to_a_dead_nic_and_the_run_ends(tmp_path: Pat
 
     d["cluster"]["nic"]["retry_limit"] = None
     with pytest.raises(ScenarioError, match="retransmit forever") as info:
-        podsim.scenarios.run(d)
+        podsim.run(d)
     assert "faults[0]" in str(info.value) and "retry limit" in str(info.value)

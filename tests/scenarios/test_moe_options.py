@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import podsim.scenarios
+import podsim
 
 
 def _hop_bytes(flag: bool) -> dict[str, int]:
-    r = podsim.scenarios.run(
+    r = podsim.run(
         "quickstart",
         overrides=[
             "workload.moe.mode=deepep-low-latency",

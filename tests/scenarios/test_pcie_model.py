@@ -1,4 +1,4 @@
-"""The cluster's node trees (scenarios.pcie_model), the node coupling (nic.pcie.coupling) and
+"""The cluster's node trees (nic.pcie.cluster), the node coupling (nic.pcie.coupling) and
 the API the flow engine calls; closed forms computed here from the layout parameters."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from podsim.fabric.packet import ROCE_OVERHEAD
 from podsim.nic.pcie import on_card_switch
 from podsim.nic.pcie.coupling import NodeCoupling
 from podsim.nic.pcie.devices import RootComplex, Ssd
-from podsim.scenarios.build import build_cluster
+from podsim.scenarios.build.cluster import build_cluster
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.loader import load_scenario
+from podsim.scenarios.input.loader import load_scenario
 
 GOODPUT = 400e9 * 4096 / (4096 + ROCE_OVERHEAD)
 

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 SETS = [

@@ -9,8 +9,8 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from podsim.scenarios import plots
-from podsim.scenarios.plots import MAX_POINTS, _thin_cdf, _thin_series, graph_key
+from podsim.scenarios.report import plots
+from podsim.scenarios.report.plots import MAX_POINTS, _thin_cdf, _thin_series, graph_key
 
 
 def test_thin_cdf_keeps_the_ends_and_the_shape() -> None:

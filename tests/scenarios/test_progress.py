@@ -8,10 +8,10 @@ import io
 import json
 from pathlib import Path
 
-import podsim.scenarios
-import podsim.scenarios.cli as cli
+import podsim
+import podsim.scenarios.cli.app as cli
 import pytest
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -68,7 +68,7 @@ def test_quiet_shows_nothing(screen: io.StringIO, scenario_dir: Path, tmp_path: 
 def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
     calls: list[tuple[float, int | None]] = []
     stages: list[str] = []
-    res = podsim.scenarios.run(
+    res = podsim.run(
         scenario_dir / "base.yaml",
         out=scenario_dir / "out",
         progress=lambda t, n: calls.append((t, n)),
@@ -85,12 +85,12 @@ def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
 def test_ctrl_c_while_drawing_keeps_the_written_files(
     scenario_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import podsim.scenarios.plots
+    import podsim.scenarios.report.plots
 
     def interrupted(*a: object, **k: object) -> list[Path]:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(podsim.scenarios.plots, "plot_all", interrupted)
+    monkeypatch.setattr(podsim.scenarios.report.plots, "plot_all", interrupted)
     out = tmp_path / "out"
     args = ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "--set", "outputs.plots=true"]
     r = CliRunner().invoke(app, args)

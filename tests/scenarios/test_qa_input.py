@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from podsim.fabric.units import UnitError, parse_length, parse_rate, parse_size, parse_time
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 

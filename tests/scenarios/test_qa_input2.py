@@ -8,7 +8,7 @@ import json
 import time
 
 import pytest
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 
@@ -51,7 +51,7 @@ def test_cluster_over_the_budget_is_refused_unless_forced() -> None:
 
 
 def test_flow_engine_refuses_a_trace_it_cannot_hold() -> None:
-    from podsim.scenarios.limits import FLUID_BYTES_PER_MESSAGE
+    from podsim.scenarios.build.limits import FLUID_BYTES_PER_MESSAGE
 
     # 1 MiB over the base holds quickstart's cluster (92 nodes and links at 600 B) and the
     # router logits of 16 x 16 tokens, but not its 544 messages at 2 KiB each
@@ -297,7 +297,7 @@ def test_validate_and_cost_use_the_seed() -> None:
 def test_progress_display_appears_on_time_without_engine_reports(monkeypatch) -> None:
     import io
 
-    import podsim.scenarios.cli as cli
+    import podsim.scenarios.cli.app as cli
     from rich.console import Console
 
     monkeypatch.setattr(cli, "err_console", Console(file=io.StringIO(), force_terminal=True))
@@ -320,8 +320,8 @@ def test_progress_display_appears_on_time_without_engine_reports(monkeypatch) ->
 
 def _pipes(gpus: int):
     import simpy
+    from podsim.fabric.scaleup import ScaleUpPipes
     from podsim.fabric.topology import build_topology
-    from podsim.scenarios.engines.scaleup import ScaleUpPipes
 
     g = build_topology("superpod", pods=1, gpus_per_pod=gpus, gpus_per_server=8)
     env = simpy.Environment()
@@ -378,7 +378,7 @@ def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
     times must equal those of a full re-solve at every event, with skewed sizes and arrivals
     in the middle of the phase."""
     import numpy as np
-    import podsim.scenarios.engines.scaleup as su
+    import podsim.fabric.scaleup as su
 
     def run(partial: bool) -> tuple[dict[object, float], list[int]]:
         env, pipes = _pipes(16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 
@@ -291,8 +291,8 @@ def test_pareto_capex_ticks_are_distinct_and_labels_stay_inside() -> None:
 
 
 def test_legends_do_not_cover_the_bars_and_phases_run_in_order(quickstart_dir: Path) -> None:
-    from podsim.scenarios.plots import fig_gpu_bandwidth, fig_layer_timeline
-    from podsim.scenarios.results import Results
+    from podsim.scenarios.report.plots import fig_gpu_bandwidth, fig_layer_timeline
+    from podsim.scenarios.results.tables import Results
 
     res = Results.read(quickstart_dir)
     for make in (fig_gpu_bandwidth, fig_layer_timeline):
@@ -325,8 +325,8 @@ def test_ctrl_c_inside_an_event_keeps_the_partial_results(monkeypatch, tmp_path:
     import os
     import signal
 
-    from podsim.scenarios import timeline
     from podsim.scenarios.engines import packet
+    from podsim.scenarios.execution import timeline
 
     # progress points (where a deferred Ctrl-C stops the run) every 200 events, not 20,000
     monkeypatch.setitem(timeline.run_timeline.__kwdefaults__, "progress_every", 200)

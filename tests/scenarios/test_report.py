@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from podsim.scenarios.report import FIGURE_TITLES, render_report, write_report
+from podsim.scenarios.report.html import FIGURE_TITLES, render_report, write_report
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -111,7 +111,7 @@ def _study_folder(d: Path) -> Path:
 
 
 def test_study_folder_gets_a_study_report(tmp_path: Path) -> None:
-    from podsim.scenarios.report import STUDY_FIGURE_TITLES
+    from podsim.scenarios.report.html import STUDY_FIGURE_TITLES
     from podsim.scenarios.study.plots import pareto_front
 
     d = _study_folder(tmp_path / "study")
@@ -147,8 +147,8 @@ def test_study_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
 
 def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
-    from podsim.scenarios.cli import app
-    from podsim.scenarios.report import STUDY_FIGURE_TITLES
+    from podsim.scenarios.cli.app import app
+    from podsim.scenarios.report.html import STUDY_FIGURE_TITLES
     from typer.testing import CliRunner
 
     d = _study_folder(tmp_path / "study")
@@ -160,7 +160,7 @@ def test_plot_command_redraws_a_study_folder(tmp_path: Path) -> None:
 
 
 def test_small_dollar_amounts_print_without_an_exponent() -> None:
-    from podsim.scenarios.report import _num
+    from podsim.scenarios.report.html import _num
 
     assert _num(1.59e-06, "usd") == "$0.00000159"  # the cost of one MoE layer
     assert _num(0.0123, "usd") == "$0.0123" and _num(5.5, "usd") == "$5.50"

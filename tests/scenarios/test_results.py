@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
-from podsim.scenarios.results import SCHEMAS, Results, conform, summarise
+from podsim.scenarios.results.tables import SCHEMAS, Results, conform, summarise
 
 
 def tables() -> dict[str, pd.DataFrame]:
@@ -117,7 +117,7 @@ def test_incast_completion_matches_the_line_rate_bound(tmp_path: Path) -> None:
         "sim": {"endpoint": "host"},
         "outputs": {"plots": False},
     }
-    res = podsim.scenarios.run(doc)
+    res = podsim.run(doc)
     wire = n * (size // mtu) * (mtu + 82)
     bound = 8 * wire / 400e9
     t = res.summary["phases"]["other"]["completion_time_s"]

@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
 FAST = settings(
@@ -136,7 +136,7 @@ def materialise(doc: dict[str, Any], folder: Path) -> Path:
 def run_valid(doc: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = materialise(doc, Path(tmp))
-        res = podsim.scenarios.run(path)  # invariant checks on: a violation would raise
+        res = podsim.run(path)  # invariant checks on: a violation would raise
     s = res.summary
     assert s["status"] in ("complete", "stalled", "time-limit"), s["status"]
     info = s["engine_info"]
@@ -319,7 +319,7 @@ def test_random_valid_traces_run(seed: int):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_trace(folder / "trace.csv", 4, np.random.default_rng(seed))
-        res = podsim.scenarios.run(trace_doc(folder))
+        res = podsim.run(trace_doc(folder))
     assert res.summary["status"] == "complete"
     assert res.summary["messages"]["unfinished"] == 0
 

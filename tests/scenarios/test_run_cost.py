@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import podsim.scenarios
+import podsim
 import pytest
-from podsim.scenarios.cli import app
+from podsim.scenarios.cli.app import app
 from podsim.scenarios.cost.tables import usd
-from podsim.scenarios.results import Results
+from podsim.scenarios.results.tables import Results
 from typer.testing import CliRunner
 
 
@@ -48,7 +48,7 @@ def test_every_run_writes_its_cost(quickstart_dir: Path) -> None:
 
 
 def test_python_api_exposes_the_cost(scenario_dir: Path) -> None:
-    res = podsim.scenarios.run(scenario_dir / "base.yaml")
+    res = podsim.run(scenario_dir / "base.yaml")
     assert res.cost is not None and res.cost["summary"]["capex_usd"] > 0
     assert res.bom is not None and {"category", "item", "count"} <= set(res.bom.columns)
     assert res.cost["summary"]["capex_usd"] == pytest.approx(res.bom["capex_usd"].sum())

@@ -10,11 +10,11 @@ import pytest
 import typer
 import yaml
 from podsim.fabric.units import fmt_time
+from podsim.scenarios.cli.study import register_commands
 from podsim.scenarios.cost import load_catalog
 from podsim.scenarios.cost.compare import scope_savings
 from podsim.scenarios.cost.scenario import cost_of_scenario
 from podsim.scenarios.study import sweep as sweep_mod
-from podsim.scenarios.study.cli import register_commands
 from podsim.scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
 from podsim.scenarios.study.spec import load_study, study_names
 from podsim.scenarios.study.sweep import resolve_points

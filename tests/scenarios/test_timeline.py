@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import simpy
-from podsim.scenarios.timeline import run_timeline
+from podsim.scenarios.execution.timeline import run_timeline
 
 RATE = 8e9  # bytes/s of the fake transport
 LAT = 1e-6

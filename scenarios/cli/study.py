@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from podsim.scenarios.cli_common import ForceOpt, SeedOpt, guarded
+from podsim.scenarios.cli.common import ForceOpt, SeedOpt, guarded
 from rich.console import Console
 from rich.table import Table
 
@@ -27,8 +27,8 @@ err_console = Console(stderr=True)
 
 
 def _bad_input(exc: Exception) -> typer.Exit:
-    # the same plain paragraph as every other command's errors (podsim.scenarios.cli_common)
-    from podsim.scenarios.cli_common import err_console as plain_err
+    # the same plain paragraph as every other command's errors (podsim.scenarios.cli.common)
+    from podsim.scenarios.cli.common import err_console as plain_err
 
     plain_err.print(f"error: {exc}", markup=False)
     return typer.Exit(EXIT_BAD_INPUT)
@@ -71,7 +71,7 @@ def cost_command(
                     f"--compare-layouts {compare_layouts!r} must be two node layouts, "
                     f"BASE,VARIANT (e.g. external-switch,on-card-switch)"
                 )
-            from podsim.scenarios.registries import get_registry
+            from podsim.scenarios.input.registries import get_registry
 
             layouts = get_registry("node layout")
             for n in names:
@@ -203,7 +203,7 @@ def sweep_command(
 
 def register_commands(app: typer.Typer) -> None:
     """Add ``cost`` and ``sweep`` to the podsim typer app, behind the same error guard as
-    every other command (:func:`podsim.scenarios.cli_common.guarded`)."""
+    every other command (:func:`podsim.scenarios.cli.common.guarded`)."""
     app.command(
         "cost",
         help="Print the bill of materials and cost breakdown of a scenario (no simulation).",

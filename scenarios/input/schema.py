@@ -12,7 +12,7 @@ parses back to exactly the same SI value.
 
 Names of built-ins (topology builders, cluster presets, PHY profiles, congestion control, path
 selectors, node layouts, model presets, dispatch modes, engines) are checked against the
-registries of the owning packages through :mod:`podsim.scenarios.registries`.
+registries of the owning packages through :mod:`podsim.scenarios.input.registries`.
 
 Defaults and their sources (../shared/reference/physics.md):
 - MTU 4096 B, 400 Mpps packet-rate ceiling: the brief's SmartNIC (T-Head Panmai 920) [S].
@@ -40,7 +40,7 @@ from podsim.fabric.units import (
 )
 from podsim.scenarios.cost.spec import CostSpec
 from podsim.scenarios.errors import check_run_name
-from podsim.scenarios.registries import check_name
+from podsim.scenarios.input.registries import check_name
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -124,7 +124,7 @@ def _positive(value: float) -> float:
 
 @dataclass(frozen=True)
 class Quantity:
-    """Marks a quantity type for the key reference (``podsim docs``, :mod:`podsim.scenarios.docs`):
+    """Marks a quantity type for the key reference (``podsim docs``, :mod:`scenarios.input.docs`):
     what it measures, the SI unit it is stored in, and how it is written in a file."""
 
     kind: str
@@ -134,7 +134,7 @@ class Quantity:
 
 @dataclass(frozen=True)
 class NameOf:
-    """Marks a name checked against a registry (``kind`` of :mod:`podsim.scenarios.registries`) for
+    """Marks a name checked against a registry (``kind`` of :mod:`scenarios.input.registries`) for
     the key reference; ``plugin``: a ``module:Class`` plug-in is accepted too."""
 
     kind: str
@@ -245,7 +245,7 @@ class TopologyConfig(Strict):
 
     ``params`` go to the builder; quantity strings are parsed by parameter name suffix
     (``*_bps``/``rate`` -> rate, ``*_m``/``length`` -> metres, ``*_s``/``latency`` -> seconds,
-    ``*_bytes``/``buffer`` -> bytes), see :func:`podsim.scenarios.build.convert_params`.
+    ``*_bytes``/``buffer`` -> bytes), see :func:`podsim.scenarios.build.cluster.convert_params`.
     """
 
     name: TopologyName = Field(
@@ -384,7 +384,7 @@ class NicConfig(Strict):
 def _nic_preset(name: Any) -> dict[str, Any] | None:
     """The scenario-shaped defaults of NIC model ``name`` (None: an unknown name, which the
     field validator then reports)."""
-    from podsim.scenarios.registries import get_registry
+    from podsim.scenarios.input.registries import get_registry
 
     reg = get_registry("NIC model")
     if not isinstance(name, str) or name not in reg:

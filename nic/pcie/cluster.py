@@ -18,7 +18,7 @@ What the engines use:
 - for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
 - for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
 - :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet
-  engine's runtime (:mod:`podsim.scenarios.pcie_runtime`);
+  engine's runtime (:mod:`podsim.nic.pcie.runtime`);
 - for the flow engine, :meth:`ClusterPcie.flow_caps` (per-flow PCIe caps for a set of
   concurrent flows) and the exact alternative, the tree resources as extra max-min constraints
   (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps` and
@@ -40,13 +40,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.registry import ParamError
 from podsim.nic.pcie.coupling import NodeCoupling, NodeRates, StreamKey
 from podsim.nic.pcie.tree import PcieTree
-from podsim.scenarios.errors import ScenarioError
 
 __all__ = ["ClusterPcie", "NodeMap", "nic_goodput_bps"]
-
-LAYOUT_PARAMS = "cluster.layout_params"
 
 
 def nic_goodput_bps(mac_bps: float, mtu: int) -> float:
@@ -153,7 +151,7 @@ class ClusterPcie:
         rank_nic: np.ndarray,
     ) -> ClusterPcie:
         """Build ``layout`` for every server of ``graph`` (see the module docstring); errors are
-        :class:`ScenarioError` at the ``cluster.layout_params`` key that disagrees."""
+        :class:`~podsim.fabric.registry.ParamError` naming the layout parameter that disagrees."""
         shapes = _server_shapes(graph)
         couplings: dict[tuple[Any, ...], NodeCoupling] = {}
         nodes: dict[int, NodeMap] = {}
@@ -406,7 +404,7 @@ def _build_tree(
     server: int,
     topo: str,
 ) -> PcieTree:
-    """``builder`` sized for ``shape``; a ScenarioError at the disagreeing key otherwise."""
+    """``builder`` sized for ``shape``; a ParamError naming the disagreeing parameter otherwise."""
     user = dict(params)
     kw = dict(user)
     kw.setdefault("gpus", len(shape.gpus))
@@ -422,41 +420,40 @@ def _build_tree(
         if bad and not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
             close = difflib.get_close_matches(bad[0], list(sig), n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-            raise ScenarioError(
+            raise ParamError(
                 f"node layout {layout!r} has no parameter {bad[0]!r}.{hint} "
                 f"Parameters: {', '.join(sig)}.",
-                path=f"{LAYOUT_PARAMS}.{bad[0]}",
+                bad[0],
             ) from None
-        raise ScenarioError(f"node layout {layout!r}: {exc}.", path=LAYOUT_PARAMS) from None
+        raise ParamError(f"node layout {layout!r}: {exc}.") from None
     except ValueError as exc:
-        raise ScenarioError(
+        raise ParamError(
             f"node layout {layout!r} for {where} ({len(shape.gpus)} GPUs, "
-            f"{len(shape.cards)} NIC cards): {str(exc).rstrip('.')}.",
-            path=LAYOUT_PARAMS,
+            f"{len(shape.cards)} NIC cards): {str(exc).rstrip('.')}."
         ) from None
     if len(tree.gpus) != len(shape.gpus):
-        raise ScenarioError(
+        raise ParamError(
             f"node layout {layout!r} has {len(tree.gpus)} GPUs per server but {where} has "
             f"{len(shape.gpus)}; drop 'gpus' from the layout parameters (the topology sets it).",
-            path=f"{LAYOUT_PARAMS}.gpus",
+            "gpus",
         )
     if len(tree.nics) != len(shape.cards):
         key = next((k for k in ("nics", "gpus_per_nic") if k in user), None)
-        raise ScenarioError(
+        raise ParamError(
             f"node layout {layout!r} has {len(tree.nics)} NICs per server but {where} has "
             f"{len(shape.cards)} NIC cards ({len(shape.gpus)} GPUs); the topology's "
             "gpus_per_nic decides it, so drop the layout's nics/gpus_per_nic or make them agree.",
-            path=f"{LAYOUT_PARAMS}.{key}" if key else LAYOUT_PARAMS,
+            key,
         )
     g_local = {gid: i for i, gid in enumerate(shape.gpus)}
     for j, card in enumerate(shape.cards):
         want = sorted(f"gpu{g_local[g]}" for g in shape.serves[card] if g in g_local)
         have = sorted(tree.gpus_of_nic(tree.nics[j]))
         if want != have:
-            raise ScenarioError(
+            raise ParamError(
                 f"node layout {layout!r} gives {tree.nics[j]} the GPUs {have}, but NIC card "
                 f"{card} on {where} serves {want} (its ports' gpu/gpu_count attributes); make "
                 "the layout's gpus_per_nic match the topology's.",
-                path=f"{LAYOUT_PARAMS}.gpus_per_nic" if "gpus_per_nic" in user else LAYOUT_PARAMS,
+                "gpus_per_nic" if "gpus_per_nic" in user else None,
             )
     return tree

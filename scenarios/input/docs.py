@@ -1,11 +1,11 @@
 """The reference of every scenario key, generated from the pydantic models (``podsim docs``).
 
-Each key of :class:`scenarios.schema.Scenario` (and of the sections below it) becomes one row:
+Each key of :class:`scenarios.input.schema.Scenario` (and of the sections below it) becomes one row:
 its dotted path as written in a file or after ``--set`` (``cluster.nic.cc.name``), its type, its
 default (in the human form ``podsim show`` prints), the SI unit the value is stored in, and the
 field's ``description``. Quantity types say how they are written (``"400Gbps"``) through the
-:class:`scenarios.schema.Quantity` marker; names checked against a registry say which ``podsim
-list`` section holds the choices through :class:`podsim.scenarios.schema.NameOf`. Generated from the
+:class:`scenarios.input.schema.Quantity` marker; names checked against a registry say which ``podsim
+list`` section holds the choices through :class:`scenarios.input.schema.NameOf`. Generated from the
 code, the reference cannot drift from what the loader accepts.
 
 ``faults`` is a list of entries of several kinds; its rows read ``faults[].link (link_down,
@@ -24,7 +24,7 @@ from typing import Any
 
 from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from podsim.scenarios.errors import is_model, kind_tags
-from podsim.scenarios.schema import NameOf, Quantity, Scenario
+from podsim.scenarios.input.schema import NameOf, Quantity, Scenario
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 

@@ -35,7 +35,8 @@ from the start of the run, sizes in bytes, rates in bit/s):
 ``queues`` - queue depth samples, long format
     time_s, port ("u->v"), depth_bytes. Sampled every ``sim.sample_interval``.
 
-Three more tables come from the straggler and bubble analysis (:mod:`scenarios.analysis`, built
+Three more tables come from the straggler and bubble analysis (:mod:`scenarios.results.analysis`,
+built
 by the runner from the tables above; :data:`ANALYSIS_TABLES`, ``Results.analysis``):
 
 ``critical`` - one row per (step, layer, phase): start_s, end_s, duration_s, the
@@ -472,7 +473,7 @@ _VOLATILE = ("wall_s", "events_per_s", "engine_info")
 
 @dataclass
 class Results:
-    """A run's tables, summary and scenario; what ``podsim.scenarios.run`` returns."""
+    """A run's tables, summary and scenario; what ``podsim.run`` returns."""
 
     messages: pd.DataFrame
     phases: pd.DataFrame
@@ -489,7 +490,7 @@ class Results:
     #: the bill of materials (``bom.csv``), one row per BOM line
     bom: pd.DataFrame | None = None
     #: straggler and bubble analysis: ``critical``, ``gpu_time``, ``stragglers`` (module
-    #: docstring; :meth:`podsim.scenarios.analysis.Analysis.tables`), empty when not analysed
+    #: docstring; :meth:`scenarios.results.analysis.Analysis.tables`), empty when not analysed
     analysis: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property

@@ -7,7 +7,7 @@ error guard (:func:`guarded`) that every command goes through:
 - bad input (:class:`podsim.scenarios.errors.ScenarioError`, or any ``ValueError``, which the layers
   below raise for bad parameters) prints one paragraph and exits with status 2;
 - Ctrl-C exits with 130; running out of memory (which the size estimates of
-  :mod:`podsim.scenarios.limits` should have prevented) is reported as such, status 2;
+  :mod:`podsim.scenarios.build.limits` should have prevented) is reported as such, status 2;
 - anything else is a bug: one paragraph ("internal error", the exception, the file its
   traceback was saved to and a request to report it) and status 1. The traceback itself is
   printed only with ``podsim --debug ...`` or ``PODSIM_DEBUG=1``.

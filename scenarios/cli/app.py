@@ -3,13 +3,13 @@
 ``podsim run [FILE|NAME]`` runs a scenario (the built-in ``quickstart`` when none is given) and
 writes its tables, summary, cost, plots (and report) under ``--out`` or the scenario's
 ``outputs.dir``; ``validate``, ``show``, ``list``, ``docs``, ``trace``, ``plot`` and ``report``
-do one job each, as do ``cost`` and ``sweep`` (:mod:`podsim.scenarios.study.cli`). Every command
-goes through one error guard (:mod:`podsim.scenarios.cli_common`): bad input prints one paragraph
+do one job each, as do ``cost`` and ``sweep`` (:mod:`podsim.scenarios.cli.study`). Every command
+goes through one error guard (:mod:`podsim.scenarios.cli.common`): bad input prints one paragraph
 naming the file, key and value and exits with status 2; Ctrl-C exits with 130 after writing
 what was simulated; an internal error prints a short message with the path of a saved
 traceback and exits with 1 (``podsim --debug`` or ``PODSIM_DEBUG=1`` prints the traceback).
 ``validate`` makes every input check ``run`` makes before simulating
-(:func:`scenarios.runner.preflight`), including the size estimates of :mod:`scenarios.limits`.
+(:func:`scenarios.runner.preflight`), including the size estimates of :mod:`scenarios.build.limits`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from podsim.scenarios.cli_common import (
+from podsim.scenarios.cli.common import (
     ForceOpt,
     SeedOpt,
     SetOpt,
@@ -86,7 +86,7 @@ def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
 
 
 def _load_doc(ref: str, sets: list[str] | None, seed: int | None = None) -> tuple[Any, Any]:
-    from podsim.scenarios.loader import load_scenario
+    from podsim.scenarios.input.loader import load_scenario
 
     return load_scenario(ref, sets or (), seed=seed)
 
@@ -314,8 +314,8 @@ def list_(
 ) -> None:
     """List built-in scenarios and studies and the registries' names with one-line
     descriptions."""
-    from podsim.scenarios.loader import library_description, library_names
-    from podsim.scenarios.registries import get_registry
+    from podsim.scenarios.input.loader import library_description, library_names
+    from podsim.scenarios.input.registries import get_registry
     from podsim.scenarios.study.spec import study_description, study_names
     from rich.table import Table
 
@@ -378,7 +378,7 @@ def trace(
     force: ForceOpt = False,
 ) -> None:
     """Write the scenario's workload trace (Parquet, or CSV by extension) without simulating."""
-    from podsim.scenarios.build import build_cluster, build_trace, trace_ranks
+    from podsim.scenarios.build.cluster import build_cluster, build_trace, trace_ranks
 
     sc, doc = _load_doc(scenario, sets, seed)
     path = out or Path(f"{sc.name}-trace.parquet")
@@ -410,10 +410,10 @@ def trace(
 @guarded
 def plot(directory: Annotated[Path, typer.Argument(help="A result or study folder.")]) -> None:
     """(Re)draw the plots of a result folder (or of a study folder: podsim sweep)."""
-    from podsim.scenarios.build import read_graph
-    from podsim.scenarios.plots import plot_all
-    from podsim.scenarios.report import is_study_folder
-    from podsim.scenarios.results import Results
+    from podsim.scenarios.build.cluster import read_graph
+    from podsim.scenarios.report.html import is_study_folder
+    from podsim.scenarios.report.plots import plot_all
+    from podsim.scenarios.results.tables import Results
 
     if is_study_folder(directory):
         from podsim.scenarios.study.plots import plot_study_folder
@@ -435,7 +435,7 @@ def report(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
 ) -> None:
     """Write one self-contained HTML report of a result folder (or of a study folder)."""
-    from podsim.scenarios.report import write_report
+    from podsim.scenarios.report.html import write_report
 
     path = write_report(directory, out)
     out_console.print(f"wrote {path}", markup=False)
@@ -449,14 +449,14 @@ def docs(
     ] = "md",
 ) -> None:
     """Print the reference of every scenario key: path, type, default, unit, description."""
-    from podsim.scenarios.docs import render
+    from podsim.scenarios.input.docs import render
 
     if fmt not in ("md", "text"):
         raise ScenarioError(f"--format {fmt!r}: use md or text.")
     typer.echo(render(fmt=fmt), nl=False)
 
 
-from podsim.scenarios.study.cli import register_commands as _register_cost_and_sweep  # noqa: E402
+from podsim.scenarios.cli.study import register_commands as _register_cost_and_sweep  # noqa: E402
 
 _register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8), guarded too
 

@@ -53,8 +53,8 @@ from podsim.scenarios.errors import ScenarioError
 if TYPE_CHECKING:
     import pandas as pd
     from podsim.fabric.topology import TopologySize
-    from podsim.scenarios.build import Cluster
-    from podsim.scenarios.schema import Scenario
+    from podsim.scenarios.build.cluster import Cluster
+    from podsim.scenarios.input.schema import Scenario
 
 __all__ = [
     "CLUSTER_BYTES_PER_ELEMENT",
@@ -85,7 +85,7 @@ BASE_MEMORY = 300 * 2**20  # interpreter, numpy/pandas/networkx/simpy, the clust
 BYTES_PER_MESSAGE = 2048
 BYTES_PER_PACKET = 400  # a Packet object in flight with its event-heap entry
 BYTES_PER_SAMPLE = 8
-#: the packet engine's scale-up domain is a fluid max-min model (podsim.scenarios.engines.scaleup):
+#: the packet engine's scale-up domain is a fluid max-min model (podsim.fabric.scaleup):
 #: every transfer that finishes costs a few NumPy passes over the active transfers and a
 #: re-solve of the rates at or above its own. Per (step, layer, phase) with m scale-up
 #: messages of u distinct (source rank, size) pairs, about S = min(m, SCALEUP_SOLVES_PER_GROUP

@@ -7,7 +7,7 @@ This module is the adapter between the scenario schema and the packages below it
 - ranks placed on GPUs with :func:`podsim.fabric.rankmap.map_ranks`;
 - switch settings as a :class:`podsim.fabric.switch.SwitchConfig`;
 - the node's PCIe layout (``podsim.nic.pcie``) built for every server and bound to the ranks
-  (:class:`podsim.scenarios.pcie_model.ClusterPcie`);
+  (:class:`podsim.nic.pcie.cluster.ClusterPcie`);
 - the workload trace (schema in the team brief / ``podsim.workloads.trace``) from the ``workloads``
   kernels (MoE), a trace file, or a synthetic pattern; and the per-rank expert-compute time.
 
@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.schema import Scenario, Straggler
+from podsim.scenarios.input.schema import Scenario, Straggler
 from podsim.workloads.moe import moe_layer_trace
 from podsim.workloads.trace import COLUMNS as TRACE_COLUMNS
 from podsim.workloads.trace import HOPS, PHASES, read_trace
@@ -79,7 +79,7 @@ class Cluster:
     switch: Any = None
     #: the node's PCIe tree (of the first server; servers alike share it), None without layout
     layout: Any = None
-    #: every server's tree bound to the ranks (podsim.scenarios.pcie_model.ClusterPcie) or None
+    #: every server's tree bound to the ranks (podsim.nic.pcie.cluster.ClusterPcie) or None
     pcie: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -94,10 +94,11 @@ class Cluster:
 
 def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
     """The topology graph of ``sc.cluster`` (preset or explicit builder). A cluster too large
-    for the machine is refused before it is built (:func:`scenarios.limits.check_cluster_size`;
+    for the machine is refused before it is built
+    (:func:`scenarios.build.limits.check_cluster_size`;
     ``force`` skips the budget, not the physical memory)."""
     from podsim.fabric.topology import build_topology, validate_graph
-    from podsim.scenarios.limits import check_cluster_size
+    from podsim.scenarios.build.limits import check_cluster_size
 
     check_cluster_size(sc, force=force)
 
@@ -191,7 +192,7 @@ def switch_config(sc: Scenario) -> Any:
 
 def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
     """The node's PCIe tree built for every server of the cluster and bound to the ranks
-    (:class:`podsim.scenarios.pcie_model.ClusterPcie`), or None without ``cluster.layout``.
+    (:class:`podsim.nic.pcie.cluster.ClusterPcie`), or None without ``cluster.layout``.
 
     GPUs per server, NIC cards per server and the GPUs each card serves come from the topology;
     ``cluster.layout_params`` may add anything else the layout takes (``ssds``, lane widths,
@@ -207,21 +208,26 @@ def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
                 path="workload.storage",
             )
         return None
-    from podsim.scenarios.registries import get_registry
+    from podsim.scenarios.input.registries import get_registry
 
     reg = get_registry("node layout")
-    from podsim.scenarios.pcie_model import ClusterPcie
+    from podsim.fabric.registry import ParamError
+    from podsim.nic.pcie.cluster import ClusterPcie
 
-    pcie = ClusterPcie.build(
-        graph,
-        name,
-        reg.get(name),
-        sc.cluster.layout_params,
-        mtu=int(sc.cluster.nic.mtu),
-        rank_gpu=rm.gpu,
-        rank_server=rm.server,
-        rank_nic=rm.nic,
-    )
+    try:
+        pcie = ClusterPcie.build(
+            graph,
+            name,
+            reg.get(name),
+            sc.cluster.layout_params,
+            mtu=int(sc.cluster.nic.mtu),
+            rank_gpu=rm.gpu,
+            rank_server=rm.server,
+            rank_nic=rm.nic,
+        )
+    except ParamError as exc:
+        key = "cluster.layout_params" + (f".{exc.key}" if exc.key else "")
+        raise ScenarioError(str(exc), path=key) from None
     if storage is not None:
         _check_storage(storage, pcie)
     return pcie
@@ -486,7 +492,7 @@ _SIZE_PARAMS = ("bytes_per_pair", "message_bytes", "total_bytes", "nbytes", "siz
 def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     s = sc.workload.synthetic
     assert s is not None
-    from podsim.scenarios.registries import get_registry
+    from podsim.scenarios.input.registries import get_registry
 
     fn = get_registry("synthetic pattern").get(s.pattern)  # the schema checked the name
     params = inspect.signature(fn).parameters

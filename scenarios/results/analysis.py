@@ -2,7 +2,7 @@
 
 What trace analysers of real clusters do with kernel timelines (find the slow node, measure the
 pipeline bubbles), done on the simulated ``phases`` table (one row per step, layer, phase,
-rank; see :mod:`podsim.scenarios.results`) and the ``messages`` and ``links`` tables:
+rank; see :mod:`podsim.scenarios.results.tables`) and the ``messages`` and ``links`` tables:
 
 * :func:`critical_path` - for every (step, layer, phase): when it started (first rank) and
   ended (last rank), the **critical rank** whose end set the phase's completion time, how far
@@ -18,10 +18,10 @@ rank; see :mod:`podsim.scenarios.results`) and the ``messages`` and ``links`` ta
 * :func:`stragglers` - ranks whose compute is at least ``factor`` x the median rank's, or that
   set the completion time of most phases, with the evidence.
 
-:func:`analyse` runs all three on a :class:`podsim.scenarios.results.Results` and gives a compact
+:func:`analyse` runs all three on a :class:`scenarios.results.tables.Results` and gives a compact
 summary (:meth:`Analysis.summary`) for ``summary.json``; every run also writes the three tables
 (:meth:`Analysis.tables`: ``critical``, ``gpu_time``, ``stragglers`` .parquet/.csv) and the
-per-GPU idle/bubble figure (:func:`podsim.scenarios.plots.fig_gpu_idle`).
+per-GPU idle/bubble figure (:func:`podsim.scenarios.report.plots.fig_gpu_idle`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from podsim.scenarios.build import Cluster
-    from podsim.scenarios.results import Results
+    from podsim.scenarios.build.cluster import Cluster
+    from podsim.scenarios.results.tables import Results
 
 __all__ = ["Analysis", "analyse", "critical_path", "gpu_idle", "stragglers"]
 
@@ -215,7 +215,7 @@ class Analysis:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables under the names a result folder stores them (``critical``,
-        ``gpu_time``, ``stragglers``; :data:`podsim.scenarios.results.ANALYSIS_TABLES`)."""
+        ``gpu_time``, ``stragglers``; :data:`podsim.scenarios.results.tables.ANALYSIS_TABLES`)."""
         return {"critical": self.critical, "gpu_time": self.gpus, "stragglers": self.stragglers}
 
     def summary(self, top: int = 5) -> dict[str, Any]:

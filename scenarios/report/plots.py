@@ -1,6 +1,6 @@
 """The figures of a run, as PNG and SVG (matplotlib, no pyplot state: safe in notebooks).
 
-Each ``fig_*`` function takes a :class:`podsim.scenarios.results.Results` and returns a matplotlib
+Each ``fig_*`` function takes a :class:`scenarios.results.tables.Results` and returns a matplotlib
 ``Figure`` (or ``None`` when the run has nothing to show, e.g. no queue samples); every figure
 has a title and axes labelled with units. :func:`plot_all` writes them all.
 
@@ -12,7 +12,7 @@ has a title and axes labelled with units. :func:`plot_all` writes them all.
   over its own phase time, mean over layers).
 - ``layer_timeline``: dispatch / compute / combine bars per rank for the slowest layer (us).
 - ``gpu_idle``: per-GPU idle, bubble and tail time over the run (us; the ``gpu_time`` table
-  of :mod:`podsim.scenarios.analysis`), stragglers marked.
+  of :mod:`podsim.scenarios.results.analysis`), stragglers marked.
 - ``topology``: the cluster drawn by :func:`podsim.fabric.topology.draw_topology`.
 
 Speed (plots were most of a quickstart run's time): figures get fixed margins instead of
@@ -36,7 +36,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from podsim.scenarios.results import Results
+from podsim.scenarios.results.tables import Results
 
 __all__ = [
     "FIGURES",
@@ -355,7 +355,7 @@ def fig_gpu_idle(res: Results) -> Figure | None:
     if g is None:
         if res.phases.empty:
             return None
-        from podsim.scenarios.analysis import gpu_idle
+        from podsim.scenarios.results.analysis import gpu_idle
 
         g = gpu_idle(res.phases)
     if g.empty:
@@ -453,7 +453,7 @@ def graph_key(graph: Any) -> str:
 def _draw_topology(graph: Any, out: Path, formats: Sequence[str], dpi: int) -> list[Path]:
     """``topology.<fmt>``: one drawing saved in every format, skipped while the files of the
     same graph are there (``.topology.key`` holds the graph's fingerprint)."""
-    from podsim.scenarios.build import topology_io
+    from podsim.scenarios.build.cluster import topology_io
 
     draw_topology = topology_io("draw_topology")
     if draw_topology is None:

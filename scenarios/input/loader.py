@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 from podsim.scenarios.errors import ScenarioError, _origin_of, dotted, from_validation_error
-from podsim.scenarios.schema import Scenario
+from podsim.scenarios.input.schema import Scenario
 from pydantic import ValidationError
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
     "variant_names",
 ]
 
-LIBRARY = Path(__file__).resolve().parent / "library"
+LIBRARY = Path(__file__).resolve().parent.parent / "library"
 MAX_INCLUDE_DEPTH = 32
 Key = tuple[Any, ...]
 

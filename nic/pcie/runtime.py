@@ -17,7 +17,7 @@ server:
   evenly over its transfers) between solves, and is delivered one idle path latency (plus the
   SSD's read latency for storage) after its last byte left.
 
-The rates come from :meth:`scenarios.pcie_model.ClusterPcie.rates` (max-min over the tree with
+The rates come from :meth:`nic.pcie.cluster.ClusterPcie.rates` (max-min over the tree with
 the NICs as greedy clients capped at their goodput; see :mod:`podsim.nic.pcie.coupling`).
 """
 
@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 import simpy
 from podsim.fabric.kernel import Callback, call_at, call_later
+from podsim.nic.pcie.cluster import ClusterPcie
 from podsim.nic.pcie.coupling import StreamKey
-from podsim.scenarios.pcie_model import ClusterPcie
 
 __all__ = ["PcieRuntime", "network_goodput"]
 
@@ -128,7 +128,8 @@ class PcieRuntime:
         self._start(server, key, nbytes, lat, done, arg, "gds", -1, rank)
 
     def schedule_storage(self, storage: Any) -> None:
-        """Start the scenario's ``workload.storage`` reads (:class:`scenarios.schema.StorageReads`:
+        """Start the scenario's ``workload.storage`` reads
+        (:class:`scenarios.input.schema.StorageReads`:
         ``reads_per_gpu``, ``start``, ``ranks``) at their start time."""
         ranks = range(self.pcie.num_ranks) if storage.ranks is None else storage.ranks
         t0 = max(self.env.now, float(storage.start))

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from podsim.fabric.units import fmt_rate, fmt_size, fmt_time
 from podsim.scenarios.cost.tables import usd, usd_amount
-from podsim.scenarios.results import Results
+from podsim.scenarios.results.tables import Results
 
 __all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
 
@@ -410,8 +410,8 @@ def render_report(directory: str | Path) -> str:
     res = Results.read(d)
     plots = d / "plots"
     if not any(plots.glob("*.png")):
-        from podsim.scenarios.build import read_graph
-        from podsim.scenarios.plots import plot_all
+        from podsim.scenarios.build.cluster import read_graph
+        from podsim.scenarios.report.plots import plot_all
 
         plot_all(res, plots, formats=("png",), graph=read_graph(d))
     s = res.summary

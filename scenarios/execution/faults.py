@@ -5,7 +5,7 @@ The scenario layer's side of :mod:`podsim.fabric.faults` and :mod:`podsim.fabric
 
 * :func:`build_injector` turns the validated ``faults:`` entries (``link_down``,
   ``link_degrade``, ``ber``, ``switch_down``, ``nic_down``; ``straggler`` acts on compute in
-  :func:`scenarios.build.compute_table`) into a :class:`fabric.faults.FaultInjector` on the
+  :func:`scenarios.build.cluster.compute_table`) into a :class:`fabric.faults.FaultInjector` on the
   run's network, with ``cluster.routing.reconvergence`` as the static-ECMP reconvergence delay.
   A fault naming a link or node the packet network does not have is a
   :class:`podsim.scenarios.errors.ScenarioError` at ``faults[i].link`` / ``faults[i].node``.
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import networkx as nx
     from podsim.fabric.network import Network
     from podsim.scenarios.engines import RunContext
-    from podsim.scenarios.schema import Scenario
+    from podsim.scenarios.input.schema import Scenario
 
 __all__ = [
     "CHECK_EVERY_EVENTS",

@@ -10,11 +10,10 @@ moves or is renamed costs one line here.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
 from podsim.fabric.registry import Registry
 
-__all__ = ["KINDS", "PRELOAD", "available", "check_name", "get_registry"]
+__all__ = ["KINDS", "available", "check_name", "get_registry"]
 
 #: kind -> (module, attribute) of its registry.
 KINDS: dict[str, tuple[str, str]] = {
@@ -36,25 +35,6 @@ KINDS: dict[str, tuple[str, str]] = {
     "synthetic pattern": ("podsim.workloads.catalog", "WORKLOADS"),
     "engine": ("podsim.scenarios.engines", "ENGINES"),
 }
-
-#: Packages whose modules register built-ins on import; imported whole before a lookup, so a
-#: registry found in ``pkg.registry`` also lists the algorithms defined in its siblings.
-PRELOAD: dict[str, list[str]] = {
-    "congestion control": ["podsim.nic.congestion"],
-    "path selector": ["podsim.nic.transport.selectors"],
-    "topology": ["podsim.fabric.superpod"],
-    "cluster preset": ["podsim.fabric.superpod"],
-}
-
-
-def _preload(package: str) -> None:
-    mod = importlib.import_module(package)
-    if not hasattr(mod, "__path__"):  # a plain module: importing it registered its built-ins
-        return
-    for info in pkgutil.iter_modules(mod.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package}.{info.name}")
-
 
 _PATTERNS: Registry | None = None
 
@@ -78,8 +58,6 @@ def get_registry(kind: str) -> Registry:
     """The registry of ``kind`` (a key of :data:`KINDS`)."""
     if kind == "synthetic pattern":
         return _synthetic_patterns()
-    for package in PRELOAD.get(kind, ()):
-        _preload(package)
     module, attr = KINDS[kind]
     return getattr(importlib.import_module(module), attr)
 
