@@ -10,7 +10,7 @@ RoCE NIC per GPU on a rail-optimised 1:1 fabric; SmartNIC defaults unless overri
 - ``all-to-all``: 32 ranks, every rank sends ``--size`` / 8 to every other rank;
 - ``moe-ep16/32/64``: one DeepSeek-V3 layer (dispatch + compute + combine), DeepEP normal
   mode, ``--tokens`` per rank, expert load skewed log-normally to a per-rank max/mean of 2.56
-  (TensorRT-LLM's DeepSeek-R1 EP32 measurement, physics.md [S]);
+  (TensorRT-LLM's DeepSeek-R1 EP32 measurement, docs/physics.md [S]);
 - ``incast``: 16 ranks send ``--size`` each to rank 0.
 
 For every communication phase it prints the completion time on both engines, the relative

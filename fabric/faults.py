@@ -21,7 +21,7 @@ Faults (each ``at`` seconds, optionally ``until``; registered in :data:`FAULT_KI
                   for it again and the sender replays only that frame, ahead of its queue, so
                   the link is busy for the replay, and the frame arrives
                   ``llr_retry_cost_s`` = one link round trip + its serialisation later
-                  (physics.md, "400GbE over 112G PAM4" [S]) - more if the wire was busy or the
+                  (docs/physics.md, "400GbE over 112G PAM4" [S]) - more if the wire was busy or the
                   replay was corrupted too. The link stays in order: frames arriving behind a
                   frame that waits for its replay are held and released after it.
 ``switch_down``   every link of the switch goes down.

@@ -1,6 +1,6 @@
 """Event-kernel helpers: scheduled callbacks on a SimPy environment without processes.
 
-DESIGN.md ("Making SimPy fast") measured SimPy at about 2.4 M bare callbacks/s against 2.0 M
+docs/design.md ("Making SimPy fast") measured SimPy at about 2.4 M bare callbacks/s against 2.0 M
 timeouts/s, with a Store hand-off costing about 3x a callback. The packet engine therefore never
 runs a process per element: it puts small objects straight on the environment's event heap and
 lets :meth:`simpy.Environment.step` call their ``callbacks``.

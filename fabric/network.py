@@ -7,7 +7,7 @@ plus ``"gpu"`` nodes with ``include_scaleup=True``) get dense integer ids in
 :func:`podsim.fabric.topology.endpoints` order; packets carry those ids in ``src``/``dst``.
 
 Per link (graph edge attributes, team brief "Topology graph"): rate = ``rate_bps`` (the MAC
-rate), propagation = ``length_m`` x 5 ns/m (physics.md), FEC + PCS latency from the edge's
+rate), propagation = ``length_m`` x 5 ns/m (docs/physics.md), FEC + PCS latency from the edge's
 ``phy`` profile (:func:`podsim.fabric.phy.get_phy`), plus the edge's ``latency_s`` if it has one
 (scale-up links); the receiving switch's port-to-port latency is added on links into a switch.
 Cut-through needs an egress no faster than the ingress, so a cut-through switch with ports of
@@ -66,7 +66,7 @@ class Network:
     choice in the fabric (ECN, ECMP salts); ``switch_configs`` optional per-switch-name or
     per-role (``"leaf"``, ``"spine"``, ...) overrides; ``include_scaleup`` also build the
     scale-up fabric (GPU nodes become endpoints, after the NIC ports; each GPU must then have a
-    single scale-up link); ``propagation_s_per_m`` (default 5 ns/m, physics.md).
+    single scale-up link); ``propagation_s_per_m`` (default 5 ns/m, docs/physics.md).
 
     Every endpoint must have exactly one link (the contract's one node per NIC port).
 

@@ -4,7 +4,7 @@ One :class:`Packet` is one frame on the wire (or, with a ``cell`` above the MTU,
 frames: then ``overhead`` should be the per-frame overhead times the frames in the burst). Sizes
 are bytes, times seconds.
 
-Wire size (physics.md, "400GbE over 112G PAM4"): RoCEv2 adds 82 B per packet on the wire
+Wire size (docs/physics.md, "400GbE over 112G PAM4"): RoCEv2 adds 82 B per packet on the wire
 (20 B preamble+IFG, 18 B Ethernet+FCS, 20 B IPv4, 8 B UDP, 12 B BTH, 4 B ICRC); RETH adds 16 B
 on the first packet of an RDMA WRITE. An Ethernet frame is at least 64 B, so no packet occupies
 less than 64 + 20 = 84 B of wire time.
@@ -35,9 +35,9 @@ __all__ = [
     "Packet",
 ]
 
-#: RoCEv2 per-packet wire overhead in bytes (physics.md [S]).
+#: RoCEv2 per-packet wire overhead in bytes (docs/physics.md [S]).
 ROCE_OVERHEAD = 82
-#: RDMA Extended Transport Header, first packet of a WRITE (physics.md [S]).
+#: RDMA Extended Transport Header, first packet of a WRITE (docs/physics.md [S]).
 RETH_BYTES = 16
 #: Minimum Ethernet frame (64 B) plus preamble+IFG (20 B): the least wire time of any frame.
 MIN_WIRE_BYTES = 84

@@ -1,6 +1,6 @@
 """Ethernet PHY profiles: MAC rate, lane structure, FEC latency and loss.
 
-Figures come from ../shared/reference/physics.md ("400GbE over 112G PAM4"):
+Figures come from docs/physics.md ("400GbE over 112G PAM4"):
 
 * 400GbE MAC rate 400 Gb/s; line rate = MAC x 257/256 (256b/257b transcoding) x 544/514
   (RS(544,514) "KP4" FEC) = 425 Gb/s = 4 lanes x 106.25 Gb/s PAM4 (53.125 GBd). [S/D]
@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from podsim.fabric.registry import Registry
 
-#: Propagation delay in optical fibre or copper, seconds per metre (physics.md: 5 ns/m [S]).
+#: Propagation delay in optical fibre or copper, seconds per metre (docs/physics.md: 5 ns/m [S]).
 PROPAGATION_S_PER_M = 5e-9
 #: Preamble + start-of-frame delimiter + minimum inter-frame gap, bytes on the wire per frame.
 PREAMBLE_IFG_BYTES = 20

@@ -1,6 +1,6 @@
 """Egress ports: one direction of a full-duplex link, with its transmit queue.
 
-Timing model (physics.md, "400GbE over 112G PAM4"):
+Timing model (docs/physics.md, "400GbE over 112G PAM4"):
 
 * serialisation of a packet of ``wire`` bytes (payload + 82 B RoCEv2 overhead, at least 84 B)
   takes ``8 * wire / rate_bps`` at the PHY's MAC rate;
@@ -17,7 +17,7 @@ this gives exactly serialisation + propagation + switch latency + FEC per hop. C
 assumes the egress link is not faster than the ingress one (otherwise a real switch would
 underrun and fall back to store-and-forward).
 
-Engine (DESIGN.md, "Making SimPy fast"): a port is not a SimPy process. An idle port puts the
+Engine (docs/design.md, "Making SimPy fast"): a port is not a SimPy process. An idle port puts the
 packet straight onto the event heap as its own arrival event (serialisation + propagation in
 one event). Only when something is queued behind it does the port schedule one reusable
 "transmit done" event at the end of the serialisation. Under load that is two events per

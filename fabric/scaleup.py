@@ -11,7 +11,7 @@ GPU share its egress evenly and a GPU that receives from k peers gets R/k from e
 last byte is delivered one path latency after it leaves: propagation at 5 ns/m plus the edge's
 ``latency_s`` on the GPU -> switch and switch -> GPU links, the packet engine's per-link rule.
 
-Scale-up links carry 3-4x the scale-out bandwidth per GPU (physics.md: NVLink 160 GB/s vs
+Scale-up links carry 3-4x the scale-out bandwidth per GPU (docs/physics.md: NVLink 160 GB/s vs
 IB 50 GB/s per GPU [S]), so this domain rarely sets a phase's time; the fluid model ignores
 packetisation and protocol overhead inside it (payload at the link rate).
 """

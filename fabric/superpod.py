@@ -10,7 +10,7 @@ fat-tree, one port per plane), built by the attachers of :mod:`podsim.fabric.top
 The generic builder ``superpod`` and the named presets register in
 :data:`podsim.fabric.topology.TOPOLOGIES` (one registry: a preset is a builder with defaults; its
 description starts with ``preset:``). Figures marked [S]/[D] come from
-shared/reference/physics.md; [E] are estimates with no public source at hand, to be overridden
+docs/physics.md; [E] are estimates with no public source at hand, to be overridden
 by a scenario.
 """
 
@@ -49,7 +49,7 @@ __all__ = ["SCALEOUT_KINDS", "h800_deepep", "superpod", "superpod_128", "superpo
 
 SCALEOUT_KINDS = ("rail", "fat-tree")
 
-# [E] GPU-to-GPU one-way latency through one scale-up switch; no figure in physics.md.
+# [E] GPU-to-GPU one-way latency through one scale-up switch; no figure in docs/physics.md.
 DEFAULT_SCALEUP_LATENCY = "500ns"
 DEFAULT_SCALEUP_CABLE = "1m"  # [E] copper inside the rack
 
@@ -161,7 +161,7 @@ def superpod(
     ``gpus_per_server``) joined by a scale-out fabric.
 
     Scale-up: ``scaleup_rate`` is one GPU's scale-up bandwidth per direction (default 160 GB/s,
-    the NVLink figure DeepSeek-V3 quotes, physics.md [S]); it is spread evenly over the pod's
+    the NVLink figure DeepSeek-V3 quotes, docs/physics.md [S]); it is spread evenly over the pod's
     ``scaleup_switches`` switches (each GPU-switch link runs at scaleup_rate/scaleup_switches).
     ``scaleup_latency`` is the GPU-to-GPU one-way latency through the scale-up fabric [E]; each
     of the two links on that path carries half of it as ``latency_s``.
@@ -261,7 +261,7 @@ def h800_deepep(
     name: str | None = None,
     **overrides: Any,
 ) -> nx.Graph:
-    """The DeepEP paper setup (physics.md, "DeepSeek-V3 internode dispatch"): nodes of 8 H800
+    """The DeepEP paper setup (docs/physics.md, "DeepSeek-V3 internode dispatch"): nodes of 8 H800
     GPUs, each node one NVLink scale-up domain (pod = node) at 160 GB/s per GPU [S], one 400G NIC
     per GPU [S] (the paper uses 400 Gb/s InfiniBand; modelled here as 400GbE RoCE), rail-optimised
     single-plane 1:1 scale-out, so GPU i of every node shares rail i. ``nodes`` = 2/4/8 gives
@@ -344,11 +344,11 @@ def superpod_128(
 ) -> nx.Graph:
     """A 128-accelerator SuperPoD in the brief's mould: each pod is one scale-up domain of 128
     accelerators in 16 trays of 8 [E]; the scale-out NIC is the brief's 400G PAM4 SmartNIC with
-    an on-card PCIe switch (physics.md, T-Head Panmai 920 [S]). Its host side is Gen5 x32, so by
-    default two x16 accelerators share one NIC (``gpus_per_nic=2``; 1 gives a NIC per GPU) [E].
+    an on-card PCIe switch (docs/physics.md, T-Head Panmai 920 [S]). Its host side is Gen5 x32, so
+    by default two x16 accelerators share one NIC (``gpus_per_nic=2``; 1 gives a NIC per GPU) [E].
     The 400G port is split into two 200GbE planes (``planes=2``, ``nic_phy="200GbE"``) [E];
     ``planes=1, nic_phy="400GbE"`` gives one plane. Scale-up bandwidth 400 GB/s per accelerator
-    over 8 switches and its latency are estimates [E] (no public figure in physics.md).
+    over 8 switches and its latency are estimates [E] (no public figure in docs/physics.md).
     Rail-optimised 1:1 scale-out by default. Other ``superpod`` parameters pass through
     ``overrides``.
     """
@@ -384,9 +384,9 @@ def superpod_384(
 ) -> nx.Graph:
     """A 384-accelerator pod modelled on public descriptions of Huawei's CloudMatrix384 (48
     servers of 8 NPUs in one unified-bus scale-up domain): 392 GB/s scale-up per accelerator
-    over 7 switch planes [E, public description, not in physics.md], one 400G scale-out NIC per
-    accelerator (physics.md 400GbE), rail-optimised 1:1 scale-out joining ``pods`` pods. Scale-up
-    latency is an estimate [E]. Other ``superpod`` parameters pass through ``overrides``.
+    over 7 switch planes [E, public description, not in docs/physics.md], one 400G scale-out NIC per
+    accelerator (docs/physics.md 400GbE), rail-optimised 1:1 scale-out joining ``pods`` pods.
+    Scale-up latency is an estimate [E]. Other ``superpod`` parameters pass through ``overrides``.
     """
     return _pod_preset(
         "superpod-384",

@@ -16,7 +16,7 @@ Model (what it assumes):
   with ``q`` bytes still queued behind it on that port, it is marked with probability 0 for
   ``q <= kmin``, ``pmax * (q - kmin) / (kmax - kmin)`` up to ``kmax`` and 1 above (marking at
   dequeue, as the HPCC/DCQCN ns-3 switch does, so the mark is not delayed by the queue).
-  Defaults 150 KB / 1500 KB are the NVIDIA RoCE defaults (physics.md, "Switches" [S]); pmax
+  Defaults 150 KB / 1500 KB are the NVIDIA RoCE defaults (docs/physics.md, "Switches" [S]); pmax
   0.2 follows HPCC's ns-3 scripts [E]. Each switch has its own ``random.Random`` seeded from
   the network seed and its name, so runs are reproducible.
 * **PFC** (optional, 802.1Qbb, one lossless class): the switch counts, per ingress link, the
@@ -41,7 +41,7 @@ Model (what it assumes):
   within a binomial bound). Python hashes of int tuples do not depend on PYTHONHASHSEED and the
   keys come from the seed, so this is deterministic.
 
-Defaults (physics.md, "Switches"): port-to-port latency 0.6-1 us [E] -> 600 ns, cut-through;
+Defaults (docs/physics.md, "Switches"): port-to-port latency 0.6-1 us [E] -> 600 ns, cut-through;
 shared buffer 100-160 MB for a 51.2 Tb/s chip of 128 x 400G ports [E] -> 1.25 MB per port
 (160 MB / 128) times the ports in use.
 """
@@ -72,14 +72,14 @@ class SwitchConfig:
     """Switch parameters, SI units (bytes, seconds). Build from human strings with
     :meth:`from_mapping` (``{"latency_s": "600ns", "ecn_kmin_bytes": "150KB"}``)."""
 
-    latency_s: float = 600e-9  # port-to-port, physics.md 0.6-1 us [E]
+    latency_s: float = 600e-9  # port-to-port, docs/physics.md 0.6-1 us [E]
     store_and_forward: bool = False
     buffer_bytes: int | None = None  # total shared buffer; None: buffer_per_port_bytes x ports
-    buffer_per_port_bytes: int = 1_250_000  # 160 MB / 128 x 400G (physics.md [E])
+    buffer_per_port_bytes: int = 1_250_000  # 160 MB / 128 x 400G (docs/physics.md [E])
     dt_alpha: float = 1.0  # Choudhury-Hahne alpha [E]
     ecn: bool = True
-    ecn_kmin_bytes: int = 150_000  # NVIDIA RoCE default (physics.md [S])
-    ecn_kmax_bytes: int = 1_500_000  # NVIDIA RoCE default (physics.md [S])
+    ecn_kmin_bytes: int = 150_000  # NVIDIA RoCE default (docs/physics.md [S])
+    ecn_kmax_bytes: int = 1_500_000  # NVIDIA RoCE default (docs/physics.md [S])
     ecn_pmax: float = 0.2  # HPCC ns-3 scripts [E]
     pfc: bool = False
     pfc_xoff_bytes: int = 300_000  # per ingress link [E]; keep above kmin: ECN before PFC

@@ -34,7 +34,7 @@ builders with defaults; their descriptions start with ``preset:``); scenarios ca
 :func:`build_topology`. Related modules: :mod:`fabric.superpod` (scale-up domains and presets),
 :mod:`podsim.fabric.bisection`, :mod:`podsim.fabric.rankmap` (ranks -> GPUs -> NIC ports),
 :mod:`podsim.fabric.topology_io` (GraphML, drawing). Cable defaults follow the brief: 2 m DAC
-NIC-leaf, 30 m leaf-spine, 500 m spine-core; propagation is 5 ns/m (physics.md, "Fibre
+NIC-leaf, 30 m leaf-spine, 500 m spine-core; propagation is 5 ns/m (docs/physics.md, "Fibre
 propagation") in the port model.
 """
 
@@ -564,7 +564,7 @@ def resolve_rail(
     """Check rail parameters; returns (rails, servers_per_group, spines, oversubscription).
 
     Default ``servers_per_group``: all servers up to 64, else 64 (a 51.2 Tb/s leaf has 128 x
-    400G ports, physics.md "Switches", half of them down). Oversubscription is that of a full
+    400G ports, docs/physics.md "Switches", half of them down). Oversubscription is that of a full
     rail leaf: servers_per_group x rate(nic_phy) / (spines x rate(fabric_phy))."""
     rails = rails_per_server(gpus_per_server, gpus_per_nic)
     spg = (

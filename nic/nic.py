@@ -7,7 +7,7 @@
 * transmits through the ports' pull interface (``Port.source``): whenever a port is about to
   go idle it asks the NIC for a packet; the NIC takes the next queue pair round-robin from that
   plane's ready queue. QPs waiting for their pacing time sit in one heap per NIC, and only an
-  idle port with paced work costs a wake-up event (DESIGN.md "Making SimPy fast": no process,
+  idle port with paced work costs a wake-up event (docs/design.md "Making SimPy fast": no process,
   no Store, no per-packet dict);
 * limits transmit and receive to ``pps`` packets/s and charges QP-context cache misses
   (:mod:`nic.transport.pipeline`); payload DMA is capped by :attr:`SmartNic.pcie_rate_cap_bps`
@@ -20,7 +20,7 @@
 runner uses: post messages (one by one or from a workload trace), run, and collect per-message,
 per-QP and per-NIC tables as pandas DataFrames.
 
-Defaults (:class:`NicConfig`) cite physics.md: 4096 B MTU, 400 Mpps (the brief's SmartNIC),
+Defaults (:class:`NicConfig`) cite docs/physics.md: 4096 B MTU, 400 Mpps (the brief's SmartNIC),
 RoCEv2 overhead 82 B (+16 B RETH, +4 B AETH on ACKs, +16 B on CNPs), DCQCN CNP interval 50 us;
 the QP-context cache, reorder buffer and RTO figures are estimates [E].
 """
@@ -83,14 +83,14 @@ class NicConfig:
     """SmartNIC and transport parameters (SI units). Build from human strings with
     :meth:`from_mapping`.
 
-    ``mtu``               path MTU, bytes (1024/2048/4096; physics.md goodput table).
+    ``mtu``               path MTU, bytes (1024/2048/4096; docs/physics.md goodput table).
     ``reliability``       ``"sr"`` selective repeat or ``"gbn"`` go-back-N.
     ``ack_every``         coalesce ACKs: one per N data packets (plus the immediate cases).
     ``selector``          path selector name (``PATH_SELECTORS``) and ``selector_params``.
     ``n_evs``             entropy values a QP sprays over (UEC simulations use 256) [E].
     ``cc``, ``cc_params`` congestion control (``CC_ALGORITHMS`` name or ``module:Class`` with
                           ``allow_plugins``).
-    ``pps``               packet-rate ceiling per direction, 400 Mpps (physics.md [S]).
+    ``pps``               packet-rate ceiling per direction, 400 Mpps (docs/physics.md [S]).
     ``qpc_entries``       QP contexts cached on the NIC (None: unbounded) [E];
     ``qpc_miss_penalty_s``/``qpc_parallel_fetches`` cost of a miss [E].
     ``reorder_buffer_bytes`` out-of-order payload the NIC can hold (shared by its QPs) [E].
@@ -101,7 +101,7 @@ class NicConfig:
                           fails every message not complete with "retry limit exceeded"
                           (InfiniBand's ``retry_cnt``, a 3-bit QP attribute, 7 the usual
                           setting [S: IBTA; ibv_modify_qp(3)]); None retries forever.
-    ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (physics.md [S]).
+    ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (docs/physics.md [S]).
     ``qps_per_pair``      QPs per (src, dst) NIC pair; messages are spread round-robin.
     ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`podsim.nic.pcie`).
     """

@@ -6,7 +6,7 @@ run as one grouped GEMM; its time is the rank's FLOPs / ``achieved_flops`` plus 
 ``overhead_s`` per layer (kernel launch, quantisation). The slowest rank sets the layer's
 dispatch -> compute -> combine critical path.
 
-``DEFAULT_ACHIEVED_FLOPS`` = 1.0e15 FLOP/s is an estimate [E] (not in physics.md): DeepSeek's
+``DEFAULT_ACHIEVED_FLOPS`` = 1.0e15 FLOP/s is an estimate [E] (not in docs/physics.md): DeepSeek's
 DeepGEMM reports about 1,200-1,550 TFLOP/s for FP8 grouped GEMMs on H800 at large batches, and
 small per-expert batches run lower. Override it per scenario.
 """

@@ -1,6 +1,6 @@
 """MoE dispatch on NumPy: permute a token tensor into per-destination-rank receive buffers.
 
-Three modes (the ``MODES`` registry), after the kernels they model (physics.md, MoE section):
+Three modes (the ``MODES`` registry), after the kernels they model (docs/physics.md, MoE section):
 
 - ``deepep-normal`` (DeepEP normal/internode kernels): a token goes to a rank once, however many
   of its experts live there (per-rank dedup). Across nodes the path is hierarchical: one RDMA

@@ -16,7 +16,7 @@ The gate follows the published routers:
   of each expert as its group. ``group_topn`` defaults to max(1, k // max_groups), which is 2 for
   both DeepSeek-V3 cases.
 
-Expert popularity models (``POPULARITY``) make the logits skewed. physics.md: per-rank load is
+Expert popularity models (``POPULARITY``) make the logits skewed. docs/physics.md: per-rank load is
 far from uniform in production (TensorRT-LLM, DeepSeek-R1 on EP32: per-rank max/mean 2.56,
 per-expert about 12, per-rank counts fit a log-normal); uniform random routing gives about 1.25.
 

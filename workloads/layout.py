@@ -12,7 +12,7 @@ e // (num_experts / num_ranks)):
   node), the deduplicated RDMA count of DeepEP's internode kernels. DeepEP returns None for a
   single node; here it is computed whenever ``gpus_per_node`` is given.
 
-(physics.md, MoE section.) :func:`ep_layout` applies the same definitions to a whole EP group
+(docs/physics.md, MoE section.) :func:`ep_layout` applies the same definitions to a whole EP group
 at once, keeping the source rank of every token so that per (source, destination) counts fall out.
 """
 

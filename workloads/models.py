@@ -1,6 +1,6 @@
 """MoE model presets: the shapes that set the traffic of one MoE layer.
 
-Figures from physics.md (MoE section) and the models' published ``config.json`` files:
+Figures from docs/physics.md (MoE section) and the models' published ``config.json`` files:
 
 =====================  ======  ========  =============  ========  =====  ===============
 model                  hidden  moe_ffn   layers (MoE)   experts   top-k  routing limit
@@ -110,7 +110,7 @@ _add(
         topk_groups=4,
         scoring="sigmoid",
         routed_scaling=2.5,
-        source="physics.md MoE table; deepseek-ai/DeepSeek-V3 config.json",
+        source="docs/physics.md MoE table; deepseek-ai/DeepSeek-V3 config.json",
     ),
     "DeepSeek-V3: 256 routed + 1 shared, top-8, sigmoid, 8 groups top-4 (<= 4 nodes)",
 )
@@ -126,7 +126,7 @@ _add(
         8,
         scoring="sigmoid",
         routed_scaling=2.827,
-        source="physics.md MoE table; moonshotai/Kimi-K2-Instruct config.json",
+        source="docs/physics.md MoE table; moonshotai/Kimi-K2-Instruct config.json",
     ),
     "Kimi K2: 384 routed + 1 shared, top-8, sigmoid, no group limit",
 )
@@ -141,7 +141,7 @@ _add(
         0,
         8,
         scoring="softmax",
-        source="physics.md MoE table; Qwen/Qwen3-235B-A22B config.json",
+        source="docs/physics.md MoE table; Qwen/Qwen3-235B-A22B config.json",
     ),
     "Qwen3-235B-A22B: 128 routed, top-8, softmax",
 )
@@ -156,7 +156,7 @@ _add(
         0,
         2,
         scoring="softmax",
-        source="physics.md MoE table; mistralai/Mixtral-8x7B-v0.1 config.json",
+        source="docs/physics.md MoE table; mistralai/Mixtral-8x7B-v0.1 config.json",
     ),
     "Mixtral 8x7B: 8 experts, top-2, softmax",
 )

@@ -9,7 +9,7 @@ Randomness: the popularity model's per-expert draws (which experts are hot) come
 come from ``default_rng([seed, layer, step])``. Same arguments, same trace, bit for bit.
 
 Skew targets are calibrated against the base placement without redundant replicas (the
-production figures in physics.md are "without redundant experts"); a ``redundant`` placement is
+production figures in docs/physics.md are "without redundant experts"); a ``redundant`` placement is
 then built per layer from that layer's step-0 expert loads (an oracle EPLB) and lowers the skew.
 Node-limited routing counts the nodes of the base placement: a token sent to a replica on
 another node can exceed the limit (as with real EPLB replicas).

@@ -1,7 +1,7 @@
 """Number formats on the wire: FP8 (E4M3) with per-128-channel scales, and BF16.
 
 DeepSeek-V3 / DeepEP dispatch tokens in FP8 E4M3 with one float32 scale per 128 hidden
-channels and combine in BF16 (physics.md, MoE section: 7392 B per token at hidden 7168 for FP8,
+channels and combine in BF16 (docs/physics.md, MoE section: 7392 B per token at hidden 7168 for FP8,
 14336 B for BF16). These helpers emulate both formats bit-exactly in NumPy so that the kernels
 move real bytes of the real sizes:
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 FP8_BLOCK = 128
-"""Channels per FP8 scale (DeepSeek-V3 fine-grained quantisation, physics.md)."""
+"""Channels per FP8 scale (DeepSeek-V3 fine-grained quantisation, docs/physics.md)."""
 FP8_MAX = 448.0
 """Largest finite E4M3 value."""
 DTYPES = ("fp8", "bf16")

@@ -13,7 +13,7 @@ same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is
   for intra-node peers) same-node messages become ``scaleup``. Here the default is False, the
   pure-RDMA path the low-latency design is described with; note that DeepEP's own ``Buffer``
   defaults the argument to True, so a stock deployment on NVLink nodes should pass True.
-- ``deepep-normal`` (physics.md: RDMA to the same local index on each target node, then NVLink
+- ``deepep-normal`` (docs/physics.md: RDMA to the same local index on each target node, then NVLink
   to the experts there). Dispatch stage 0: RDMA s -> (node b, local index of s) carrying
   node_tokens[s, b] for every other node b, and direct scale-up s -> t inside s's node carrying
   pair_tokens[s, t]; stage 1: the forwarder f on node b sends t on node b the tokens of all

@@ -2,7 +2,7 @@
 
 A fluid max-min allocation is what an ideal congestion control converges to. A real one
 oscillates around it: DCQCN cuts its rate on ECN marks and climbs back in timer steps, HPCC
-aims at ``eta = 0.95`` of a link (physics.md "Congestion control" [S]), delay-based schemes
+aims at ``eta = 0.95`` of a link (docs/physics.md "Congestion control" [S]), delay-based schemes
 (TIMELY, Swift) keep a standing queue and back off on RTT noise. The flow engine therefore
 lets a *shared* fabric queue (a switch egress or bundle crossed by two or more flows) deliver
 ``efficiency x capacity`` (:class:`fabric.flow.sim.FlowSim`, ``eta``). A flow alone on its path

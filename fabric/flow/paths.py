@@ -35,7 +35,7 @@ Path choice (``mode``):
   Bundles assume equal link rates inside a bundle (true for every builder); under link faults
   :mod:`podsim.fabric.flow.faults` sets a bundle's capacity to its surviving members' even split.
 
-Latency of a route (physics.md: propagation 5 ns/m, FEC + PCS per hop from the PHY profile,
+Latency of a route (docs/physics.md: propagation 5 ns/m, FEC + PCS per hop from the PHY profile,
 switch port-to-port latency; the packet engine's :meth:`fabric.port.Port.arrival_delay_s`): the
 sum over its links of ``length x 5 ns/m + FEC latency + latency_s`` plus the switch latency of
 every switch it enters. A ``"spread"`` flow gets the latency of its hashed representative path
@@ -103,7 +103,7 @@ class FlowPaths:
     """Constraints and routes of ``graph`` (a :mod:`podsim.fabric.topology` graph).
 
     ``switch_latency_s`` is the port-to-port latency of every switch (``SwitchConfig.latency_s``,
-    physics.md 0.6-1 us [E]); ``store_and_forward`` switches wait for a whole packet per hop;
+    docs/physics.md 0.6-1 us [E]); ``store_and_forward`` switches wait for a whole packet per hop;
     ``seed`` salts the ECMP hash.
 
     Attributes: ``names`` (constraint names), ``capacity`` (bit/s), ``tier`` (label per

@@ -1,6 +1,6 @@
 """Flow-level simulation: SimPy events at flow starts and ends, max-min fair rates in between.
 
-The model (a fluid one; DESIGN.md "the flow engine does its arithmetic in NumPy over all active
+The model (a fluid one; docs/design.md "the flow engine does its arithmetic in NumPy over all active
 flows at once"):
 
 - a flow carries ``B`` payload bytes over a set of *constraints* (directed links, bundles of

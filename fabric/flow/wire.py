@@ -1,11 +1,11 @@
 """What a message costs on the wire: packets, wire bytes and goodput.
 
-RoCEv2 framing (physics.md, "400GbE over 112G PAM4" [S]): a message of ``B`` payload bytes is cut
-into ``ceil(B / MTU)`` packets; each packet occupies ``payload + 82`` bytes of wire time (20 B
+RoCEv2 framing (docs/physics.md, "400GbE over 112G PAM4" [S]): a message of ``B`` payload bytes is
+cut into ``ceil(B / MTU)`` packets; each packet occupies ``payload + 82`` bytes of wire time (20 B
 preamble+IFG, 18 B Ethernet+FCS, 20 B IPv4, 8 B UDP, 12 B BTH, 4 B ICRC), and never less than
 a minimum frame (64 B + 20 B preamble/IFG = 84 B). An RDMA WRITE adds 16 B of RETH on its first
 packet (``first_extra``). Goodput at MAC rate ``R`` is then ``B / wire(B) x R``: 4096 B packets
-give 98.0 % (392 Gb/s at 400G), 1024 B give 92.6 % (physics.md [D]).
+give 98.0 % (392 Gb/s at 400G), 1024 B give 92.6 % (docs/physics.md [D]).
 
 These are the same rules the packet engine applies per packet (:mod:`podsim.fabric.packet`), so the
 fluid and packet models agree byte for byte on what crosses a link.

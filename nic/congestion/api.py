@@ -1,8 +1,9 @@
 """The congestion-control plug-in API, after NVIDIA DOCA PCC's event set.
 
-A real programmable-CC interface (DOCA PCC on BlueField-3, physics.md "Congestion control") calls
-one user handler per event - TX, ACK, NACK, CNP, RTT probe - with per-flow state in the handler's
-context; the handler returns a new rate and may ask for an RTT probe. podsim keeps that shape:
+A real programmable-CC interface (DOCA PCC on BlueField-3, docs/physics.md "Congestion control")
+calls one user handler per event - TX, ACK, NACK, CNP, RTT probe - with per-flow state in the
+handler's context; the handler returns a new rate and may ask for an RTT probe. podsim keeps that
+shape:
 
 * :class:`CongestionControl` is one algorithm instance (parameters only, shared by all flows of a
   NIC). Subclasses override the ``on_*`` handlers.
@@ -85,7 +86,8 @@ class CongestionControlError(ValueError):
 
 
 class IntHop(NamedTuple):
-    """One INT record, stamped by a switch egress port (HPCC, physics.md: 8 B per hop, <= 5 hops).
+    """One INT record, stamped by a switch egress port (HPCC, docs/physics.md: 8 B per hop, <= 5
+    hops).
 
     The fabric may pass plain 4-tuples in this order; algorithms index them positionally.
     """

@@ -1,7 +1,7 @@
 """DCQCN (Zhu et al., SIGCOMM 2015): ECN-marked packets -> CNPs from the receiver -> rate cuts.
 
 Reaction point (sender, :class:`DCQCN`), with the defaults of the HPCC ns-3 "paper" profile
-(physics.md "Congestion control"):
+(docs/physics.md "Congestion control"):
 
 * alpha (congestion estimate) is updated by the alpha timer, every ``alpha_interval_s`` = 50 us:
   ``alpha = (1-g) alpha + g`` if a CNP arrived in the period, else ``alpha = (1-g) alpha``;
@@ -16,8 +16,8 @@ Reaction point (sender, :class:`DCQCN`), with the defaults of the HPCC ns-3 "pap
   fast recovery ``RC = (RT + RC)/2`` while max(T, BC) < F (F = 5), hyper increase
   ``RT += R_HAI`` when min(T, BC) > F, otherwise additive increase ``RT += R_AI``, each followed
   by ``RC = (RT + RC)/2``; RT is capped at line rate. R_AI = 5 Mb/s x line/25G and
-  R_HAI = 50 Mb/s x line/25G (physics.md). With ``byte_counter_bytes=None`` only the timer counts
-  (T < F fast recovery, T = F additive, T > F hyper: the ns-3 Mellanox model).
+  R_HAI = 50 Mb/s x line/25G (docs/physics.md). With ``byte_counter_bytes=None`` only the timer
+  counts (T < F fast recovery, T = F additive, T > F hyper: the ns-3 Mellanox model).
 
 Timers are lazy (see :mod:`nic.congestion.api`): all three deadlines live in the flow's private
 state and ``flow.timer_due_s`` is the earliest; alpha periods with no CNP are folded in closed
@@ -25,7 +25,7 @@ form (``alpha *= (1-g)^k``); the increase timer stops once RC and RT are both at
 further expiries could not change anything before the next cut (which resets the stages).
 
 Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per 50 us, sent when a
-CE-marked data packet arrives (paper; physics.md).
+CE-marked data packet arrives (paper; docs/physics.md).
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ class CnpGenerator:
 
     Call :meth:`on_data` for every arriving data packet; it returns True when the NIC must send a
     CNP to that QP's sender now: the packet is CE-marked and no CNP went to that QP within the
-    last ``interval_s`` (50 us, paper and physics.md).
+    last ``interval_s`` (50 us, paper and docs/physics.md).
     """
 
     __slots__ = ("_last", "cnps", "interval_s")

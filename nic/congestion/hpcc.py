@@ -1,7 +1,7 @@
 """HPCC (Li et al., SIGCOMM 2019): window control from in-band network telemetry.
 
 Every switch egress on the path stamps an INT record (queue length, cumulative tx bytes,
-timestamp, link rate; 8 B per hop, at most 5 hops - physics.md) into the data packet; the ACK
+timestamp, link rate; 8 B per hop, at most 5 hops - docs/physics.md) into the data packet; the ACK
 echoes the records. Per ACK the sender estimates the normalised in-flight load of the most
 loaded hop,
 

@@ -1,7 +1,7 @@
 """UEC NSCC: the Ultra Ethernet network-signal window algorithm (delay x ECN quadrants).
 
 Each ACK carries an RTT sample and the ECN echo; queueing delay = RTT - base RTT is compared with
-the target (physics.md: target queueing delay = base RTT by default):
+the target (docs/physics.md: target queueing delay = base RTT by default):
 
 ==================  ===============================  ======================================
                     no ECN                           ECN
@@ -17,7 +17,7 @@ additive per flow, hence fair.) The multiplicative decrease is
 (no cut until the RTT sampled at the previous cut has passed: its effect must show first) and
 only while the smoothed delay D > t; D is an EWMA of the
 per-ACK queueing delay with weight 0.0125 (the htsim UEC model), while the quadrant uses the raw
-per-ACK delay. W stays within [1 MTU, 1.5 x BDP] (physics.md) and starts at one BDP [E].
+per-ACK delay. W stays within [1 MTU, 1.5 x BDP] (docs/physics.md) and starts at one BDP [E].
 The increase magnitudes PI = 0.1 BDP and FI = 0.01 BDP per RTT are estimates [E] (the spec's
 constants are not public); the shape - proportional to the gap below target, constant above - is
 the spec's. A NACK asks for a path change; a timeout halves W (floor) and asks for a path change.

@@ -2,9 +2,10 @@
 
 A scenario may name a class as ``"module:Class"``; a YAML file alone never runs code, so
 :func:`load_plugin` refuses unless the caller passes ``allow=True`` (the scenario layer does so only
-for ``--allow-plugins``, DESIGN.md "Extending"). A loaded plug-in runs inside :class:`GuardedCC`:
-after every handler it checks the rate, window and credit the handler left (NaN, infinite,
-negative or zero values are errors), and an exception inside a handler is re-raised as
+for ``--allow-plugins``, docs/design.md "Extending"). A loaded plug-in runs inside
+:class:`GuardedCC`: after every handler it checks the rate, window and credit the handler left
+(NaN, infinite, negative or zero values are errors), and an exception inside a handler is
+re-raised as
 :class:`~podsim.nic.congestion.api.CongestionControlError` naming the algorithm, flow, handler and
 simulated time - never swallowed.
 """

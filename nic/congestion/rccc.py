@@ -2,8 +2,8 @@
 
 Receiver side, :class:`ReceiverCredit` (one per receiving NIC port): senders request credit for
 the bytes they want to send; the receiver accrues credit at its line rate (in payload bytes: the
-wire rate x MTU / (MTU + 82 B RoCE overhead), physics.md) while anyone is waiting, and splits it
-max-min fairly (water-filling) among the senders with outstanding requests. Credit is not banked
+wire rate x MTU / (MTU + 82 B RoCE overhead), docs/physics.md) while anyone is waiting, and splits
+it max-min fairly (water-filling) among the senders with outstanding requests. Credit is not banked
 while nobody waits and is never granted beyond what was requested, so the aggregate rate into the
 receiver's port cannot exceed its line rate however many senders there are - which is what caps
 incast at the last-hop switch. The NIC calls :meth:`ReceiverCredit.grant` periodically while

@@ -1,6 +1,6 @@
 """Swift (Kumar et al., SIGCOMM 2020): delay-target AIMD on a congestion window.
 
-Per ACK with an RTT sample (physics.md defaults: additive increase 1, beta 0.8, max decrease
+Per ACK with an RTT sample (docs/physics.md defaults: additive increase 1, beta 0.8, max decrease
 factor 0.5, base target 20 us):
 
     target = base_target + hops x hop_scale + flow_scaling(cwnd)

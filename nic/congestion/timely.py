@@ -1,6 +1,6 @@
 """TIMELY (Mittal et al., SIGCOMM 2015): rate control from the RTT gradient.
 
-Per RTT sample (ACK timestamp or probe), with the paper's defaults (physics.md: alpha 0.875,
+Per RTT sample (ACK timestamp or probe), with the paper's defaults (docs/physics.md: alpha 0.875,
 beta 0.8, T_low 50 us, T_high 500 us):
 
     rtt_diff = (1 - alpha) rtt_diff + alpha (rtt - prev_rtt)

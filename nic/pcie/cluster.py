@@ -14,7 +14,7 @@ What the engines use:
 
 - per rank, the GPUDirect RDMA stream keys (``tx``: GPU -> its NIC on the rank's server;
   ``rx``: NIC -> GPU) and their idle path latencies (switch hops 115 ns each, the root
-  complex's extra latency; physics.md "PCIe 5.0", :mod:`podsim.nic.pcie.devices`);
+  complex's extra latency; docs/physics.md "PCIe 5.0", :mod:`podsim.nic.pcie.devices`);
 - for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
 - for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
 - :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet

@@ -10,7 +10,7 @@ names of the node's :class:`~podsim.nic.pcie.tree.PcieTree`; the labels the engi
 - ``"rx"``: GPUDirect RDMA receive, ``(nic, gpu, "rx")``: the NIC writes what it receives into
   GPU memory;
 - ``"gds"``: GPUDirect Storage, ``(ssd, gpu, "gds")``: an NVMe read into GPU memory (Gen5 SSD
-  14 GB/s read, physics.md [S]);
+  14 GB/s read, docs/physics.md [S]);
 - ``"p2p"``: a GPU-to-GPU copy through the tree (GPUs without a scale-up fabric);
 - anything else, e.g. ``(root0, gpu0, "host")``: host-memory traffic.
 

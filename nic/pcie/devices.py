@@ -1,6 +1,6 @@
 """What sits at the nodes of a PCIe tree: switches, the CPU root complex, NVMe SSDs, sockets.
 
-Defaults and where they come from (physics.md, "PCIe 5.0"):
+Defaults and where they come from (docs/physics.md, "PCIe 5.0"):
 
 - PCIe switch hop latency: Broadcom PEX89144 (Gen5) about 115 ns [S] (PEX88000 Gen4: 105 ns).
   Switching capacity: switches of this class are non-blocking, so by default the shared
@@ -144,7 +144,7 @@ class InterSocket:
 
 @dataclass(frozen=True)
 class Ssd:
-    """A Gen5 NVMe SSD's own limits (Micron 9550 class, physics.md [S])."""
+    """A Gen5 NVMe SSD's own limits (Micron 9550 class, docs/physics.md [S])."""
 
     read_bps: float = 14e9 * 8
     write_bps: float = 10e9 * 8

@@ -5,7 +5,7 @@ Three presets (issue 5), each a builder returning a :class:`~podsim.nic.pcie.tre
 - ``external-switch``: GPUs and NICs under separate PCIe switch boards, the HGX H100 pattern of
   two GPUs and their NICs per Gen5 switch [E]; each switch has a Gen5 x16 uplink to the CPU.
 - ``on-card-switch``: the NIC card carries the PCIe switch (the brief's T-Head Panmai 920,
-  physics.md [S]); the GPUs a NIC serves and the node's NVMe SSDs attach to the NIC card's
+  docs/physics.md [S]); the GPUs a NIC serves and the node's NVMe SSDs attach to the NIC card's
   switch, the host attaches upstream over Gen5 x32 [S]. The NIC ASIC sits on the card switch
   over an internal x16 port (enough for 400G: 57.6 GB/s vs 50 GB/s) [E].
 - ``root-complex``: no switch; every device on a CPU root port, so GPU-NIC traffic crosses the
@@ -243,7 +243,7 @@ def on_card_switch(
 ) -> PcieTree:
     """One switch on every NIC card (the brief's SmartNIC): the card's NIC ASIC (internal
     ``nic_lanes`` port), the GPUs it serves and its share of the SSDs hang off the card switch;
-    the card's host side is Gen5 x32 (``uplink_lanes``, physics.md [S]). Needs whole GPUs per
+    the card's host side is Gen5 x32 (``uplink_lanes``, docs/physics.md [S]). Needs whole GPUs per
     NIC (``gpus`` a multiple of ``nics``)."""
     params = dict(locals())
     n_nics, serves = _gpu_nic_map(gpus, nics, gpus_per_nic)

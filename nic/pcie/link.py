@@ -1,6 +1,6 @@
 """One PCIe link: lanes x transfer rate, line coding, TLP and DLLP overheads, per direction.
 
-Sources (physics.md, "PCIe 5.0"):
+Sources (docs/physics.md, "PCIe 5.0"):
 
 - Gen5 runs 32 GT/s per lane with 128b/130b coding, so one direction of x16 carries
   16 x 32e9 x 128/130 / 8 = 63.0 GB/s raw, x32 126 GB/s, x4 15.75 GB/s [D]. Gen3/Gen4 use the
@@ -10,8 +10,8 @@ Sources (physics.md, "PCIe 5.0"):
   ECRC [S]. Write efficiency is MPS/(MPS+24): MPS 256 -> 91.4 % (57.6 GB/s on x16) [S/D].
 - DLLPs (ACK/NAK, flow-control updates; 8 B each [S]) mostly travel *against* the data, so a
   one-way DMA stream loses little to them in its own direction. They enter as a configurable
-  fraction of the per-direction rate, default 0 (which reproduces physics.md's 57.6 GB/s and its
-  "13-15 % headroom over a 400GbE NIC"); raise it for bidirectional loads [E].
+  fraction of the per-direction rate, default 0 (which reproduces docs/physics.md's 57.6 GB/s and
+  its "13-15 % headroom over a 400GbE NIC"); raise it for bidirectional loads [E].
 
 The effective rate is the payload a direction can carry: raw x (1 - dllp) x MPS/(MPS+overhead).
 """
@@ -45,7 +45,7 @@ class PcieLink:
     """A PCIe link's parameters; every rate property is per direction, in bits/s.
 
     ``header_bytes`` is the per-TLP overhead *including* framing, sequence number and LCRC
-    (20 for a 3-DW header, 24 for a 4-DW header; physics.md), ``ecrc`` adds 4 B per TLP.
+    (20 for a 3-DW header, 24 for a 4-DW header; docs/physics.md), ``ecrc`` adds 4 B per TLP.
     ``latency_s`` is an optional per-link delay (PHY and controller; 0 by default [E], the hop
     latencies that matter sit in switches and the root complex).
     """

@@ -2,7 +2,7 @@
 
 Every byte a NIC sends is read from GPU memory across the PCIe path GPU -> NIC, and every byte
 it receives is written along NIC -> GPU (GPUDirect RDMA); an NVMe read for a checkpoint or KV
-cache moves SSD -> GPU (GPUDirect Storage, Gen5 SSD 14 GB/s read, physics.md [S]); host traffic
+cache moves SSD -> GPU (GPUDirect Storage, Gen5 SSD 14 GB/s read, docs/physics.md [S]); host traffic
 starts or ends at a root complex. Streams are fluids: each gets a rate, and together they share
 the tree's resources (directed links, switch capacities, root-complex P2P limits, SSD media
 rates; see :mod:`nic.pcie.tree`) max-min fairly, via :func:`fabric.maxmin.maxmin_rates`.

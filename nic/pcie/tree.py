@@ -22,7 +22,7 @@ Path classes follow ``nvidia-smi topo -m``: ``PIX`` at most one switch between t
 ``PXB`` several switches, ``PHB`` through one CPU root complex, ``SYS`` across the inter-socket
 link; ``X`` is a device with itself. (nvidia-smi's ``NODE``, several host bridges inside one
 socket, is not modelled: one root complex per socket.) GPUDirect RDMA wants ``PIX``
-(physics.md [S]).
+(docs/physics.md [S]).
 
 Latency of a path: the sum of its links' ``latency_s``, each switch's hop latency, each root
 complex crossed (its ``latency_s``) and the inter-socket link's latency. Device latencies (an

@@ -3,7 +3,7 @@
 Model:
 
 * Packet rate. A pipeline (one for transmit, one for receive) starts at most one packet every
-  ``1/pps`` seconds. The SmartNIC of the design brief processes 400 Mpps (physics.md,
+  ``1/pps`` seconds. The SmartNIC of the design brief processes 400 Mpps (docs/physics.md,
   "T-Head Panmai 920 ... 400 Mpps" [S, vendor claim]); at 400 Gb/s that is 125 B of wire per
   packet, so frames below about 105 B are packet-rate bound (line rate for 64 B frames would be
   595 Mpps) [D]. The ceiling is a reservation on a time line (no event per packet): a packet
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_PPS", "PacketPipeline", "QpContextCache"]
 
-#: Default packet-rate ceiling, packets/s (physics.md: the brief's SmartNIC, 400 Mpps [S]).
+#: Default packet-rate ceiling, packets/s (docs/physics.md: the brief's SmartNIC, 400 Mpps [S]).
 DEFAULT_PPS = 400e6
 
 

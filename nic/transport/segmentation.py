@@ -1,6 +1,6 @@
 """Segmentation of RDMA messages into MTU packets and their wire size.
 
-Model (physics.md, "400GbE over 112G PAM4" and the team brief's packet-overhead contract):
+Model (docs/physics.md, "400GbE over 112G PAM4" and the team brief's packet-overhead contract):
 
 * A message of ``size`` bytes is carried by ``ceil(size / mtu)`` packets (at least one: a
   zero-byte SEND/WRITE still sends one packet, as in InfiniBand/RoCE); every packet but the last

@@ -1,7 +1,7 @@
 """Multipath path selectors: which entropy value (EV) each packet of a QP carries.
 
 Switches hash a packet's (flow, EV) to pick among equal-cost next hops (fabric.routing), so an
-EV names a path without the sender knowing the topology -- the UEC model (physics.md,
+EV names a path without the sender knowing the topology -- the UEC model (docs/physics.md,
 "Multipath": "each packet carries an entropy value (EV) that switches hash on") [S]. A
 multi-plane NIC (one port per plane) also takes the plane from the EV (``ev % planes``, see
 :meth:`PathSelector.plane_of`), so spraying spreads over planes and an EV penalty avoids a bad
@@ -22,7 +22,7 @@ leave the EV). Built-ins (registry
 ``bitmap``    UEC-style penalties per EV: ECN +1, NACK +4, timeout or a vanished packet +15
               (capped at 15; UEC detects a vanished packet with a per-packet timer);
               a penalised EV is skipped, each skip paying back one point, so bad EVs rest for
-              a time proportional to their penalty [S: physics.md penalty values].
+              a time proportional to their penalty [S: docs/physics.md penalty values].
 ``reps``      REPS (recycled entropy packet spraying): EVs whose ACK came back without ECN go
               into a small ring (8 entries) and are reused; with nothing to recycle a fresh
               random EV explores. After a timeout it "freezes": it keeps cycling the cached good

@@ -11,7 +11,7 @@ cluster and the trace (no simulation):
   per hop on an idle path, two under load, plus the NIC's own wake-ups) plus a few per
   message;
 * **wall time**: events / :data:`EVENTS_PER_S` (400 k events/s, measured for the packet engine
-  with the SmartNIC transport on one core of the 2-core reference machine; DESIGN.md quotes
+  with the SmartNIC transport on one core of the 2-core reference machine; docs/design.md quotes
   400-670 k packet-hops/s for the bare fabric), plus the fluid scale-up model's rate
   re-solves (:func:`scaleup_wall`), which dominate MoE layers with large scale-up domains
   (superpod-moe: about 90 % of the run);

@@ -1,9 +1,10 @@
 """The cost catalog: validated unit prices and power of cluster parts.
 
 The default catalog is ``scenarios/cost/catalog.yaml``; its figures come from
-``cost_catalog_sources.csv`` and physics.md ("Cost"), each item with its source, date, confidence
-and an ``estimate`` flag (most prices are estimates: no vendor lists them). A scenario or a study
-overrides any field of any item (``cost.prices``) or adds items; the result is validated again.
+``docs/cost_catalog_sources.csv`` and docs/physics.md ("Cost"), each item with its source, date,
+confidence and an ``estimate`` flag (most prices are estimates: no vendor lists them). A scenario
+or a study overrides any field of any item (``cost.prices``) or adds items; the result is
+validated again.
 
 Quantities in the YAML are human strings (``"400Gbps"``, ``"500m"``) parsed at load time into SI
 (bits/s, metres).

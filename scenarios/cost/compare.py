@@ -1,7 +1,7 @@
 """Savings of one variant over another, at several scopes of "system cost".
 
 A vendor claim such as "an on-card PCIe switch cuts system cost by about 30 %" (the brief's
-SmartNIC, physics.md) depends on what "system" means. :data:`SCOPES` names the usual readings,
+SmartNIC, docs/physics.md) depends on what "system" means. :data:`SCOPES` names the usual readings,
 each a set of BOM categories; :func:`scope_savings` gives the saving at every scope so a
 reader sees where a figure like 30 % can hold and where it cannot.
 """

@@ -1,12 +1,12 @@
 """Capex, power, TCO and cost-efficiency of a cluster, from its BOM.
 
 - Capex = sum of unit price x count over the BOM; power = sum of unit power x count (typical
-  power of switches *without* optics, optics counted separately: physics.md "Switches").
+  power of switches *without* optics, optics counted separately: docs/physics.md "Switches").
 - TCO over ``years`` = capex + energy cost, energy = power x PUE x hours x $/kWh (8766 h per
   year). Maintenance, space and staff are not modelled.
 - Interconnect fraction = scale-out NICs + switches + optics + cables over total capex, shown
-  next to the published rule of thumb of about 19 % (Epoch AI, physics.md "Cost"): a cross-check,
-  never an input.
+  next to the published rule of thumb of about 19 % (Epoch AI, docs/physics.md "Cost"): a
+  cross-check, never an input.
 - Efficiency ties cost to a simulated result summary (:func:`efficiency`).
 """
 

@@ -1,7 +1,7 @@
 """The ``cost:`` section of a scenario or a study: which catalog, price overrides, TCO inputs.
 
 Every field has a default, so ``cost:`` may be absent. The TCO inputs are assumptions, not
-sourced figures (physics.md gives none): 5 years of service (a common depreciation period),
+sourced figures (docs/physics.md gives none): 5 years of service (a common depreciation period),
 $0.10 per kWh and a PUE of 1.3 [E]; override them per study.
 """
 

@@ -40,7 +40,7 @@ last byte is acknowledged, and its ``end_s`` in the messages table is when the r
 all its bytes. ``host`` is :class:`podsim.fabric.host.Host`, a line-rate sender with no congestion
 control and no retransmission (``multipath.selector`` other than ``ecmp`` sprays per packet):
 fast, for fabric-only studies; with it ``sim.cell`` above the MTU moves cells of that size
-carrying the wire overhead of the MTU packets they stand for (fidelity knob, DESIGN.md). The
+carrying the wire overhead of the MTU packets they stand for (fidelity knob, docs/design.md). The
 summary's ``engine_info.transport`` says which endpoint ran.
 
 Queue depths of every port are sampled every ``sim.sample_interval``; the ``queues`` table keeps

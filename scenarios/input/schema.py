@@ -14,7 +14,7 @@ Names of built-ins (topology builders, cluster presets, PHY profiles, congestion
 selectors, node layouts, model presets, dispatch modes, engines) are checked against the
 registries of the owning packages through :mod:`podsim.scenarios.input.registries`.
 
-Defaults and their sources (../shared/reference/physics.md):
+Defaults and their sources (docs/physics.md):
 - MTU 4096 B, 400 Mpps packet-rate ceiling: the brief's SmartNIC (T-Head Panmai 920) [S].
 - ECN RED min 150 KB / max 1500 KB: NVIDIA Onyx/Cumulus RoCE defaults [S]; pmax 0.2 [E].
 - Switch port-to-port latency 600 ns: 51.2T ASICs, 0.6-1 us [E].
@@ -296,7 +296,7 @@ class NicConfig(Strict):
     REPS + selective repeat + NSCC); every key not written in the file comes from the preset, so
     ``model: roce`` alone gives a classic RoCE NIC and any key written overrides it (``show``
     prints the result). Without the registry the defaults below apply: 4096 B MTU, 400 Mpps
-    (physics.md, "The SmartNIC in the design brief") [S]. The port's PHY and rate come from
+    (docs/physics.md, "The SmartNIC in the design brief") [S]. The port's PHY and rate come from
     the topology (its ``nic_phy`` / ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate``
     here are checks: when given they must match every NIC port's link, so a scenario cannot
     claim a NIC speed the fabric does not have. ``rto`` 100 us is an estimate for a
@@ -428,7 +428,7 @@ class PfcConfig(Strict):
     """Priority flow control: pause upstream at ``xoff`` bytes queued, resume at ``xon``.
 
     Off by default (lossy RoCE with ECN is the modern default); when on, ECN must fire first
-    (physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``. A packet-engine run
+    (docs/physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``. A packet-engine run
     is refused (``--force`` overrides) when a switch's ingress links together could hold
     ``xoff`` plus their in-flight headroom (one link round trip plus two frames each) beyond
     ``cluster.switch.buffer``: such a switch can drop despite PFC.
@@ -711,7 +711,7 @@ class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
     rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
     into GPU memory, starting at ``start`` (simulated time), as a stream on the node's PCIe tree
-    that competes with the network traffic (Gen5 NVMe 14 GB/s read, physics.md [S]). Needs a
+    that competes with the network traffic (Gen5 NVMe 14 GB/s read, docs/physics.md [S]). Needs a
     ``cluster.layout`` with SSDs (``layout_params.ssds``). The reads run in the background: a
     run ends when the workload's phases end, whether or not they finished."""
 
@@ -833,7 +833,7 @@ class SimConfig(Strict):
     """Engine knobs. ``endpoint`` picks the packet engine's sender: ``nic`` the SmartNIC
     transport (CC, multipath, reliability), ``host`` the fabric's line-rate host (no CC; fast,
     for fabric-only studies). ``cell`` above the MTU is a documented fidelity knob for speed
-    (the packet engine moves cells of that size; DESIGN.md "Making SimPy fast").
+    (the packet engine moves cells of that size; docs/design.md "Making SimPy fast").
     ``sample_interval`` is the
     queue-depth sampling period; ``time_limit`` stops the simulation at that simulated time."""
 

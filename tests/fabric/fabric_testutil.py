@@ -8,10 +8,10 @@ from podsim.fabric.host import Host, make_hosts
 from podsim.fabric.network import Network
 from podsim.fabric.switch import SwitchConfig
 
-#: physics.md, "Fibre propagation 5 ns/m" [S]; written out here so tests do not reuse the
+#: docs/physics.md, "Fibre propagation 5 ns/m" [S]; written out here so tests do not reuse the
 #: engine's own constant.
 NS_PER_M = 5e-9
-OVERHEAD = 82  # physics.md RoCEv2 per-packet overhead
+OVERHEAD = 82  # docs/physics.md RoCEv2 per-packet overhead
 
 
 def build(

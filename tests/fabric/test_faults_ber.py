@@ -1,6 +1,6 @@
 """Pre-FEC bit errors on a link: RS(544,514) frame loss, and link-level retry (LLR).
 
-The expected loss rates are computed here from first principles (physics.md: RS(544,514) has
+The expected loss rates are computed here from first principles (docs/physics.md: RS(544,514) has
 10-bit symbols and corrects t = 15 symbols per 544-symbol codeword; 256b/257b transcoding;
 frames spread over ceil(bits / 5140) codewords), not taken from podsim.fabric.phy, and the simulated
 counts must fall within 4 standard deviations of the binomial expectation.

@@ -15,7 +15,7 @@ from podsim.fabric.packet import (
 
 
 def test_roce_overhead_is_the_sum_of_its_headers():
-    # physics.md: 20 preamble+IFG, 18 Eth+FCS, 20 IPv4, 8 UDP, 12 BTH, 4 ICRC
+    # docs/physics.md: 20 preamble+IFG, 18 Eth+FCS, 20 IPv4, 8 UDP, 12 BTH, 4 ICRC
     assert ROCE_OVERHEAD == 20 + 18 + 20 + 8 + 12 + 4
 
 

@@ -16,7 +16,7 @@ from podsim.fabric.phy import (
 
 def test_400g_line_rate_is_425g():
     p = get_phy("400GbE")
-    # MAC x 257/256 x 544/514 = 4 x 106.25 Gb/s (physics.md)
+    # MAC x 257/256 x 544/514 = 4 x 106.25 Gb/s (docs/physics.md)
     assert p.mac_rate_bps * 257 / 256 * 544 / 514 == pytest.approx(p.line_rate_bps, rel=1e-12)
     assert p.line_rate_bps == 425e9
 
@@ -34,7 +34,7 @@ def test_fec_latency_in_documented_range():
 
 
 def test_goodput_fraction_closed_form():
-    # P / (P + 82) x 400G: 4096 B -> 98.0 % (physics.md)
+    # P / (P + 82) x 400G: 4096 B -> 98.0 % (docs/physics.md)
     p = get_phy("400GbE")
     t = p.serialisation_s(4096 + 82)
     assert 8 * 4096 / t / 1e9 == pytest.approx(4096 / 4178 * 400, rel=1e-12)

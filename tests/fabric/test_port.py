@@ -1,4 +1,4 @@
-"""Ports and links: goodput and latency against closed forms (physics.md)."""
+"""Ports and links: goodput and latency against closed forms (docs/physics.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_idle_link_goodput(payload):
     measured = (n - 1) * payload * 8 / (m.t_last_rx - m.t_first_rx)
     assert measured == pytest.approx(expected, rel=1e-3)
     assert measured == pytest.approx(expected, rel=1e-9)  # in fact exact up to rounding
-    # physics.md's table: 1024 B -> 92.6 %, 2048 B -> 96.2 %, 4096 B -> 98.0 %
+    # docs/physics.md's table: 1024 B -> 92.6 %, 2048 B -> 96.2 %, 4096 B -> 98.0 %
     assert round(100 * measured / rate, 1) == {1024: 92.6, 2048: 96.2, 4096: 98.0}[payload]
 
 

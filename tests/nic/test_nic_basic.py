@@ -54,7 +54,7 @@ def test_single_message_times_match_closed_form() -> None:
 
 @pytest.mark.parametrize("mtu", [1024, 2048, 4096])
 def test_long_message_goodput_is_payload_share_of_line_rate(mtu: int) -> None:
-    """Goodput of a long WRITE = P/(P+82) x 400 Gb/s (physics.md table) within 0.1 %, once the
+    """Goodput of a long WRITE = P/(P+82) x 400 Gb/s (docs/physics.md table) within 0.1 %, once the
     fixed path latency (propagation, FEC, switch) is taken out."""
     net, rdma = make(hosts=2, cfg=NicConfig(cc="none", selector="ecmp", mtu=mtu))
     size = 4 << 20

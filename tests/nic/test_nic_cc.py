@@ -57,7 +57,7 @@ def window_stats(times, queues, delivered, t0: float, t1: float):
 
 def test_incast_dcqcn_converges_to_fair_share_without_drops() -> None:
     """DCQCN with a fast-reaction profile - alpha updated every 1 us (NVIDIA firmware,
-    physics.md), CNP and rate-decrease interval 4 us [E], timer-only rate increase (the ns-3
+    docs/physics.md), CNP and rate-decrease interval 4 us [E], timer-only rate increase (the ns-3
     Mellanox model) - on a 16:1 incast at 400G with PFC off: the initial line-rate burst is cut
     before the shared buffer overflows (no drop), the rates fall and recover, and by 2.4 ms
     (stated convergence time) the flows share the port fairly: over 2.4-3.0 ms aggregate goodput

@@ -9,7 +9,7 @@ from podsim.fabric.packet import MIN_WIRE_BYTES, RETH_BYTES, ROCE_OVERHEAD
 from podsim.fabric.topology import build_topology
 from podsim.nic.nic import NicConfig, RdmaNetwork
 
-PPS = 400e6  # physics.md: the brief's SmartNIC processes 400 Mpps
+PPS = 400e6  # docs/physics.md: the brief's SmartNIC processes 400 Mpps
 N_MSGS = 4000
 
 
@@ -38,7 +38,7 @@ def test_64b_writes_are_packet_rate_bound_on_a_two_port_nic() -> None:
 
 def test_minimum_frames_are_packet_rate_bound_on_one_port() -> None:
     """2 B SENDs are minimum 64 B Ethernet frames (84 B with preamble/IFG): 595 Mpps of line
-    rate at 400 Gb/s (physics.md), but the NIC processes 400 Mpps."""
+    rate at 400 Gb/s (docs/physics.md), but the NIC processes 400 Mpps."""
     assert line_pps(2, "send", 1) == pytest.approx(595.2e6, rel=1e-3)
     assert message_rate(2, "send", planes=1) == pytest.approx(PPS, rel=1e-3)
 

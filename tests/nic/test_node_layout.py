@@ -71,7 +71,7 @@ def test_on_card_switch_classes_and_structure(gpus_per_nic):
     switches = tree.devices("switch")
     assert len(switches) == nics
     assert all(tree.graph.nodes[s]["on_card"] for s in switches)
-    # host side Gen5 x32 (physics.md: Panmai 920), GPUs x16, SSDs x4
+    # host side Gen5 x32 (docs/physics.md: Panmai 920), GPUs x16, SSDs x4
     for s in switches:
         assert tree.graph.edges["root0", s]["link"].lanes == 32
     for g in tree.gpus:

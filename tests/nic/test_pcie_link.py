@@ -11,7 +11,7 @@ GB = 8e9  # bits/s in one GB/s
 def test_gen5_raw_rate_matches_physics(lanes, gbytes):
     link = PcieLink(lanes=lanes)
     assert link.raw_bps == pytest.approx(lanes * 32e9 * 128 / 130)
-    assert link.raw_bps / GB == pytest.approx(gbytes, rel=2e-3)  # physics.md rounds to 0.1 %
+    assert link.raw_bps / GB == pytest.approx(gbytes, rel=2e-3)  # docs/physics.md rounds to 0.1 %
 
 
 @pytest.mark.parametrize(("mps", "eff"), [(256, 0.914), (512, 0.955)])

@@ -25,7 +25,7 @@ NIC_MAC_BPS = 400e9
 
 
 def goodput(payload: int, mac_bps: float = NIC_MAC_BPS) -> float:
-    """RoCEv2 goodput of a NIC port (physics.md): P / (P + 82) x MAC rate."""
+    """RoCEv2 goodput of a NIC port (docs/physics.md): P / (P + 82) x MAC rate."""
     return payload / (payload + ROCE_OVERHEAD) * mac_bps
 
 
@@ -54,7 +54,7 @@ def test_x16_with_400g_nic_is_nic_bound_by_physics_margin():
     assert pcie == pytest.approx(link_rate(16))
     assert res.rate("gpu0", "nic0") == pytest.approx(NIC_MAC_BPS)
     assert res.bottleneck == ("nic0.tx",)
-    # physics.md: "a 400GbE NIC needs 50 GB/s: Gen5 x16 leaves 13-15 % headroom".
+    # docs/physics.md: "a 400GbE NIC needs 50 GB/s: Gen5 x16 leaves 13-15 % headroom".
     headroom = (pcie - NIC_MAC_BPS) / pcie
     assert 0.13 <= headroom <= 0.15
     assert pcie / NIC_MAC_BPS - 1 == pytest.approx(0.152, abs=0.001)
@@ -99,7 +99,7 @@ def _ssd_vs_network(nic_bps: float, ssd_into: str, net_label: str = "rx"):
 
 
 def test_ssd_read_lowers_network_goodput_by_the_link_budget_when_the_link_saturates():
-    ssd = 14 * GB  # Gen5 NVMe read (physics.md)
+    ssd = 14 * GB  # Gen5 NVMe read (docs/physics.md)
     g = goodput(4096)
     tree, res = _ssd_vs_network(g, "gpu0")
     e = tree.path("sw0", "gpu0").rate_bps  # the shared link: card switch -> gpu0

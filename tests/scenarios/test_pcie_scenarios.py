@@ -23,7 +23,7 @@ TOL = 0.03
 
 
 def link_rate(lanes: int, mps: int = 256, header: int = 24) -> float:
-    """Gen5 effective payload rate per direction (physics.md, "PCIe 5.0")."""
+    """Gen5 effective payload rate per direction (docs/physics.md, "PCIe 5.0")."""
     return lanes * 32e9 * 128 / 130 * mps / (mps + header)
 
 

@@ -7,7 +7,7 @@ from podsim.workloads.models import MODELS, MoEModel, get_model
 
 @pytest.mark.parametrize(
     ("name", "hidden", "layers", "moe_layers", "experts", "shared", "top_k"),
-    [  # physics.md, MoE table
+    [  # docs/physics.md, MoE table
         ("deepseek-v3", 7168, 61, 58, 256, 1, 8),
         ("kimi-k2", 7168, 61, 60, 384, 1, 8),
         ("qwen3-235b-a22b", 4096, 94, 94, 128, 0, 8),
@@ -26,7 +26,7 @@ def test_deepseek_v3_group_limit():
 
 
 def test_kimi_k31_class_is_scaled_to_the_brief():
-    """2.8 T parameters, about 104 B active (physics.md); routed experts are most of both."""
+    """2.8 T parameters, about 104 B active (docs/physics.md); routed experts are most of both."""
     m = get_model("kimi-k3.1-pro-class")
     k2 = get_model("kimi-k2")
     assert m.routed_params == m.routed_experts * m.moe_layers * 3 * m.hidden * m.moe_ffn
