@@ -326,9 +326,9 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     check_plugins(sc, allow_plugins)
     _check_cost(sc)
     prep = prepare(sc, force=force)
-    from podsim.scenarios.build.limits import check_limits
-
-    check_limits(sc, prep.cluster, prep.trace, prep.compute, force=force)
+    engine = ENGINES.get(sc.engine)
+    if engine.check_size is not None:
+        engine.check_size(sc, prep.cluster, prep.trace, prep.compute, force=force)
     _check_nic_params(sc)
     _check_engine(sc, prep)
     if not force:
@@ -349,7 +349,7 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     from podsim.fabric.units import fmt_size
 
     sw = sc.cluster.switch
-    if sc.engine != "packet" or not sw.pfc.enabled:
+    if not ENGINES.get(sc.engine).per_packet or not sw.pfc.enabled:
         return
     g = prep.cluster.graph
     frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + ROCE_OVERHEAD
@@ -419,29 +419,13 @@ def _check_nic_params(sc: Scenario) -> None:
 
 
 def _check_engine(sc: Scenario, prep: Prepared) -> None:
-    """What the chosen engine refuses before it starts: faults and reads it does not model
-    (flow, bound), fault targets the cluster lacks and runs that could never end (packet)."""
-    from podsim.scenarios.execution import faults
-
-    cell, mtu = sc.sim.cell, sc.cluster.nic.mtu
-    if sc.engine == "packet" and cell is not None and cell < mtu:
-        # the engine moved whole MTU frames then, silently: the knob only coarsens
-        raise ScenarioError(
-            f"cell {cell} B is below the MTU ({mtu} B): a cell is a burst of whole MTU frames "
-            "(a fidelity knob for speed); use a size above the MTU or leave sim.cell unset.",
-            path="sim.cell",
-        )
-    if sc.engine == "packet":
-        faults.check_targets(sc, prep.cluster.graph)
-        faults.check_termination(sc, prep.cluster.graph, prep.trace, prep.cluster.rank_ports)
-    elif sc.engine in ("flow", "bound"):
-        from podsim.scenarios.engines import refuse_unmodelled
-
-        ctx = RunContext(scenario=sc, cluster=prep.cluster, trace=prep.trace,
-                         compute=prep.compute)  # fmt: skip
-        refuse_unmodelled(ctx, sc.engine)
-        if sc.engine == "flow":  # else a bad target failed only once running, at no key
-            faults.check_targets(sc, prep.cluster.graph, scaleup_ok=True)
+    """What the chosen engine refuses before it starts: what it does not model (faults, storage
+    reads; :meth:`Engine.refuse_unmodelled`) and its own input checks (fault targets the cluster
+    lacks, runs that could never end; ``Engine.preflight``)."""
+    engine = ENGINES.get(sc.engine)
+    engine.refuse_unmodelled(sc)
+    if engine.preflight is not None:
+        engine.preflight(sc, prep.cluster, prep.trace)
 
 
 def _check_cost(sc: Scenario) -> None:

@@ -31,7 +31,7 @@ machine's physical memory (it could only end in the out-of-memory killer). The f
 engines are priced too (:func:`estimate_fluid`): :data:`FLUID_BYTES_PER_MESSAGE` per message
 for the route tables they hold for every message at once.
 
-:func:`check_limits` compares the estimate with a :class:`Budget` (default 1 hour and half the
+:func:`check_packet` compares the estimate with a :class:`Budget` (default 1 hour and half the
 machine's memory, at most 16 GiB; ``PODSIM_MAX_WALL_S`` / ``PODSIM_MAX_MEMORY`` override it) and
 raises a :class:`podsim.scenarios.errors.ScenarioError` (exit status 2) with the estimate and the
 suggestion to use the flow engine. ``podsim run --force`` skips the check. The figures are
@@ -66,7 +66,7 @@ __all__ = [
     "Estimate",
     "check_cluster_size",
     "check_fluid",
-    "check_limits",
+    "check_packet",
     "check_workload_size",
     "cluster_size",
     "estimate",
@@ -425,6 +425,7 @@ def check_fluid(
     sc: Scenario,
     cluster: Cluster,
     trace: pd.DataFrame,
+    compute: pd.DataFrame | None = None,
     *,
     budget: Budget | None = None,
     force: bool = False,
@@ -453,7 +454,7 @@ def check_fluid(
     return need
 
 
-def check_limits(
+def check_packet(
     sc: Scenario,
     cluster: Cluster,
     trace: pd.DataFrame,
@@ -462,13 +463,10 @@ def check_limits(
     budget: Budget | None = None,
     force: bool = False,
 ) -> Estimate | None:
-    """Refuse a packet-engine run whose estimate exceeds ``budget`` (ScenarioError naming the
-    estimate and the alternatives); ``force`` or another engine skips it. Returns the estimate
-    (None when skipped)."""
-    if sc.engine in ("flow", "bound"):
-        check_fluid(sc, cluster, trace, budget=budget, force=force)
-        return None
-    if force or sc.engine != "packet":
+    """Refuse a packet-level run whose estimate exceeds ``budget`` (ScenarioError naming the
+    estimate and the alternatives); ``force`` skips it. Returns the estimate (None when
+    skipped). The packet engine's ``check_size``."""
+    if force:
         return None
     b = budget or Budget.default()
     est = estimate(sc, cluster, trace, compute)

@@ -10,7 +10,9 @@ fills the tables itself.
 
 Built-ins register by importing their adapter modules (:data:`ENGINE_MODULES`, loaded on the
 registry's first lookup); adding an engine is a module that registers itself with
-``@ENGINES.register(name, description)`` and one line in that tuple.
+``@register_engine(name, description, faults=..., storage=..., ...)`` (declaring what it
+models, :class:`Engine`) and one line in that tuple. Nothing outside an engine's module branches
+on its name.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINES",
     "ENGINE_MODULES",
+    "Engine",
     "EngineOutput",
     "RunContext",
-    "refuse_unmodelled",
+    "register_engine",
 ]
 
 
@@ -52,41 +55,90 @@ class RunContext:
         return self.scenario.seed
 
 
-def refuse_unmodelled(ctx: RunContext, engine: str) -> None:
-    """Refuse what a fluid engine does not model, rather than silently ignoring it.
+@dataclass(frozen=True)
+class Engine:
+    """An engine and what it models: the runner and the checks ask these, never an engine's name.
 
-    The ``flow`` engine models straggler GPUs and link, switch and NIC failures and link
-    degradation as capacity changes (:mod:`podsim.fabric.flow.faults`) but not ``ber`` faults: their
-    effect is frame loss and link-level retries, which happen per packet. The ``bound`` engine
-    models straggler GPUs only. Neither models GPUDirect Storage background reads. A scenario
-    that asks for these must run on ``packet``.
+    ``faults`` are the fault kinds (``faults[].kind``) the engine models; a scenario with any
+    other kind is refused before the run. ``storage``: it models GPUDirect Storage background
+    reads (``workload.storage``). ``per_packet``: every packet is simulated, so per-packet
+    effects apply (PFC pauses and drops, ``sim.cell`` bursts). ``preflight(sc, cluster, trace)``
+    makes the engine's own input checks (fault targets the cluster lacks, runs that could never
+    end); ``check_size(sc, cluster, trace, compute, budget=, force=)`` refuses a run too large
+    for it (:mod:`podsim.scenarios.build.limits`). Calling the engine refuses what it does not
+    model, then runs it.
     """
-    from podsim.scenarios.errors import ScenarioError
 
-    sc = ctx.scenario
-    modelled = {"straggler"}
-    if engine == "flow":
-        modelled |= {"link_down", "link_degrade", "switch_down", "nic_down"}
-    kinds = sorted({f.kind for f in sc.faults if f.kind not in modelled})
-    if kinds:
-        why = (
-            " (bit errors act through per-packet frame loss and retries, which a fluid model "
-            "does not have)"
-            if kinds == ["ber"]
-            else ""
+    name: str
+    run: Callable[[RunContext], EngineOutput]
+    description: str = ""
+    faults: frozenset[str] = frozenset()
+    storage: bool = False
+    per_packet: bool = False
+    preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None
+    check_size: Callable[..., Any] | None = None
+
+    def __call__(self, ctx: RunContext) -> EngineOutput:
+        self.refuse_unmodelled(ctx.scenario)
+        return self.run(ctx)
+
+    def refuse_unmodelled(self, sc: Scenario) -> None:
+        """Refuse what this engine does not model (ScenarioError at ``faults`` or
+        ``workload.storage``), rather than silently ignoring it."""
+        from podsim.scenarios.errors import ScenarioError
+
+        kinds = sorted({f.kind for f in sc.faults if f.kind not in self.faults})
+        if kinds:
+            why = (
+                " (bit errors act through per-packet frame loss and retries, which a fluid model "
+                "does not have)"
+                if kinds == ["ber"] and not self.per_packet
+                else ""
+            )
+            only = ", ".join(sorted(self.faults)) or "none"
+            raise ScenarioError(
+                f"the {self.name} engine does not model {', '.join(kinds)} faults "
+                f"(only {only}){why}; {_suggest(lambda e: set(kinds) <= e.faults)}"
+                "or remove those faults",
+                path="faults",
+            )
+        if sc.workload.storage is not None and not self.storage:
+            raise ScenarioError(
+                f"the {self.name} engine does not model GPUDirect Storage reads; "
+                f"{_suggest(lambda e: e.storage)}or remove workload.storage",
+                path="workload.storage",
+            )
+
+
+def _suggest(can: Callable[[Engine], bool]) -> str:
+    """'run this scenario with engine: X, ' for the engines that model what is asked, if any."""
+    names = [n for n in ENGINES.names() if can(ENGINES.get(n))]
+    if not names:
+        return ""
+    return f"run this scenario with engine: {' or '.join(names)}, "
+
+
+def register_engine(
+    name: str,
+    description: str,
+    *,
+    faults: frozenset[str] | set[str] = frozenset(),
+    storage: bool = False,
+    per_packet: bool = False,
+    preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None,
+    check_size: Callable[..., Any] | None = None,
+) -> Callable[[Callable[[RunContext], EngineOutput]], Callable[[RunContext], EngineOutput]]:
+    """Register the decorated ``run(ctx)`` as engine ``name`` with what it models
+    (:class:`Engine`). Returns the function unchanged."""
+
+    def deco(run: Callable[[RunContext], EngineOutput]) -> Callable[[RunContext], EngineOutput]:
+        eng = Engine(
+            name, run, description, frozenset(faults), storage, per_packet, preflight, check_size
         )
-        raise ScenarioError(
-            f"the {engine} engine does not model {', '.join(kinds)} faults "
-            f"(only {', '.join(sorted(modelled))}){why}; "
-            "run this scenario with engine: packet, or remove those faults",
-            path="faults",
-        )
-    if sc.workload.storage is not None:
-        raise ScenarioError(
-            f"the {engine} engine does not model GPUDirect Storage reads; "
-            "run this scenario with engine: packet, or remove workload.storage",
-            path="workload.storage",
-        )
+        ENGINES.add(name, eng, description)
+        return run
+
+    return deco
 
 
 @dataclass
@@ -131,4 +183,4 @@ ENGINE_MODULES = (
     "podsim.scenarios.engines.bound",
 )
 
-ENGINES: Registry[Callable[[RunContext], EngineOutput]] = Registry("engine", ENGINE_MODULES)
+ENGINES: Registry[Engine] = Registry("engine", ENGINE_MODULES)

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from podsim.fabric.bound import lower_bound
-from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
+from podsim.scenarios.build.limits import check_fluid
+from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.flow import FlowCluster
 from podsim.scenarios.execution.timeline import PHASE_ORDER
 from podsim.scenarios.results.tables import link_table, message_table
@@ -307,10 +308,14 @@ def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@ENGINES.register("bound", "no simulation: per-link load / capacity, the physical lower bound")
+@register_engine(
+    "bound",
+    "no simulation: per-link load / capacity, the physical lower bound",
+    faults={"straggler"},  # a slower GPU lengthens its compute; the links are taken as built
+    check_size=check_fluid,
+)
 def run_bound(ctx: RunContext) -> EngineOutput:
     """Fill the result tables from the bounds (see the module docstring)."""
-    refuse_unmodelled(ctx, "bound")
     pb = phase_bounds(ctx)
     strict_end, _ = _chain(ctx, pb, paced=False)
     _, phases = _chain(ctx, pb, paced=True)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -55,10 +55,16 @@ from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_
 from podsim.fabric.flow.faults import FlowFault, FlowFaults
 from podsim.fabric.kernel import call_at
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
-from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext, refuse_unmodelled
+from podsim.scenarios.build.limits import check_fluid
+from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.scenarios.results.tables import link_table, message_table
+
+if TYPE_CHECKING:
+    from podsim.scenarios.build.cluster import Cluster
+    from podsim.scenarios.input.schema import Scenario
 
 __all__ = [
     "AUTO_EXACT_FLOWS",
@@ -614,10 +620,23 @@ class FlowTransport:
         return qp_table(df)
 
 
-@ENGINES.register("flow", "flow-level: max-min fair rates between flow starts and ends")
+def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
+    """The flow engine's own input check: fault targets exist (scale-up links may be targeted:
+    the flow engine models the scale-up domain's links as capacities too)."""
+    faults.check_targets(sc, cluster.graph, scaleup_ok=True)
+
+
+@register_engine(
+    "flow",
+    "flow-level: max-min fair rates between flow starts and ends",
+    # failures and degradation are capacity changes (podsim.fabric.flow.faults); bit errors act
+    # through per-packet frame loss and retries, which a fluid model does not have
+    faults={"straggler", "link_down", "link_degrade", "switch_down", "nic_down"},
+    preflight=preflight,
+    check_size=check_fluid,
+)
 def run_flow(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the flow engine (see the module docstring)."""
-    refuse_unmodelled(ctx, "flow")
     sc = ctx.scenario
     transport = FlowTransport(ctx)
     tl = run_timeline(

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -60,9 +60,17 @@ from podsim.fabric.counters import Sampler
 from podsim.fabric.host import Host
 from podsim.fabric.kernel import call_at
 from podsim.fabric.scaleup import ScaleUpPipes
-from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
+from podsim.scenarios.build.limits import check_packet
+from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.faults import FaultSession
+from podsim.scenarios.input.schema import FAULT_KINDS
+
+if TYPE_CHECKING:
+    from podsim.scenarios.build.cluster import Cluster
+    from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.scenarios.results.tables import link_table, message_table
 
@@ -357,7 +365,31 @@ class HostTransport(_Transport):
         return qp_table(df.assign(paths_used=1))  # a host sends every message on one path
 
 
-@ENGINES.register("packet", "packet-level SimPy simulation: every packet through every queue")
+def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
+    """The packet engine's own input checks: a ``sim.cell`` is a burst of whole MTU frames, and
+    fault targets must exist and leave every message a way to finish
+    (:mod:`podsim.scenarios.execution.faults`)."""
+    cell, mtu = sc.sim.cell, sc.cluster.nic.mtu
+    if cell is not None and cell < mtu:
+        # the engine moved whole MTU frames then, silently: the knob only coarsens
+        raise ScenarioError(
+            f"cell {cell} B is below the MTU ({mtu} B): a cell is a burst of whole MTU frames "
+            "(a fidelity knob for speed); use a size above the MTU or leave sim.cell unset.",
+            path="sim.cell",
+        )
+    faults.check_targets(sc, cluster.graph)
+    faults.check_termination(sc, cluster.graph, trace, cluster.rank_ports)
+
+
+@register_engine(
+    "packet",
+    "packet-level SimPy simulation: every packet through every queue",
+    faults=FAULT_KINDS,
+    storage=True,
+    per_packet=True,
+    preflight=preflight,
+    check_size=check_packet,
+)
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
     sc = ctx.scenario

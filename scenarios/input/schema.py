@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from podsim.fabric.units import (
     fmt_length,
@@ -824,6 +824,13 @@ Fault = Annotated[
     LinkDown | LinkDegrade | LinkBer | NodeDown | Straggler,
     Field(discriminator="kind"),
 ]
+
+#: every fault kind a scenario can name (engines declare which of these they model)
+FAULT_KINDS: frozenset[str] = frozenset(
+    kind
+    for model in (LinkDown, LinkDegrade, LinkBer, NodeDown, Straggler)
+    for kind in get_args(model.model_fields["kind"].annotation)
+)
 
 
 # --------------------------------------------------------------------------- run

@@ -11,7 +11,8 @@ def test_link_faults_refused_by_bound():
     with pytest.raises(ScenarioError) as e:
         podsim.run("link-failure", overrides=["engine=bound"])
     msg = str(e.value)
-    assert "faults" in msg and "link_down" in msg and "engine: packet" in msg
+    # the engines that do model link failures are named (from their declarations)
+    assert "faults" in msg and "link_down" in msg and "engine: flow or packet" in msg
 
 
 def test_ber_refused_by_flow_with_the_reason():
@@ -53,3 +54,45 @@ def test_straggler_still_runs_on_flow():
         ],
     )
     assert r.summary["status"] == "complete"
+
+
+def test_every_fault_kind_is_modelled_by_some_engine_and_the_packet_engine_models_all():
+    from podsim.scenarios.engines import ENGINES
+    from podsim.scenarios.input.schema import FAULT_KINDS
+
+    assert {
+        "link_down",
+        "link_degrade",
+        "ber",
+        "switch_down",
+        "nic_down",
+        "straggler",
+    } == FAULT_KINDS
+    assert ENGINES.get("packet").faults == FAULT_KINDS
+    for name in ENGINES.names():
+        assert ENGINES.get(name).faults <= FAULT_KINDS, name
+
+
+def test_a_registered_engine_is_asked_what_it_models_never_named(tmp_path):
+    """A new engine declares what it models; the runner's checks follow the declaration."""
+    from podsim.scenarios.engines import ENGINES, register_engine
+
+    calls = []
+    flow = ENGINES.get("flow")
+
+    @register_engine("flow-probe", "a probe", faults={"straggler"}, check_size=flow.check_size,
+                     preflight=lambda sc, cluster, trace: calls.append(sc.engine))  # fmt: skip
+    def run_probe(ctx):
+        return flow.run(ctx)
+
+    try:
+        with pytest.raises(ScenarioError, match="flow-probe engine does not model link_down"):
+            podsim.run("link-failure", overrides=["engine=flow-probe"])
+        r = podsim.run(
+            "link-failure",
+            overrides=["engine=flow-probe", "faults=[]", "workload.synthetic.size=64KiB",
+                       "outputs.plots=false"],
+        )  # fmt: skip
+        assert r.summary["status"] == "complete" and calls == ["flow-probe"]
+    finally:
+        ENGINES._entries.pop("flow-probe")

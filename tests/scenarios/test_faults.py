@@ -10,8 +10,9 @@ import pandas as pd
 import podsim
 import pytest
 import yaml
-from podsim.scenarios.build.limits import Budget, check_limits, estimate
+from podsim.scenarios.build.limits import Budget, estimate
 from podsim.scenarios.cli.app import app
+from podsim.scenarios.engines import ENGINES
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.execution.faults import fabric_faults
 from podsim.scenarios.input.loader import load_scenario
@@ -213,6 +214,11 @@ def test_estimate_is_close_to_the_measured_event_count():
     assert est.packet_hops == pytest.approx(res.summary["engine_info"]["packet_hops"], rel=0.2)
 
 
+def check_limits(sc, *args, **kwargs):
+    """The size check the scenario's engine declares (what the runner calls)."""
+    return ENGINES.get(sc.engine).check_size(sc, *args, **kwargs)
+
+
 def test_too_large_is_refused_with_the_estimate_and_force_overrides(monkeypatch):
     sc, _ = load_scenario("quickstart", ["workload.moe.tokens_per_rank=16", "outputs.plots=false"])
     prep = prepare(sc)
@@ -226,10 +232,11 @@ def test_too_large_is_refused_with_the_estimate_and_force_overrides(monkeypatch)
     flow = copy.copy(sc)
     object.__setattr__(flow, "engine", "flow")
     # the flow engine is priced by memory only (its route tables), not by events
-    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 2**40)) is None
+    need = check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 2**40))
+    assert need > 0
     with pytest.raises(ScenarioError, match="flow engine holds the routes"):
         check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1))
-    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1), force=True) is None
+    assert check_limits(flow, prep.cluster, prep.trace, budget=Budget(1e-3, 1), force=True) == need
     # through the command: exit 2, then --force runs it
     monkeypatch.setenv("PODSIM_MAX_WALL_S", "1us")
     args = ["run", "quickstart", "--set", "workload.moe.tokens_per_rank=16", "--set",
