@@ -35,11 +35,9 @@ from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
 from podsim.fabric.port import Port
 from podsim.fabric.routing import Routing
 from podsim.fabric.switch import Switch, SwitchConfig, SwitchPort
-from podsim.fabric.topology import endpoints
+from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES, SWITCH_ROLES, endpoints
 
 __all__ = ["Network", "NetworkError", "Receiver"]
-
-SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
 
 
 class NetworkError(ValueError):
@@ -91,7 +89,7 @@ class Network:
         self.switch_config = switch_config or SwitchConfig()
         overrides = dict(switch_configs or {})
         roles = nx.get_node_attributes(graph, "role")
-        switch_roles = SWITCH_ROLES if include_scaleup else SWITCH_ROLES[:3]
+        switch_roles = SWITCH_ROLES if include_scaleup else SCALEOUT_SWITCH_ROLES
         self.endpoints: list[str] = _endpoint_order(graph, include_scaleup)
         self._ep_id = {n: i for i, n in enumerate(self.endpoints)}
         ep_set = set(self.endpoints)

@@ -56,6 +56,7 @@ __all__ = [
     "EDGE_TIERS",
     "KINDS",
     "ROLES",
+    "SCALEOUT_SWITCH_ROLES",
     "SIZERS",
     "SWITCH_ROLES",
     "TOPOLOGIES",
@@ -79,7 +80,9 @@ __all__ = [
 TOPOLOGIES: Registry = Registry("topology", builtins=("podsim.fabric.superpod",))
 
 ROLES = ("nic", "leaf", "spine", "core", "scaleup", "gpu")
-SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
+#: switch roles of the scale-out fabric (simulated packet by packet) and of every switch
+SCALEOUT_SWITCH_ROLES = ("leaf", "spine", "core")
+SWITCH_ROLES = (*SCALEOUT_SWITCH_ROLES, "scaleup")
 KINDS = ("scaleout", "scaleup")
 EDGE_TIERS = ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup")
 _TIER_OF_ROLE = {"leaf": 1, "spine": 2, "core": 3, "scaleup": 1}

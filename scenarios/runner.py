@@ -343,9 +343,9 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     does). Headroom per ingress: one round trip of the link (propagation and FEC both ways) at
     its rate plus two frames, the switch model's sizing rule. A configuration that breaks it
     is refused (``--force`` runs it anyway, to study the drops)."""
-    from podsim.fabric.network import SWITCH_ROLES
     from podsim.fabric.packet import ROCE_OVERHEAD
     from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+    from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES
     from podsim.fabric.units import fmt_size
 
     sw = sc.cluster.switch
@@ -355,7 +355,7 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + ROCE_OVERHEAD
     worst: tuple[float, str, int, float] | None = None  # (need, switch, links, headroom)
     for node, role in g.nodes(data="role"):
-        if role not in SWITCH_ROLES[:3]:  # scale-up switches are not packet-level
+        if role not in SCALEOUT_SWITCH_ROLES:  # scale-up switches are not packet-level
             continue
         links = 0
         headroom = 0.0

@@ -57,6 +57,7 @@ __all__ = [
     "HOPS",
     "PHASES",
     "TraceError",
+    "TraceRankCountMissing",
     "compute_table",
     "concat_traces",
     "make_trace",
@@ -76,6 +77,10 @@ _CSV_PREFIX = "# podsim-trace-attrs: "
 
 class TraceError(ValueError):
     """A trace that breaks the schema; the message names the column, row and value."""
+
+
+class TraceRankCountMissing(TraceError):
+    """A trace that records no rank count (``df.attrs['num_ranks']``) and was given none."""
 
 
 def make_trace(
@@ -172,7 +177,9 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
     if num_ranks is None:
         num_ranks = df.attrs.get("num_ranks")
     if num_ranks is None:
-        raise TraceError("trace has no num_ranks (df.attrs['num_ranks']); pass num_ranks=")
+        raise TraceRankCountMissing(
+            "trace has no num_ranks (df.attrs['num_ranks']); pass num_ranks="
+        )
     num_ranks = int(num_ranks)
     if num_ranks <= 0:
         raise TraceError(f"num_ranks must be > 0; got {num_ranks}")

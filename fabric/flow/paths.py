@@ -50,10 +50,10 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+from podsim.fabric.topology import SWITCH_ROLES
 
 __all__ = ["FlowPaths", "FlowRouteError", "Route", "mix64"]
 
-SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
 _NIC_NAME = re.compile(r"^(nic\d+)\.p\d+$")
 _PLANE_PREFIX = re.compile(r"^p\d+\.")
 

@@ -31,7 +31,7 @@ from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.schema import Scenario, Straggler
 from podsim.workloads.moe import moe_layer_trace
 from podsim.workloads.trace import COLUMNS as TRACE_COLUMNS
-from podsim.workloads.trace import HOPS, PHASES, read_trace
+from podsim.workloads.trace import HOPS, PHASES, TraceRankCountMissing, read_trace
 from podsim.workloads.trace import compute_table as workload_compute_table
 
 __all__ = [
@@ -397,16 +397,16 @@ def _read_trace_rows(path: Path, fmt: str, num_ranks: int | None) -> pd.DataFram
     if num_ranks is None:
         try:
             return read_trace(str(path))
+        except TraceRankCountMissing:
+            pass  # a file that records no rank count falls back to its highest rank + 1
         except (ValueError, TypeError) as exc:  # TypeError: a header that is not a mapping
-            # only a file that records no rank count falls back to its highest rank + 1: a
-            # rank outside the recorded count ("... (num_ranks=16)") is an error in the file
-            if "has no num_ranks" not in str(exc):
-                text = str(exc).rstrip(".")
-                if isinstance(exc, TypeError):
-                    text = f"its attrs header is not a JSON object (mapping): {text}"
-                if str(path) not in text:  # JSON header and empty-file errors name no file
-                    text = f"trace {str(path)!r}: {text}"
-                raise ScenarioError(f"{text}.", path=where) from None
+            # a rank outside the recorded count ("... (num_ranks=16)") is an error in the file
+            text = str(exc).rstrip(".")
+            if isinstance(exc, TypeError):
+                text = f"its attrs header is not a JSON object (mapping): {text}"
+            if str(path) not in text:  # JSON header and empty-file errors name no file
+                text = f"trace {str(path)!r}: {text}"
+            raise ScenarioError(f"{text}.", path=where) from None
         raw = _read_raw(path, fmt)
         try:
             hi = int(max(raw["src_rank"].max(), raw["dst_rank"].max())) if len(raw) else 0

@@ -32,6 +32,7 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 from podsim.fabric.registry import Registry
+from podsim.fabric.topology import SWITCH_ROLES
 from podsim.fabric.units import fmt_length, fmt_rate
 from podsim.scenarios.cost.catalog import Catalog, CatalogError, load_catalog
 from podsim.scenarios.cost.node import NodeHardware, node_hardware
@@ -68,8 +69,6 @@ BOM_COLUMNS = [
     "power_w",
     "estimate",
 ]
-
-SWITCH_ROLES = ("leaf", "spine", "core", "scaleup")
 
 
 class BomError(ValueError):

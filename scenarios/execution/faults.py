@@ -43,6 +43,7 @@ from podsim.fabric.faults import (
     SwitchDown,
 )
 from podsim.fabric.invariants import Checker, HostEndpoints, explain_unfinished, is_failure
+from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES
 from podsim.fabric.units import fmt_rate
 from podsim.scenarios.errors import ScenarioError
 
@@ -114,9 +115,6 @@ def check_targets(sc: Scenario, graph: nx.Graph, *, scaleup_ok: bool = False) ->
     fabric_faults(sc, graph, scaleup_ok=scaleup_ok)
 
 
-_SWITCH_ROLES = ("leaf", "spine", "core")
-
-
 def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> None:
     link = getattr(f, "link", None)
     if link is not None:
@@ -150,7 +148,7 @@ def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> No
                             path=f"faults[{i}].node")  # fmt: skip
     if (
         isinstance(f, SwitchDown)
-        and role not in _SWITCH_ROLES
+        and role not in SCALEOUT_SWITCH_ROLES
         and not (scaleup_ok and role == "scaleup")
     ):
         what = "a scale-up switch (not simulated by the packet engine)" if role == "scaleup" \
