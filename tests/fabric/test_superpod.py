@@ -171,11 +171,7 @@ def test_preset_rejects_unknown_parameter():
         build_topology("h800-deepep", nodez=4)
 
 
-def test_ten_thousand_gpu_cluster_builds_fast():
-    import time
-
-    t0 = time.perf_counter()
+def test_ten_thousand_gpu_cluster_builds():
+    # its build time is a benchmark figure (benchmarks/bench_topology.py), not a test
     g = build_topology("superpod-128", pods=80)
-    elapsed = time.perf_counter() - t0
     assert len(gpus(g)) == 10_240
-    assert elapsed < 5.0

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
+import networkx as nx
 import pytest
 from podsim.fabric.topology import TOPOLOGIES, build_topology, endpoints, topology_size
 
@@ -48,10 +47,16 @@ def test_every_registered_topology_has_a_size() -> None:
     assert {name for name, _ in TOPOLOGIES.describe()} == {n for n, _ in CASES}
 
 
-def test_an_absurd_size_is_computed_at_once() -> None:
-    t0 = time.perf_counter()
+def test_an_absurd_size_is_computed_without_building_anything(monkeypatch) -> None:
+    # closed form: not one graph node may be created (benchmarks/bench_topology.py times builds)
+    def no_graph(*args, **kwargs):
+        raise AssertionError("topology_size built a graph")
+
+    monkeypatch.setattr(nx.Graph, "add_node", no_graph)
+    monkeypatch.setattr(nx.Graph, "add_nodes_from", no_graph)
+    monkeypatch.setattr(nx.Graph, "add_edge", no_graph)
+    monkeypatch.setattr(nx.Graph, "add_edges_from", no_graph)
     size = topology_size("h800-deepep", {"nodes": 100_000_000})
-    assert time.perf_counter() - t0 < 0.1
     assert size is not None and size.endpoints == 8 * 100_000_000
     # GPUs + NIC ports + one scale-up switch per node, at least
     assert size.nodes > 2 * 8 * 100_000_000

@@ -8,6 +8,7 @@ import podsim
 import pytest
 from podsim.scenarios.build.cluster import build_cluster, trace_ranks
 from podsim.scenarios.input.loader import library_names, load_scenario, variant_names
+from podsim.scenarios.runner import prepare
 
 # small sizes for the default suite (the files themselves hold the documented sizes)
 SMALL: dict[str, list[str]] = {
@@ -50,8 +51,14 @@ def test_builtin_runs_small(name: str) -> None:
     assert s["messages"]["count"] == len(res.messages) > 0
     comm = [p for p in s["phases"] if p != "compute"]
     assert comm and all(s["phases"][p]["completion_time_s"] > 0 for p in comm)
-    # every byte the trace asked for was carried
-    assert int(res.messages["bytes"].sum()) == s["messages"]["bytes"]
+    # every byte the workload asked for (the trace built before the run, independently of the
+    # engine) was carried: each message complete, with an end time, and the totals equal
+    sc, _ = load_scenario(name, SMALL[name] + NO_FILES)
+    asked = prepare(sc).trace
+    assert len(asked) == len(res.messages)
+    assert int(asked["bytes"].sum()) == s["messages"]["bytes"] == int(res.messages["bytes"].sum())
+    assert (res.messages["status"] == "complete").all()
+    assert res.messages["end_s"].notna().all()
 
 
 def _comparable(res: podsim.Results) -> tuple[dict, dict]:
