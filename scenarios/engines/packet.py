@@ -66,7 +66,7 @@ from podsim.scenarios.engines.qps import qp_table
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.faults import FaultSession
-from podsim.scenarios.input.schema import FAULT_KINDS
+from podsim.scenarios.input.schema import SCENARIO_FAULT_KINDS
 
 if TYPE_CHECKING:
     from podsim.scenarios.build.cluster import Cluster
@@ -384,7 +384,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
 @register_engine(
     "packet",
     "packet-level SimPy simulation: every packet through every queue",
-    faults=FAULT_KINDS,
+    faults=SCENARIO_FAULT_KINDS,
     storage=True,
     per_packet=True,
     preflight=preflight,

@@ -825,8 +825,9 @@ Fault = Annotated[
     Field(discriminator="kind"),
 ]
 
-#: every fault kind a scenario can name (engines declare which of these they model)
-FAULT_KINDS: frozenset[str] = frozenset(
+#: every fault kind a scenario can name (``faults[].kind``; engines declare which they model).
+#: The fabric-level fault models are registered in :data:`podsim.fabric.faults.FAULT_KINDS`.
+SCENARIO_FAULT_KINDS: frozenset[str] = frozenset(
     kind
     for model in (LinkDown, LinkDegrade, LinkBer, NodeDown, Straggler)
     for kind in get_args(model.model_fields["kind"].annotation)

@@ -58,7 +58,7 @@ def test_straggler_still_runs_on_flow():
 
 def test_every_fault_kind_is_modelled_by_some_engine_and_the_packet_engine_models_all():
     from podsim.scenarios.engines import ENGINES
-    from podsim.scenarios.input.schema import FAULT_KINDS
+    from podsim.scenarios.input.schema import SCENARIO_FAULT_KINDS
 
     assert {
         "link_down",
@@ -67,10 +67,10 @@ def test_every_fault_kind_is_modelled_by_some_engine_and_the_packet_engine_model
         "switch_down",
         "nic_down",
         "straggler",
-    } == FAULT_KINDS
-    assert ENGINES.get("packet").faults == FAULT_KINDS
+    } == SCENARIO_FAULT_KINDS
+    assert ENGINES.get("packet").faults == SCENARIO_FAULT_KINDS
     for name in ENGINES.names():
-        assert ENGINES.get(name).faults <= FAULT_KINDS, name
+        assert ENGINES.get(name).faults <= SCENARIO_FAULT_KINDS, name
 
 
 def test_a_registered_engine_is_asked_what_it_models_never_named(tmp_path):
