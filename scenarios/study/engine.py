@@ -146,6 +146,8 @@ def run_points(
             seen.add(p.key)
             todo.append(p)
     report = SweepReport(table=pd.DataFrame(), skipped=skipped)
+    if dask is not None:
+        require_dask()  # before any point runs: a missing optional dependency is bad input
 
     def finish(point: Point, ok: bool, value: Any, quiet: bool = False) -> None:
         if ok:
@@ -225,6 +227,19 @@ def _run_pool(
         pool.shutdown(wait=True)
 
 
+def require_dask() -> tuple[Any, Any, Any]:
+    """dask.distributed's ``Client``, ``LocalCluster`` and ``as_completed``; a ValueError that
+    says how to install it when the optional ``dask`` extra is absent."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ValueError(
+            "--dask needs dask.distributed, an optional dependency: install it with "
+            "pip install 'podsim[dask]' (or run without --dask: local worker processes)."
+        ) from None
+    return Client, LocalCluster, as_completed
+
+
 def _run_dask(
     todo: list[Point],
     run_point: RunPoint,
@@ -233,8 +248,7 @@ def _run_dask(
     workers: int | None,
     processes: bool,
 ) -> None:
-    from dask.distributed import Client, LocalCluster, as_completed
-
+    Client, LocalCluster, as_completed = require_dask()
     cluster = None
     if isinstance(dask, Client):
         client, own = dask, False

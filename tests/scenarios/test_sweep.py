@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from podsim.scenarios.cli.app import app
 from podsim.scenarios.study.engine import run_points
 from podsim.scenarios.study.spec import Study, load_study
 from podsim.scenarios.study.store import ResultStore, point_key
 from podsim.scenarios.study.sweep import resolve_dict, resolve_points
+from typer.testing import CliRunner
 
 
 def cheap_point(resolved: dict) -> dict:
@@ -199,3 +201,18 @@ def test_study_errors_name_the_key(tmp_path: Path) -> None:
         Study.model_validate({"name": "s", "base": "b", "random": {"n": 1, "params": {"x": {}}}})
     with pytest.raises(ValueError, match="neither a file nor a built-in study"):
         load_study("no-such-study")
+
+
+def test_dask_without_the_optional_extra_is_a_clear_error(
+    tmp_path: Path, counter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    # as if `pip install podsim` had not installed the [dask] extra: the import fails
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    with pytest.raises(ValueError, match=r"pip install 'podsim\[dask\]'"):
+        run_points(_points(counter), cheap_point, tmp_path / "d", dask="local", progress=False)
+    assert _calls(counter) == {}  # refused before any point ran
+    r = CliRunner().invoke(app, ["sweep", "on-card-switch-savings", "--dask", "local", "--out",
+                                 str(tmp_path / "cli")])  # fmt: skip
+    assert r.exit_code == 2 and "podsim[dask]" in r.output, r.output
