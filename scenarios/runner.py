@@ -25,6 +25,7 @@ from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.loader import Document, load_scenario
 from podsim.scenarios.input.schema import Scenario
+from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
 
 __all__ = [
@@ -198,7 +199,8 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         "gpus": len({*prep.cluster.rank_gpu.tolist()}),
         **prep.cluster.extra,
     }
-    summary = {**head, **summary, "engine_info": eo.extra}
+    resolved = sc.resolved()
+    summary = {**head, **summary, "engine_info": eo.extra, "provenance": provenance(resolved)}
     return Results(
         messages=messages,
         phases=phases,
@@ -206,7 +208,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         qps=qps,
         queues=queues,
         summary=summary,
-        scenario=sc.resolved(),
+        scenario=resolved,
     )
 
 

@@ -423,6 +423,15 @@ def render_report(directory: str | Path) -> str:
         f"topology {s.get('topology')} - {s.get('ranks')} ranks on {s.get('gpus')} GPUs - "
         f"simulated {_num(s.get('sim_time_s'), 'time')} in {s.get('wall_s', 0):.2f} s wall"
     )
+    prov = s.get("provenance") or {}
+    if prov:
+        commit = prov.get("commit")
+        meta += (
+            f" - podsim {prov.get('podsim_version')}"
+            + (f" at {commit[:12]}{' (modified)' if prov.get('dirty') else ''}" if commit else "")
+            + f" - {prov.get('created_utc')} - scenario sha256 "
+            + f"{str(prov.get('scenario_sha256'))[:16]}"
+        )
     desc = (res.scenario or {}).get("description") or ""
     scen = yaml.safe_dump(res.scenario, sort_keys=False) if res.scenario else "(not recorded)"
     body = (

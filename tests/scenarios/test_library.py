@@ -63,7 +63,9 @@ def test_builtin_runs_small(name: str) -> None:
 
 def _comparable(res: podsim.Results) -> tuple[dict, dict]:
     summary = {
-        k: v for k, v in res.summary.items() if k not in ("wall_s", "events", "events_per_s")
+        k: v
+        for k, v in res.summary.items()
+        if k not in ("wall_s", "events", "events_per_s", "provenance")
     }
     return summary, res.tables()
 
