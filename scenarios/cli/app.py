@@ -456,6 +456,29 @@ def docs(
     typer.echo(render(fmt=fmt), nl=False)
 
 
+@app.command()
+@guarded
+def schema(
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")
+    ] = None,
+) -> None:
+    """Print the JSON Schema of a scenario file, for YAML editors (completion and checks)."""
+    import json
+
+    from podsim.scenarios.input.jsonschema import scenario_json_schema
+
+    text = json.dumps(scenario_json_schema(), indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise ScenarioError(f"--out {str(out)!r}: cannot write it ({exc.strerror}).") from None
+    out_console.print(f"wrote {out}", markup=False)
+
+
 from podsim.scenarios.cli.study import register_commands as _register_cost_and_sweep  # noqa: E402
 
 _register_cost_and_sweep(app)  # `podsim cost` and `podsim sweep` (issue 8), guarded too

@@ -49,6 +49,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -141,11 +142,30 @@ class NameOf:
     plugin: bool = False
 
 
+#: a number with an optional unit, as scenario files write quantities ("400Gbps", "1.5us")
+_QUANTITY_PATTERN = r"^\s*[-+]?[0-9.]+([eE][-+]?[0-9]+)?\s*[A-Za-z/]*\s*$"
+
+
+def _quantity_json(kind: str, unit: str, example: str) -> WithJsonSchema:
+    """The JSON Schema of a quantity (``podsim schema``, for YAML editors): a number in SI units
+    or a string with a unit, as files write it."""
+    return WithJsonSchema(
+        {
+            "anyOf": [{"type": "number"}, {"type": "string", "pattern": _QUANTITY_PATTERN}],
+            "description": f"a {kind}: a number in {unit}, or a string with a unit "
+            f"(e.g. {example!r})",
+            "examples": [example],
+        },
+        mode="validation",
+    )
+
+
 Rate = Annotated[
     float,
     BeforeValidator(_no_bool(parse_rate)),
     PlainSerializer(lambda v: _exact(fmt_rate, parse_rate, v, "bps"), when_used="json"),
     Quantity("rate", "bit/s", "400Gbps"),
+    _quantity_json("rate", "bit/s", "400Gbps"),
 ]
 PacketRate = Annotated[
     float,
@@ -155,24 +175,28 @@ PacketRate = Annotated[
         when_used="json",
     ),
     Quantity("packet rate", "packets/s", "400Mpps"),
+    _quantity_json("packet rate", "packets/s", "400Mpps"),
 ]
 Size = Annotated[
     int,
     BeforeValidator(_no_bool(parse_size)),
     PlainSerializer(_fmt_size_exact, when_used="json"),
     Quantity("size", "bytes", "4KiB"),
+    _quantity_json("size", "bytes", "4KiB"),
 ]
 Time = Annotated[
     float,
     BeforeValidator(_no_bool(parse_time)),
     PlainSerializer(lambda v: _exact(fmt_time, parse_time, v, "s"), when_used="json"),
     Quantity("time", "s", "2us"),
+    _quantity_json("time", "s", "2us"),
 ]
 Length = Annotated[
     float,
     BeforeValidator(_no_bool(parse_length)),
     PlainSerializer(lambda v: _exact(fmt_length, parse_length, v, "m"), when_used="json"),
     Quantity("length", "m", "5m"),
+    _quantity_json("length", "m", "5m"),
 ]
 PositiveRate = Annotated[Rate, AfterValidator(lambda v: _positive(v))]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
