@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -27,6 +28,8 @@ from podsim.scenarios.input.loader import Document, load_scenario
 from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MANIFEST",
@@ -85,9 +88,14 @@ def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
     from podsim.scenarios.build.limits import check_workload_size
 
     n = trace_ranks(scenario)
+    log.info("building the cluster of %s", scenario.name)
     cluster = build_cluster(scenario, n, force=force)
     check_workload_size(scenario, force=force)
+    g = cluster.graph
+    log.info("cluster: %d ranks, %d nodes, %d links; building the workload trace",
+             cluster.num_ranks, g.number_of_nodes(), g.number_of_edges())  # fmt: skip
     trace = build_trace(scenario, cluster)
+    log.info("trace: %d messages, %d bytes", len(trace), int(trace["bytes"].sum()))
     compute = compute_table(scenario, cluster, trace)
     return Prepared(scenario, cluster, trace, compute)
 
@@ -287,6 +295,7 @@ def _run(
         progress=_counting(progress, seen),
         allow_plugins=allow_plugins,
     )
+    log.info("running the %s engine", sc.engine)
     t0 = time.perf_counter()
     try:
         eo = engine(ctx)
@@ -300,6 +309,7 @@ def _run(
             f"the congestion-control plug-in stopped the run: {exc}", path="cluster.nic.cc.name"
         ) from None
     wall = time.perf_counter() - t0
+    log.info("engine done: %s, %.6g s simulated in %.2f s", eo.status, eo.sim_time_s, wall)
     if eo.events is None:
         eo.events = seen["events"]
     res = _assemble(sc, prep, eo, wall)
@@ -314,6 +324,7 @@ def _run(
     res.cost, res.bom = price(sc, prep.cluster.graph, res)
     if write or out is not None:
         write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph, stage=stage)
+        log.info("results written to %s", output_dir(sc, out))
     return res
 
 

@@ -14,6 +14,7 @@ traceback and exits with 1 (``podsim --debug`` or ``PODSIM_DEBUG=1`` prints the 
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -38,11 +39,24 @@ app = typer.Typer(
     name="podsim",
     help="Simulate AI-cluster fabrics: SmartNICs, multipath RDMA, CC, MoE all-to-all.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
-RefArg = Annotated[str, typer.Argument(help="Scenario file or built-in name (podsim list).")]
+
+def _complete_scenario(incomplete: str) -> list[str]:
+    """Shell completion of a scenario argument: the built-in names (files complete as paths)."""
+    from podsim.scenarios.input.loader import library_names
+
+    return [n for n in library_names() if n.startswith(incomplete)]
+
+
+RefArg = Annotated[
+    str,
+    typer.Argument(
+        help="Scenario file or built-in name (podsim list).", autocompletion=_complete_scenario
+    ),
+]
 AllowPluginsOpt = Annotated[
     bool, typer.Option("--allow-plugins", help="Allow module:Class plug-ins to load.")
 ]
@@ -75,9 +89,22 @@ def _options(
             help="Print the traceback of an internal error (also: PODSIM_DEBUG=1).",
         ),
     ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log what podsim does to stderr: -v the steps of a run, -vv debug detail.",
+        ),
+    ] = 0,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Log errors only (no warnings).")
+    ] = False,
 ) -> None:
     """Simulate AI-cluster fabrics: SmartNICs, multipath RDMA, CC, MoE all-to-all."""
     set_debug(debug)
+    configure_logging(verbose, quiet)
 
 
 def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
@@ -498,8 +525,35 @@ def _reflow_help(typer_app: typer.Typer) -> None:
 _reflow_help(app)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler that writes to whatever ``sys.stderr`` is when a record is emitted
+    (test runners and notebooks replace it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    """Standard :mod:`logging` for the ``podsim`` loggers on stderr: warnings by default,
+    ``-v`` info (the steps of a run), ``-vv`` debug, ``-q`` errors only."""
+    level = logging.ERROR if quiet else (
+        logging.WARNING, logging.INFO, logging.DEBUG
+    )[min(verbose, 2)]  # fmt: skip
+    log = logging.getLogger("podsim")
+    log.setLevel(level)
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+
+
 def main() -> None:  # pragma: no cover - console entry (`podsim`, `python -m podsim`)
-    app()
+    app(prog_name="podsim")
 
 
 if __name__ == "__main__":  # pragma: no cover
