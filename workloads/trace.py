@@ -364,7 +364,7 @@ def read_trace(path: str | Path, num_ranks: int | None = None) -> pd.DataFrame:
     try:
         return validate_trace(df, num_ranks)
     except TraceError as e:
-        raise TraceError(f"{path}: {e}") from None
+        raise type(e)(f"{path}: {e}") from None  # the same kind, naming the file
 
 
 def compute_table(df: pd.DataFrame) -> pd.DataFrame:
