@@ -27,10 +27,10 @@ Packet-level engine, public API (SI units: seconds, bytes, bit/s, metres)
     ``serialisation_s(wire)``, ``arrival_delay_s(wire)``; counters ``tx_bytes tx_pkts drops
     drop_bytes ecn_marks pauses_sent pauses_rcvd paused_s max_qbytes mac_frames``.
 ``podsim.fabric.switch``
-    ``SwitchConfig(latency_s=600e-9, store_and_forward=False, buffer_bytes=None,
-    buffer_per_port_bytes=1_250_000, dt_alpha=1.0, ecn=True, ecn_kmin_bytes=150_000,
-    ecn_kmax_bytes=1_500_000, ecn_pmax=0.2, pfc=False, pfc_xoff_bytes=300_000,
-    pfc_xon_bytes=270_000)``, ``SwitchConfig.from_mapping({...human strings...})``;
+    ``SwitchConfig(latency_s, store_and_forward, buffer_bytes, buffer_per_port_bytes, dt_alpha,
+    ecn, ecn_kmin_bytes, ecn_kmax_bytes, ecn_pmax, pfc, pfc_xoff_bytes, pfc_xon_bytes)`` (each
+    default declared with its source, ``podsim docs``), ``buffer_for(ports)``,
+    ``SwitchConfig.from_mapping({...human strings...})``;
     ``Switch`` (``used``, ``max_used``, ``buffer_bytes``, ``noroute_drops``, ``select``).
 ``podsim.fabric.routing``
     ``Routing``: ``next_hops(switch, dst_id)``, ``paths``, ``route``, ``path_evs``,

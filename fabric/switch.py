@@ -51,14 +51,15 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from heapq import heappush
 from typing import Any
 
 import simpy
+from podsim.fabric import params
 from podsim.fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
+from podsim.fabric.params import param
 from podsim.fabric.port import Port
-from podsim.fabric.units import parse_size, parse_time
 
 __all__ = ["Switch", "SwitchConfig", "SwitchPort"]
 
@@ -70,20 +71,109 @@ _MIX = 0xBF58476D1CE4E5B9  # SplitMix64's first multiplier (odd, well spread bit
 @dataclass(frozen=True)
 class SwitchConfig:
     """Switch parameters, SI units (bytes, seconds). Build from human strings with
-    :meth:`from_mapping` (``{"latency_s": "600ns", "ecn_kmin_bytes": "150KB"}``)."""
+    :meth:`from_mapping` (``{"latency_s": "600ns", "ecn_kmin_bytes": "150KB"}``).
 
-    latency_s: float = 600e-9  # port-to-port, docs/physics.md 0.6-1 us [E]
-    store_and_forward: bool = False
-    buffer_bytes: int | None = None  # total shared buffer; None: buffer_per_port_bytes x ports
-    buffer_per_port_bytes: int = 1_250_000  # 160 MB / 128 x 400G (docs/physics.md [E])
-    dt_alpha: float = 1.0  # Choudhury-Hahne alpha [E]
-    ecn: bool = True
-    ecn_kmin_bytes: int = 150_000  # NVIDIA RoCE default (docs/physics.md [S])
-    ecn_kmax_bytes: int = 1_500_000  # NVIDIA RoCE default (docs/physics.md [S])
-    ecn_pmax: float = 0.2  # HPCC ns-3 scripts [E]
-    pfc: bool = False
-    pfc_xoff_bytes: int = 300_000  # per ingress link [E]; keep above kmin: ECN before PFC
-    pfc_xon_bytes: int = 270_000  # per ingress link [E]
+    Every field is declared with :func:`podsim.fabric.params.param` (scenario key under
+    ``cluster.switch``, unit, description, source); the scenario schema's switch section and
+    ``podsim docs`` are generated from it, so these are the only switch defaults.
+    """
+
+    latency_s: float = param(
+        600e-9,
+        key="latency",
+        kind="time",
+        minimum=0,
+        doc="port-to-port forwarding latency",
+        source="[E] 0.6-1 us for 51.2 Tb/s ASICs, docs/physics.md 'Switches'",
+    )
+    store_and_forward: bool = param(
+        False,
+        key="store_and_forward",
+        kind="bool",
+        doc="wait for a whole frame before forwarding it (false: cut-through once the header is "
+        "in, when the egress is not faster than the ingress)",
+        source="[S] datacentre ASICs cut through by default",
+    )
+    buffer_bytes: int | None = param(
+        64 * 2**20,
+        key="buffer",
+        kind="size",
+        minimum=1,
+        optional=True,
+        doc="shared packet buffer of each switch; null: buffer_per_port x its ports",
+        source="[E] a 25.6-51.2 Tb/s-class chip holds 64-160 MB (docs/physics.md 'Switches')",
+    )
+    buffer_per_port_bytes: int = param(
+        1_250_000,
+        key="buffer_per_port",
+        kind="size",
+        minimum=1,
+        doc="buffer per port when buffer is null",
+        source="[E] 160 MB / 128 x 400G ports (docs/physics.md 'Switches')",
+    )
+    dt_alpha: float = param(
+        1.0,
+        key="alpha",
+        kind="float",
+        minimum=0,
+        exclusive=True,
+        doc="dynamic-threshold alpha: a queue may hold alpha x the free buffer (inf: no limit)",
+        source="[E] Choudhury & Hahne, IEEE/ACM ToN 1998; vendors default to 1 or thereabouts",
+    )
+    ecn: bool = param(
+        True,
+        key="ecn.enabled",
+        kind="bool",
+        doc="mark ECN-capable packets by queue depth",
+        source="[S] RoCE deployments run ECN (DCQCN); NVIDIA RoCE configuration",
+    )
+    ecn_kmin_bytes: int = param(
+        150_000,
+        key="ecn.kmin",
+        kind="size",
+        minimum=0,
+        doc="queue depth where marking starts",
+        source="[S] NVIDIA Onyx/Cumulus RoCE default 150 KB (docs/physics.md 'Switches')",
+    )
+    ecn_kmax_bytes: int = param(
+        1_500_000,
+        key="ecn.kmax",
+        kind="size",
+        minimum=0,
+        doc="queue depth where the marking probability reaches pmax",
+        source="[S] NVIDIA Onyx/Cumulus RoCE default 1500 KB (docs/physics.md 'Switches')",
+    )
+    ecn_pmax: float = param(
+        0.2,
+        key="ecn.pmax",
+        kind="fraction",
+        doc="marking probability at kmax",
+        source="[E] the HPCC repository's ns-3 scripts",
+    )
+    pfc: bool = param(
+        False,
+        key="pfc.enabled",
+        kind="bool",
+        doc="lossless operation with PFC pause frames (off: lossy RoCE with ECN)",
+        source="[S] lossy RoCE with ECN is the modern default (docs/physics.md)",
+    )
+    pfc_xoff_bytes: int = param(
+        2_000_000,
+        key="pfc.xoff",
+        kind="size",
+        minimum=1,
+        doc="ingress bytes queued that pause the upstream port; above ecn.kmax so that ECN "
+        "acts before PFC",
+        source="[E] above the 1500 KB ECN kmax, as 'ECN must fire before PFC' (docs/physics.md)",
+    )
+    pfc_xon_bytes: int = param(
+        1_000_000,
+        key="pfc.xon",
+        kind="size",
+        minimum=0,
+        doc="ingress bytes queued that resume the upstream port (below xoff)",
+        source="[E]",
+    )
 
     def __post_init__(self) -> None:
         def bad(key: str, want: str) -> ValueError:
@@ -108,24 +198,18 @@ class SwitchConfig:
         if not 0 <= self.pfc_xon_bytes <= self.pfc_xoff_bytes:
             raise bad("pfc_xon_bytes", f"a size in [0, pfc_xoff_bytes={self.pfc_xoff_bytes}]")
 
+    def buffer_for(self, ports: int) -> int:
+        """The shared buffer of a switch with ``ports`` ports: ``buffer_bytes``, or
+        ``buffer_per_port_bytes`` per port when that is None."""
+        if self.buffer_bytes is not None:
+            return self.buffer_bytes
+        return self.buffer_per_port_bytes * ports
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> SwitchConfig:
-        """Build from a mapping whose sizes/times may be human strings ("150KB", "600ns")."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown switch config key(s) {unknown}; expected some of {sorted(known)}"
-            )
-        out: dict[str, Any] = {}
-        for key, val in values.items():
-            if key.endswith("_bytes") and val is not None:
-                out[key] = int(parse_size(val))
-            elif key.endswith("_s"):
-                out[key] = parse_time(val)
-            else:
-                out[key] = val
-        return cls(**out)
+        """Build from a mapping of field names whose quantities may be human strings
+        ("150KB", "600ns", "400Mpps"), parsed by each field's declared kind."""
+        return params.from_mapping(cls, values, "switch config")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -236,10 +320,7 @@ class Switch:
             port._slope = 0.0
         port._rand = self._rng.random
         self.ports.append(port)
-        cfg_buf = cfg.buffer_bytes
-        self.buffer_bytes = (
-            cfg_buf if cfg_buf is not None else cfg.buffer_per_port_bytes * len(self.ports)
-        )
+        self.buffer_bytes = cfg.buffer_for(len(self.ports))
 
     # ---- hot path -------------------------------------------------------------------------
     def receive(self, pkt: Packet) -> None:

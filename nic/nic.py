@@ -32,10 +32,11 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+from podsim.fabric import params
 from podsim.fabric.kernel import Callback, call_at, stop_after_event
 from podsim.fabric.kernel import run as kernel_run
 from podsim.fabric.network import Network
@@ -45,8 +46,8 @@ from podsim.fabric.packet import DATA as K_DATA
 from podsim.fabric.packet import NACK as K_NACK
 from podsim.fabric.packet import PROBE as K_PROBE
 from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.params import param
 from podsim.fabric.registry import Registry
-from podsim.fabric.units import parse_packet_rate, parse_rate, parse_size, parse_time
 from podsim.nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
 from podsim.nic.congestion.api import CCEvent
 from podsim.nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
@@ -83,51 +84,189 @@ class NicConfig:
     """SmartNIC and transport parameters (SI units). Build from human strings with
     :meth:`from_mapping`.
 
-    ``mtu``               path MTU, bytes (1024/2048/4096; docs/physics.md goodput table).
-    ``reliability``       ``"sr"`` selective repeat or ``"gbn"`` go-back-N.
-    ``ack_every``         coalesce ACKs: one per N data packets (plus the immediate cases).
-    ``selector``          path selector name (``PATH_SELECTORS``) and ``selector_params``.
-    ``n_evs``             entropy values a QP sprays over (UEC simulations use 256) [E].
-    ``cc``, ``cc_params`` congestion control (``CC_ALGORITHMS`` name or ``module:Class`` with
-                          ``allow_plugins``).
-    ``pps``               packet-rate ceiling per direction, 400 Mpps (docs/physics.md [S]).
-    ``qpc_entries``       QP contexts cached on the NIC (None: unbounded) [E];
-    ``qpc_miss_penalty_s``/``qpc_parallel_fetches`` cost of a miss [E].
-    ``reorder_buffer_bytes`` out-of-order payload the NIC can hold (shared by its QPs) [E].
-    ``reo_factor``/``reo_min_s`` selective-repeat reordering window (x srtt; floor).
-    ``rto_min_s``/``rto_max_s`` retransmission timeout bounds [E] (IB's local ACK timeout is
-                          4.096 us x 2^n; RDMA stacks use ms, UEC-style transports ~100 us).
-    ``retry_limit``       consecutive timeouts a QP retries before it fails: the next one
-                          fails every message not complete with "retry limit exceeded"
-                          (InfiniBand's ``retry_cnt``, a 3-bit QP attribute, 7 the usual
-                          setting [S: IBTA; ibv_modify_qp(3)]); None retries forever.
-    ``cnp_interval_s``    DCQCN: at most one CNP per QP per interval, 50 us (docs/physics.md [S]).
-    ``qps_per_pair``      QPs per (src, dst) NIC pair; messages are spread round-robin.
-    ``pcie_rate_cap_bps`` payload DMA cap (None: no cap; see :mod:`podsim.nic.pcie`).
+    Every field is declared with :func:`podsim.fabric.params.param`: its scenario key under
+    ``cluster.nic`` (e.g. ``ack_every`` is ``ack_coalesce``), unit, description and the source of
+    its default. The scenario schema's NIC section and ``podsim docs`` are generated from these
+    declarations, so this class is the one place a NIC parameter is defined.
     """
 
-    mtu: int = 4096
-    reliability: str = "sr"
-    ack_every: int = 1
-    selector: str = "spray"
-    selector_params: Mapping[str, Any] = field(default_factory=dict)
-    n_evs: int = 256
-    cc: str = "dcqcn"
-    cc_params: Mapping[str, Any] = field(default_factory=dict)
-    allow_plugins: bool = False
-    pps: float = DEFAULT_PPS
-    qpc_entries: int | None = 4096
-    qpc_miss_penalty_s: float = 1e-6
-    qpc_parallel_fetches: int = 16
-    reorder_buffer_bytes: int = 16 << 20
-    reo_factor: float = 1.0
-    reo_min_s: float = 2e-6
-    rto_min_s: float = 100e-6
-    rto_max_s: float = 10e-3
-    retry_limit: int | None = 7
-    cnp_interval_s: float = 50e-6
-    qps_per_pair: int = 1
-    pcie_rate_cap_bps: float | None = None
+    mtu: int = param(
+        4096,
+        key="mtu",
+        kind="size",
+        minimum=256,
+        doc="RoCE path MTU: 256, 512, 1024, 2048 or 4096 B",
+        source="[S] InfiniBand/RoCEv2 path MTUs (IBTA); goodput per MTU in docs/physics.md",
+    )
+    reliability: str = param(
+        "sr",
+        key="reliability",
+        kind="choice",
+        choices={"selective-repeat": "sr", "go-back-n": "gbn"},
+        doc="loss recovery: selective repeat (SACK) or go-back-N (classic RoCE NICs)",
+        source="[S] go-back-N: IBTA RC transport; selective repeat: UEC 1.0 / IRN (SIGCOMM'18)",
+    )
+    ack_every: int = param(
+        1,
+        key="ack_coalesce",
+        kind="int",
+        minimum=1,
+        doc="data packets acknowledged per ACK (plus the immediate cases: last packet, ECN, loss)",
+        source="[E] no source gives a RoCE NIC's coalescing; 1 = an ACK per packet",
+    )
+    selector: str = param(
+        "spray",
+        key="multipath.selector",
+        kind="name",
+        registry="path selector",
+        doc="path selector (podsim list selectors) or a module:Class plug-in",
+        source="[S] multipath RDMA with packet spraying (the SmartNIC's design); UEC 1.0 EV",
+    )
+    selector_params: Mapping[str, Any] = param(
+        key="multipath.params",
+        kind="params",
+        default_factory=dict,
+        doc="parameters of the path selector",
+        source="the selector's own defaults",
+    )
+    n_evs: int = param(
+        256,
+        key="multipath.paths",
+        kind="int",
+        minimum=1,
+        doc="entropy values (UDP source ports) a QP spreads its packets over (at most 65536)",
+        source="[E] the figure UEC simulations use",
+    )
+    cc: str = param(
+        "dcqcn",
+        key="cc.name",
+        kind="name",
+        registry="congestion control",
+        doc="congestion-control algorithm (podsim list cc) or a module:Class plug-in",
+        source="DCQCN: Zhu et al., SIGCOMM 2015",
+    )
+    cc_params: Mapping[str, Any] = param(
+        key="cc.params",
+        kind="params",
+        default_factory=dict,
+        doc="parameters that override the algorithm's published defaults",
+        source="the algorithm's module (podsim.nic.congestion)",
+    )
+    allow_plugins: bool = param(
+        False,
+        key=None,
+        kind="bool",
+        doc="set by --allow-plugins (a scenario file alone never loads code)",
+    )
+    pps: float = param(
+        DEFAULT_PPS,
+        key="packet_rate",
+        kind="packet_rate",
+        minimum=0,
+        exclusive=True,
+        doc="packet-processing ceiling of the NIC per direction",
+        source="[S] 400 Mpps, docs/physics.md 'The SmartNIC in the design brief'",
+    )
+    qpc_entries: int = param(
+        4096,
+        key="qp_cache",
+        kind="count",
+        minimum=0,
+        doc="QP contexts the NIC caches on chip; 0 = unlimited",
+        source="[E] ConnectX-class caches hold thousands of contexts; no public figure",
+    )
+    qpc_miss_penalty_s: float = param(
+        1e-6,
+        key="qp_miss_penalty",
+        kind="time",
+        minimum=0,
+        doc="delay of a QP-context cache miss (a fetch over PCIe)",
+        source="[E] about one PCIe round trip (docs/physics.md PCIe latency)",
+    )
+    qpc_parallel_fetches: int = param(
+        16,
+        key="qp_parallel_fetches",
+        kind="int",
+        minimum=1,
+        doc="QP-context misses the NIC fetches at once",
+        source="[E]",
+    )
+    reorder_buffer_bytes: int = param(
+        16 << 20,
+        key="reorder_buffer",
+        kind="size",
+        minimum=0,
+        doc="out-of-order payload the NIC can hold, shared by its QPs (selective repeat)",
+        source="[E] on-NIC SRAM of a few MiB to tens of MiB",
+    )
+    reo_factor: float = param(
+        1.0,
+        key="reorder_window",
+        kind="float",
+        minimum=0,
+        exclusive=True,
+        doc="selective repeat: a gap older than this many smoothed RTTs is a loss",
+        source="[E]",
+    )
+    reo_min_s: float = param(
+        2e-6,
+        key="reorder_window_min",
+        kind="time",
+        minimum=0,
+        doc="floor of the reordering window",
+        source="[E]",
+    )
+    rto_min_s: float = param(
+        100e-6,
+        key="rto",
+        kind="time",
+        minimum=0,
+        exclusive=True,
+        doc="minimum retransmission timeout",
+        source="[E] a datacentre RTT of a few us; IB's local ACK timeout is 4.096 us x 2^n",
+    )
+    rto_max_s: float = param(
+        10e-3,
+        key="rto_max",
+        kind="time",
+        minimum=0,
+        exclusive=True,
+        doc="largest retransmission timeout after exponential back-off",
+        source="[E] RDMA stacks use ms",
+    )
+    retry_limit: int | None = param(
+        7,
+        key="retry_limit",
+        kind="int",
+        minimum=0,
+        optional=True,
+        doc="consecutive timeouts a QP retries before its messages fail; null: retry forever",
+        source="[S] InfiniBand retry_cnt, a 3-bit QP attribute, 7 usual (IBTA; ibv_modify_qp(3))",
+    )
+    cnp_interval_s: float = param(
+        50e-6,
+        key="cnp_interval",
+        kind="time",
+        minimum=0,
+        exclusive=True,
+        doc="DCQCN: at most one CNP per QP per interval",
+        source="[S] Zhu et al., SIGCOMM 2015 (50 us); docs/physics.md",
+    )
+    qps_per_pair: int = param(
+        1,
+        key="qps_per_pair",
+        kind="int",
+        minimum=1,
+        doc="QPs per (source, destination) NIC pair; messages are spread round-robin",
+        source="[E] one QP per peer, as DeepEP and NCCL open by default",
+    )
+    pcie_rate_cap_bps: float | None = param(
+        None,
+        key=None,
+        kind="rate",
+        optional=True,
+        doc="payload DMA cap, set by the node's PCIe model as the traffic changes",
+    )
 
     def __post_init__(self) -> None:
         check_mtu(self.mtu)
@@ -143,8 +282,10 @@ class NicConfig:
             raise bad("n_evs", "an int in 1..65536")
         if not self.pps > 0:
             raise bad("pps", "packets/s > 0")
-        if self.qpc_entries is not None and not self.qpc_entries >= 1:
-            raise bad("qpc_entries", "an int >= 1 or None")
+        if isinstance(self.qpc_entries, bool) or not (
+            self.qpc_entries is None or int(self.qpc_entries) == self.qpc_entries >= 0
+        ):
+            raise bad("qpc_entries", "an int >= 0 (0 or None: unlimited)")
         if not self.qpc_miss_penalty_s >= 0:
             raise bad("qpc_miss_penalty_s", "seconds >= 0")
         if not self.qpc_parallel_fetches >= 1:
@@ -172,28 +313,9 @@ class NicConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> NicConfig:
-        """Build from a mapping whose sizes/times/rates may be human strings."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown NIC config key(s) {unknown}; expected some of {sorted(known)}"
-            )
-        out: dict[str, Any] = {}
-        for key, val in values.items():
-            if val is None or isinstance(val, (Mapping, bool)):
-                out[key] = val
-            elif key == "pps":
-                out[key] = parse_packet_rate(val)
-            elif key.endswith("_bps"):
-                out[key] = parse_rate(val)
-            elif key.endswith("_s"):
-                out[key] = parse_time(val)
-            elif key.endswith("_bytes") or key == "mtu":
-                out[key] = int(parse_size(val))
-            else:
-                out[key] = val
-        return cls(**out)
+        """Build from a mapping of field names whose quantities may be human strings
+        ("150KB", "600ns", "400Mpps"), parsed by each field's declared kind."""
+        return params.from_mapping(cls, values, "NIC config")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -257,7 +379,7 @@ class SmartNic:
             port.source = self._pull if plane == 0 else self._puller(plane)
         self.line_rate_bps = sum(p.rate_bps for p in self.ports)
         self.mode = check_mode(config.reliability)
-        self.cache = QpContextCache(config.qpc_entries)
+        self.cache = QpContextCache(config.qpc_entries or None)  # 0: unlimited
         self.tx_pipe = PacketPipeline(
             config.pps, self.cache, config.qpc_miss_penalty_s, config.qpc_parallel_fetches
         )

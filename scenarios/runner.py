@@ -360,13 +360,16 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
     from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES
     from podsim.fabric.units import fmt_size
+    from podsim.scenarios.build.cluster import switch_config
 
     sw = sc.cluster.switch
     if not ENGINES.get(sc.engine).per_packet or not sw.pfc.enabled:
         return
+    device = switch_config(sc)
     g = prep.cluster.graph
     frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + ROCE_OVERHEAD
-    worst: tuple[float, str, int, float] | None = None  # (need, switch, links, headroom)
+    # (need, switch, links, headroom, buffer)
+    worst: tuple[float, str, int, float, int] | None = None
     for node, role in g.nodes(data="role"):
         if role not in SCALEOUT_SWITCH_ROLES:  # scale-up switches are not packet-level
             continue
@@ -383,12 +386,13 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
             headroom += float(d["rate_bps"]) / 8.0 * rtt + 2 * frame
             links += 1
         need = links * sw.pfc.xoff + headroom
-        if need > sw.buffer and (worst is None or need > worst[0]):
-            worst = (need, node, links, headroom)
+        buffer = device.buffer_for(g.degree(node))
+        if need > buffer and (worst is None or need > worst[0]):
+            worst = (need, node, links, headroom, buffer)
     if worst is None:
         return
-    need, node, links, headroom = worst
-    max_xoff = int((sw.buffer - headroom) // links)
+    need, node, links, headroom, buffer = worst
+    max_xoff = int((buffer - headroom) // links)
     # whole KiB (rounded down) so that the suggestion can be pasted back as it is
     paste = f"{max_xoff // 1024}KiB" if max_xoff >= 1024 else f"{max_xoff}B"
     fix = (
@@ -400,7 +404,7 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
         f"PFC cannot keep switch {node!r} lossless: its {links} ingress links may each hold "
         f"xoff ({fmt_size(sw.pfc.xoff)}) and then what is in flight while the PAUSE travels "
         f"({fmt_size(headroom / links)} on average: one link round trip plus two frames), "
-        f"{fmt_size(need)} in all, more than its {fmt_size(sw.buffer)} buffer, so it can drop "
+        f"{fmt_size(need)} in all, more than its {fmt_size(buffer)} buffer, so it can drop "
         f"packets. {fix[:1].upper() + fix[1:] if fix else 'Set '}cluster.switch.buffer to at "
         f"least {-(-int(need) // 2**20)}MiB (--force runs it anyway, to study the drops).",
         path="cluster.switch.pfc.xoff",

@@ -172,22 +172,10 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
 def switch_config(sc: Scenario) -> Any:
     """The scenario's switch settings as a :class:`podsim.fabric.switch.SwitchConfig`."""
     from podsim.fabric.switch import SwitchConfig
+    from podsim.scenarios.input.devices import device_config
 
-    s = sc.cluster.switch
     with at("cluster.switch"):
-        return SwitchConfig(
-            latency_s=s.latency,
-            store_and_forward=not s.cut_through,
-            buffer_bytes=s.buffer,
-            dt_alpha=s.alpha,
-            ecn=s.ecn.enabled,
-            ecn_kmin_bytes=s.ecn.kmin,
-            ecn_kmax_bytes=s.ecn.kmax,
-            ecn_pmax=s.ecn.pmax,
-            pfc=s.pfc.enabled,
-            pfc_xoff_bytes=s.pfc.xoff,
-            pfc_xon_bytes=s.pfc.xon,
-        )
+        return device_config(SwitchConfig, sc.cluster.switch)
 
 
 def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:

@@ -358,11 +358,12 @@ def estimate(
     n_ports = 2 * sum(1 for _u, _v, d in cluster.graph.edges(data=True)
                       if d.get("kind", "scaleout") != "scaleup")  # fmt: skip
     samples = sim_t / sc.sim.sample_interval if sc.outputs.queue_series else 0.0
-    buffered = (
-        sc.cluster.switch.buffer
-        * sum(1 for _n, r in cluster.graph.nodes(data="role") if r in ("leaf", "spine", "core"))
-        // max(1, nic.mtu)
-    )
+    switch = cluster.switch  # the device config (podsim.fabric.switch.SwitchConfig)
+    buffered = sum(
+        switch.buffer_for(cluster.graph.degree(n))
+        for n, r in cluster.graph.nodes(data="role")
+        if r in ("leaf", "spine", "core")
+    ) // max(1, nic.mtu)
     g = cluster.graph
     memory = int(
         BASE_MEMORY

@@ -164,25 +164,11 @@ class _Transport:
 def nic_config(ctx: RunContext) -> Any:
     """The scenario's ``cluster.nic`` as a :class:`podsim.nic.nic.NicConfig`."""
     from podsim.nic.nic import NicConfig
+    from podsim.scenarios.input.devices import device_config
 
-    n = ctx.scenario.cluster.nic
-    return NicConfig(
-        mtu=n.mtu,
-        reliability="sr" if n.reliability == "selective-repeat" else "gbn",
-        ack_every=n.ack_coalesce,
-        selector=n.multipath.selector,
-        selector_params=dict(n.multipath.params),
-        n_evs=n.multipath.paths,
-        cc=n.cc.name,
-        cc_params=dict(n.cc.params),
-        allow_plugins=ctx.allow_plugins,
-        pps=n.packet_rate,
-        qpc_entries=n.qp_cache or None,
-        qpc_miss_penalty_s=n.qp_miss_penalty,
-        rto_min_s=n.rto,
-        retry_limit=n.retry_limit,
-        # PCIe DMA caps change with the traffic: the node's PcieRuntime sets them per NIC
-    )
+    # every key of cluster.nic is a NicConfig parameter; PCIe DMA caps change with the traffic
+    # (the node's PcieRuntime sets them per NIC)
+    return device_config(NicConfig, ctx.scenario.cluster.nic, allow_plugins=ctx.allow_plugins)
 
 
 class NicTransport(_Transport):

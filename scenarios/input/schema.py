@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
+from podsim.fabric.params import ParamSpec
+from podsim.fabric.switch import SwitchConfig as DeviceSwitchConfig
 from podsim.fabric.units import (
     fmt_length,
     fmt_rate,
@@ -38,8 +40,10 @@ from podsim.fabric.units import (
     parse_size,
     parse_time,
 )
+from podsim.nic.nic import NicConfig as DeviceNicConfig
 from podsim.scenarios.cost.spec import CostSpec
 from podsim.scenarios.errors import check_run_name
+from podsim.scenarios.input.devices import kind_literal, section_model, section_values
 from podsim.scenarios.input.registries import check_name
 from pydantic import (
     AfterValidator,
@@ -281,128 +285,135 @@ class TopologyConfig(Strict):
     )
 
 
-class CCConfig(Strict):
-    """Congestion control: a built-in algorithm (``nic`` CC registry) or a ``module:Class``
-    plug-in, with parameters that override the algorithm's published defaults."""
-
-    name: CCName = Field(
-        "dcqcn",
-        description="congestion-control algorithm (podsim list cc) or a module:Class plug-in",
-    )
-    params: Params = Field(
-        default_factory=dict,
-        description="parameters that override the algorithm's published defaults",
-    )
+#: registries whose names may also be a ``module:Class`` plug-in
+_PLUGIN_REGISTRIES = ("congestion control", "path selector")
 
 
-class MultipathConfig(Strict):
-    """Path selection of the transport: ``selector`` from the NIC's registry (``ecmp`` one path
-    per QP, ``spray``, ``bitmap``, ``reps``, ``adaptive``) over ``paths`` entropy values.
+def _at_least(minimum: float, exclusive: bool) -> AfterValidator:
+    def check(v: Any) -> Any:
+        if v is not None and (v <= minimum if exclusive else v < minimum):
+            raise ValueError(f"{v!r} must be {'above' if exclusive else 'at least'} {minimum:g}")
+        return v
 
-    Defaults: the brief's SmartNIC sprays (multipath RDMA with packet spraying [S]) over 256
-    entropy values, the figure UEC simulations use [E]."""
-
-    selector: SelectorName = Field(
-        "spray",
-        description="path selector (podsim list selectors) or a module:Class plug-in",
-    )
-    paths: Annotated[int, Field(ge=1, le=65536, strict=True)] = Field(
-        256, description="entropy values (UDP source ports) a QP spreads its packets over"
-    )
-    params: Params = Field(default_factory=dict, description="parameters of the path selector")
+    return AfterValidator(check)
 
 
-class NicConfig(Strict):
-    """The RDMA NIC on every scale-out port.
+def _param_type(p: ParamSpec) -> Any:
+    """The annotated value type of a device parameter (:mod:`podsim.fabric.params` kinds)."""
+    quantity = {"size": Size, "time": Time, "rate": Rate, "packet_rate": PacketRate,
+                "length": Length}  # fmt: skip
+    if p.kind in quantity:
+        t: Any = quantity[p.kind]
+        if p.minimum is not None:
+            t = Annotated[t, _at_least(p.minimum, p.exclusive)]
+    elif p.kind in ("int", "count"):
+        bound = {} if p.minimum is None else {"gt" if p.exclusive else "ge": int(p.minimum)}
+        t = Annotated[int, Field(strict=True, **bound)]
+    elif p.kind == "float":
+        bound = {} if p.minimum is None else {"gt" if p.exclusive else "ge": p.minimum}
+        t = Annotated[float, Field(**bound)]
+    elif p.kind == "fraction":
+        t = Fraction
+    elif p.kind == "bool":
+        t = bool
+    elif p.kind == "choice":
+        t = kind_literal(p.choices or {})
+    elif p.kind == "name":
+        t = _name_type(str(p.registry), plugin=p.registry in _PLUGIN_REGISTRIES)
+    elif p.kind == "params":
+        t = Params
+    else:  # pragma: no cover - params.KINDS and this function are kept in step
+        raise ValueError(f"no scenario type for parameter kind {p.kind!r}")
+    return t | None if p.optional else t
 
-    ``model`` names a transport preset of ``nic.NIC_MODELS`` (``smartnic-400g``: the brief's
+
+def _nic_from_model(cls: Any, data: Any) -> Any:
+    """Fill every key the file does not write from the NIC preset ``model``. A ``cc`` or
+    ``multipath`` section that names its algorithm keeps that algorithm's own parameters
+    (only the other keys, e.g. ``multipath.paths``, come from the preset)."""
+    if not isinstance(data, dict):
+        return data
+    preset = _nic_preset(data.get("model", "smartnic-400g"))
+    if preset is None:
+        return data
+    out = dict(data)
+    for key, value in preset.items():
+        if not isinstance(value, dict) or key.endswith("params"):
+            out.setdefault(key, value)
+            continue
+        given = out.get(key)
+        if given is None:
+            out[key] = dict(value)
+        elif isinstance(given, dict):
+            name_key = next(iter(value))  # the group's first key names its algorithm
+            named = name_key in given
+            out[key] = {
+                **{
+                    k: v
+                    for k, v in value.items()
+                    if not (named and (k == name_key or k == "params"))
+                },
+                **given,
+            }
+    return out
+
+
+def _roce_mtu(cls: Any, v: int) -> int:
+    if v not in ROCE_MTUS:
+        raise ValueError(f"MTU {v} B is not a RoCE path MTU; use one of {list(ROCE_MTUS)}")
+    return v
+
+
+NicConfig = section_model(
+    DeviceNicConfig,
+    "NicConfig",
+    """The RDMA NIC on every scale-out port (``podsim.nic.nic.NicConfig``: every key here is
+    generated from that device config, with its unit, default and source).
+
+    ``model`` names a transport preset of ``nic.NIC_MODELS`` (``smartnic-400g``: the design's
     SmartNIC, spraying + selective repeat + DCQCN; ``roce``: ECMP + go-back-N + DCQCN; ``uec``:
     REPS + selective repeat + NSCC); every key not written in the file comes from the preset, so
     ``model: roce`` alone gives a classic RoCE NIC and any key written overrides it (``show``
-    prints the result). Without the registry the defaults below apply: 4096 B MTU, 400 Mpps
-    (docs/physics.md, "The SmartNIC in the design brief") [S]. The port's PHY and rate come from
-    the topology (its ``nic_phy`` / ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate``
-    here are checks: when given they must match every NIC port's link, so a scenario cannot
-    claim a NIC speed the fabric does not have. ``rto`` 100 us is an estimate for a
-    datacentre RTT of a few microseconds [E]. ``retry_limit`` 7 is InfiniBand's usual
-    ``retry_cnt`` (a 3-bit QP attribute [S: IBTA; ibv_modify_qp(3)]): after that many
-    consecutive retransmission timeouts the next one fails the QP's messages ("retry limit
-    exceeded" in the messages table) instead of retrying forever.
-    """
-
-    model: NicModelName = Field(
-        "smartnic-400g",
-        description="transport preset (podsim list nic): fills every NIC key not written",
-    )
-    phy: PhyName | None = Field(
-        None, description="check: the PHY profile every NIC port's link must have"
-    )
-    rate: PositiveRate | None = Field(
-        None, description="check: the MAC rate every NIC port's link must have"
-    )
-    mtu: Size = Field(
-        4096, description="RoCE path MTU: 256, 512, 1024, 2048 or 4096 B (default: the preset)"
-    )
-    packet_rate: Annotated[PacketRate, AfterValidator(_positive)] = Field(
-        parse_packet_rate("400Mpps"),
-        description="packet-processing ceiling of the NIC (default: the preset)",
-    )
-    cc: CCConfig = Field(default_factory=CCConfig, description="congestion control")
-    multipath: MultipathConfig = Field(
-        default_factory=MultipathConfig, description="path selection of the transport"
-    )
-    reliability: Literal["selective-repeat", "go-back-n"] = Field(
-        "selective-repeat", description="loss recovery of the transport (default: the preset)"
-    )
-    ack_coalesce: PositiveInt = Field(
-        1, description="data packets acknowledged per ACK (default: the preset)"
-    )
-    rto: Time = Field(
-        parse_time("100us"), description="minimum retransmission timeout (default: the preset)"
-    )
-    qp_cache: NonNegInt = Field(
-        0, description="QP contexts the NIC caches on chip; 0 = unlimited (default: the preset)"
-    )
-    qp_miss_penalty: Time = Field(
-        0.0, description="delay of a QP-context cache miss (fetch over PCIe; default: the preset)"
-    )
-    retry_limit: NonNegInt | None = Field(
-        7,
-        description="consecutive timeouts a QP retries before its messages fail (InfiniBand "
-        "retry_cnt); null: retry forever",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_model(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        preset = _nic_preset(data.get("model", "smartnic-400g"))
-        if preset is None:
-            return data
-        out = dict(data)
-        for key in ("mtu", "packet_rate", "reliability", "ack_coalesce", "rto", "qp_cache",
-                    "qp_miss_penalty"):  # fmt: skip
-            out.setdefault(key, preset[key])
-        for key, name_key in (("cc", "name"), ("multipath", "selector")):
-            given = out.get(key)
-            if given is None:
-                out[key] = dict(preset[key])
-            elif isinstance(given, dict) and name_key not in given:
-                sub = dict(given)
-                for k, v in preset[key].items():
-                    sub.setdefault(k, v)
-                out[key] = sub
-            elif isinstance(given, dict) and key == "multipath" and "paths" not in given:
-                out[key] = {**given, "paths": preset[key]["paths"]}
-        return out
-
-    @field_validator("mtu")
-    @classmethod
-    def _roce_mtu(cls, v: int) -> int:
-        if v not in ROCE_MTUS:
-            raise ValueError(f"MTU {v} B is not a RoCE path MTU; use one of {list(ROCE_MTUS)}")
-        return v
+    prints the result). The port's PHY and rate come from the topology (its ``nic_phy`` /
+    ``host_phy`` / ``phy`` parameter); ``phy`` and ``rate`` here are checks: when given they
+    must match every NIC port's link, so a scenario cannot claim a NIC speed the fabric does not
+    have.""",
+    types=_param_type,
+    base=Strict,
+    groups={
+        "cc": (
+            "CCConfig",
+            "congestion control: a built-in algorithm (nic CC registry) or a "
+            "module:Class plug-in, with parameters that override its published defaults",
+        ),
+        "multipath": (
+            "MultipathConfig",
+            "path selection of the transport: a selector from the "
+            "NIC's registry (ecmp, spray, bitmap, reps, adaptive) over entropy values",
+        ),
+    },
+    extra={
+        "model": (
+            NicModelName,
+            Field(
+                "smartnic-400g",
+                description="transport preset (podsim list nic): fills every NIC key not written",
+            ),
+        ),
+        "phy": (
+            PhyName | None,
+            Field(None, description="check: the PHY profile every NIC port's link must have"),
+        ),
+        "rate": (
+            PositiveRate | None,
+            Field(None, description="check: the MAC rate every NIC port's link must have"),
+        ),
+    },
+    validators={
+        "_from_model": model_validator(mode="before")(classmethod(_nic_from_model)),
+        "_roce_mtu": field_validator("mtu")(classmethod(_roce_mtu)),
+    },
+)
 
 
 def _nic_preset(name: Any) -> dict[str, Any] | None:
@@ -413,85 +424,60 @@ def _nic_preset(name: Any) -> dict[str, Any] | None:
     reg = get_registry("NIC model")
     if not isinstance(name, str) or name not in reg:
         return None
-    cfg = reg.get(name)()
-    return {
-        "mtu": int(cfg.mtu),
-        "packet_rate": float(cfg.pps),
-        "reliability": "selective-repeat" if cfg.reliability == "sr" else "go-back-n",
-        "ack_coalesce": int(cfg.ack_every),
-        "rto": float(cfg.rto_min_s),
-        "qp_cache": int(cfg.qpc_entries or 0),
-        "qp_miss_penalty": float(cfg.qpc_miss_penalty_s),
-        "cc": {"name": cfg.cc, "params": dict(cfg.cc_params)},
-        "multipath": {
-            "selector": cfg.selector,
-            "paths": int(cfg.n_evs),
-            "params": dict(cfg.selector_params),
-        },
-    }
+    return section_values(DeviceNicConfig, reg.get(name)())
 
 
-class EcnConfig(Strict):
-    """RED/ECN marking by queue bytes (NVIDIA Onyx/Cumulus RoCE defaults: 150 KB/1500 KB [S])."""
-
-    enabled: bool = Field(True, description="mark ECN-capable packets by queue depth")
-    kmin: Size = Field(150_000, description="queue depth where marking starts")
-    kmax: Size = Field(
-        1_500_000, description="queue depth where the marking probability reaches pmax"
-    )
-    pmax: Fraction = Field(0.2, description="marking probability at kmax")
-
-    @model_validator(mode="after")
-    def _order(self) -> EcnConfig:
-        if self.kmin > self.kmax:
-            raise ValueError(f"kmin ({self.kmin} B) must not exceed kmax ({self.kmax} B)")
-        return self
+def _ecn_order(self: Any) -> Any:
+    if self.kmin > self.kmax:
+        raise ValueError(f"kmin ({self.kmin} B) must not exceed kmax ({self.kmax} B)")
+    return self
 
 
-class PfcConfig(Strict):
-    """Priority flow control: pause upstream at ``xoff`` bytes queued, resume at ``xon``.
-
-    Off by default (lossy RoCE with ECN is the modern default); when on, ECN must fire first
-    (docs/physics.md, switches) so ``xoff`` should sit above the ECN ``kmax``. A packet-engine run
-    is refused (``--force`` overrides) when a switch's ingress links together could hold
-    ``xoff`` plus their in-flight headroom (one link round trip plus two frames each) beyond
-    ``cluster.switch.buffer``: such a switch can drop despite PFC.
-    """
-
-    enabled: bool = Field(False, description="lossless operation with PFC pause frames")
-    xoff: Size = Field(2_000_000, description="ingress bytes queued that pause the upstream port")
-    xon: Size = Field(1_000_000, description="ingress bytes queued that resume it (below xoff)")
-
-    @model_validator(mode="after")
-    def _order(self) -> PfcConfig:
-        if self.xon >= self.xoff:
-            raise ValueError(f"xon ({self.xon} B) must be below xoff ({self.xoff} B)")
-        return self
+def _pfc_order(self: Any) -> Any:
+    if self.xon >= self.xoff:
+        raise ValueError(f"xon ({self.xon} B) must be below xoff ({self.xoff} B)")
+    return self
 
 
-class SwitchConfig(Strict):
-    """Every switch: shared buffer with dynamic thresholds, ECN, PFC, forwarding latency."""
+def _switch_fits(self: Any) -> Any:
+    if self.pfc.enabled and self.buffer is not None and self.pfc.xoff > self.buffer:
+        raise ValueError(
+            f"pfc.xoff ({self.pfc.xoff} B) is larger than the buffer ({self.buffer} B)"
+        )
+    return self
 
-    buffer: Size = Field(64 * 2**20, description="shared packet buffer of each switch")
-    alpha: Annotated[float, Field(gt=0)] = Field(
-        1.0, description="dynamic-threshold alpha: a queue may hold alpha x the free buffer"
-    )
-    latency: Time = Field(parse_time("600ns"), description="port-to-port forwarding latency")
-    cut_through: bool = Field(
-        True, description="forward a frame once its header arrived (else store and forward)"
-    )
-    ecn: EcnConfig = Field(default_factory=EcnConfig, description="ECN marking (RED)")
-    pfc: PfcConfig = Field(default_factory=PfcConfig, description="priority flow control")
 
-    @model_validator(mode="after")
-    def _fits(self) -> SwitchConfig:
-        if self.buffer <= 0:
-            raise ValueError("buffer must be greater than zero bytes")
-        if self.pfc.enabled and self.pfc.xoff > self.buffer:
-            raise ValueError(
-                f"pfc.xoff ({self.pfc.xoff} B) is larger than the buffer ({self.buffer} B)"
-            )
-        return self
+SwitchConfig = section_model(
+    DeviceSwitchConfig,
+    "SwitchConfig",
+    """Every switch: shared buffer with dynamic thresholds, ECN, PFC, forwarding latency
+    (``podsim.fabric.switch.SwitchConfig``: every key here is generated from that device config,
+    with its unit, default and source).
+
+    PFC is off by default (lossy RoCE with ECN is the modern default); when on, ECN must fire
+    first (docs/physics.md, switches) so ``pfc.xoff`` should sit above ``ecn.kmax``. A
+    packet-engine run is refused (``--force`` overrides) when a switch's ingress links together
+    could hold ``xoff`` plus their in-flight headroom (one link round trip plus two frames each)
+    beyond its buffer: such a switch can drop despite PFC.""",
+    types=_param_type,
+    base=Strict,
+    groups={
+        "ecn": ("EcnConfig", "ECN marking (RED) by queue bytes"),
+        "pfc": (
+            "PfcConfig",
+            "priority flow control: pause upstream at xoff bytes queued, resume at xon",
+        ),
+    },
+    validators={"_fits": model_validator(mode="after")(_switch_fits)},
+    group_validators={
+        "ecn": {"_order": model_validator(mode="after")(_ecn_order)},
+        "pfc": {"_order": model_validator(mode="after")(_pfc_order)},
+    },
+)
+CCConfig = NicConfig.model_fields["cc"].annotation
+MultipathConfig = NicConfig.model_fields["multipath"].annotation
+EcnConfig = SwitchConfig.model_fields["ecn"].annotation
+PfcConfig = SwitchConfig.model_fields["pfc"].annotation
 
 
 class RoutingConfig(Strict):

@@ -173,10 +173,12 @@ def test_config_validation_and_parsing():
     assert SwitchConfig().to_dict()["ecn_kmin_bytes"] == 150_000
 
 
-def test_default_buffer_scales_with_ports():
+def test_buffer_per_port_scales_with_ports_when_no_total_is_given():
     g = star(hosts=6)
-    _env, net, _ = build(g)
+    _env, net, _ = build(g, SwitchConfig(buffer_bytes=None))
     assert net.switches["leaf0"].buffer_bytes == 6 * 1_250_000
+    _env, net, _ = build(g)  # the default: one total buffer per switch
+    assert net.switches["leaf0"].buffer_bytes == SwitchConfig().buffer_bytes == 64 * 2**20
 
 
 def test_pfc_pauses_propagate_through_two_tiers():

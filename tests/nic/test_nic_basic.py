@@ -10,14 +10,15 @@ import simpy
 from podsim.fabric.kernel import call_at
 from podsim.fabric.network import Network
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.switch import SwitchConfig
 from podsim.fabric.topology import build_topology
 from podsim.nic.nic import NicConfig, RdmaNetwork
 from podsim.nic.transport.qp import ACK_WIRE_EXTRA
 
 
-def make(topo: str = "star", cfg: NicConfig | None = None, seed: int = 1, **topo_kw):
+def make(topo: str = "star", cfg: NicConfig | None = None, seed: int = 1, switch=None, **topo_kw):
     env = simpy.Environment()
-    net = Network(env, build_topology(topo, **topo_kw), seed=seed)
+    net = Network(env, build_topology(topo, **topo_kw), switch, seed=seed)
     return net, RdmaNetwork(net, cfg or NicConfig(cc="none", selector="ecmp"), seed=seed)
 
 
@@ -67,7 +68,9 @@ def test_long_message_goodput_is_payload_share_of_line_rate(mtu: int) -> None:
 def test_bytes_conserved_and_counted_once() -> None:
     """Several senders, one receiver, drops (no CC): every message completes, the receiver
     holds each byte once and the sender's acknowledged bytes equal the message bytes."""
-    net, rdma = make(hosts=5, cfg=NicConfig(cc="none", selector="spray"))
+    # a shallow buffer (1.25 MB per port), so that the incast drops
+    shallow = SwitchConfig(buffer_bytes=None)
+    net, rdma = make(hosts=5, cfg=NicConfig(cc="none", selector="spray"), switch=shallow)
     sizes = [3 << 20, 1 << 20, 2 << 20 | 12345, 777]
     for i, s in enumerate(sizes, start=1):
         rdma.post(i, 0, s)
