@@ -1,4 +1,4 @@
-"""QA regressions for command-line input handling: each is a clean error (exit 2, one
+"""Command-line input: each bad value, option or output path is a clean error (exit 2, one
 paragraph naming the key and value, no traceback) instead of a crash or a silent no-op."""
 
 from __future__ import annotations
