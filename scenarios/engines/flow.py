@@ -55,6 +55,7 @@ from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_
 from podsim.fabric.flow.faults import FlowFault, FlowFaults
 from podsim.fabric.kernel import call_at
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.nic.flow import QpCacheLatency, nic_constraints
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
@@ -197,30 +198,18 @@ class FlowCluster:
         cards = np.unique(self.rank_card)
         self.card_pos = np.full(int(cards.max(initial=0)) + 1, -1, dtype=np.int64)
         self.card_pos[cards] = np.arange(cards.size)
-        names = [f"nic{int(c)}" for c in cards]
-        pps = float(nic.packet_rate)
-        self.pps_tx = p.add_constraints(
-            [f"{m}:tx-pps" for m in names], np.full(cards.size, pps), "nic-pps"
-        )
-        self.pps_rx = p.add_constraints(
-            [f"{m}:rx-pps" for m in names], np.full(cards.size, pps), "nic-pps"
-        )
-        # QP-context cache of the SmartNIC (nic.transport.pipeline): a message on a queue pair
-        # whose context is not cached waits ``qp_miss_penalty`` at the sender before its first
-        # packet and at the receiver before delivering it
-        self.qp_penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
-        self.qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
-        if self.endpoint != "nic" or self.qp_cache <= 0:
-            self.qp_penalty = 0.0
-        self._qp_seen: set[int] = set()
-        self._qp_held = np.zeros(0, dtype=np.int64)
+        # the SmartNIC's limits as constraints and its QP-context cache as latency
+        # (podsim.nic.flow); the PCIe DMA cap comes from the node layout when it gives one
         cap = getattr(cl.layout, "nic_rate_cap_bps", None)
         self.pcie_cap = float(cap) if isinstance(cap, int | float) and cap > 0 else None
-        self.pcie_tx = self.pcie_rx = None
-        if self.pcie_cap is not None:
-            full = np.full(cards.size, self.pcie_cap)
-            self.pcie_tx = p.add_constraints([f"{m}:pcie-tx" for m in names], full, "pcie")
-            self.pcie_rx = p.add_constraints([f"{m}:pcie-rx" for m in names], full, "pcie")
+        self.nic = nic_constraints(p, cards, float(nic.packet_rate), self.pcie_cap)
+        qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
+        penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
+        self.qp_cache = (
+            QpCacheLatency(qp_cache, penalty, self.mtu, self.first_extra)
+            if self.endpoint == "nic" and qp_cache > 0 and penalty > 0
+            else None
+        )
 
     # ------------------------------------------------------------------ routes
 
@@ -291,16 +280,14 @@ class FlowCluster:
             n_paths[rows] = max(1, self.n_paths) if self.mode == "hash" else 0
             cs = self.card_pos[self.rank_card[s]]
             cd = self.card_pos[self.rank_card[d]]
-            nic_idx = [self.pps_tx[cs], self.pps_rx[cd]]
-            if self.pcie_tx is not None and self.pcie_rx is not None:
-                nic_idx += [self.pcie_tx[cs], self.pcie_rx[cd]]
+            nic_idx = self.nic.of(cs, cd)
             idx = np.concatenate([idx, np.stack(nic_idx, axis=1)], axis=1)
             frac = np.concatenate([frac, np.ones((rows.size, len(nic_idx)))], axis=1)
             first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
             sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + ROCE_OVERHEAD) / first
             lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)
-            if self.qp_penalty > 0:
-                lat[rows] += self._qp_miss_delay(
+            if self.qp_cache is not None:
+                lat[rows] += self.qp_cache.delay(
                     self.rank_card[s], self.rank_card[d], b[rows], first
                 )
             if self.endpoint == "nic":
@@ -327,39 +314,6 @@ class FlowCluster:
         return MessageRoutes(
             kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port
         )
-
-    def _qp_miss_delay(
-        self, cs: np.ndarray, cd: np.ndarray, nbytes: np.ndarray, rate: np.ndarray
-    ) -> np.ndarray:
-        """Extra latency of QP-context misses: the first message of each (card, card) queue pair
-        misses at both ends (cold), and every message of a card that talks to more peers than
-        its cache holds misses (LRU capacity misses). The sender's miss delays the first packet;
-        the receiver's is hidden behind the rest of the message's serialisation."""
-        code = cs * (1 << 31) + cd
-        uniq, first_pos = np.unique(code, return_index=True)
-        seen = self._qp_seen
-        fresh = np.fromiter((int(u) not in seen for u in uniq.tolist()), bool, uniq.size)
-        seen.update(uniq[fresh].tolist())
-        cold = np.zeros(code.size, dtype=bool)
-        cold[first_pos[fresh]] = True
-        # QP contexts a card holds: the pairs it sends on plus those it receives on
-        top = int(max(cs.max(initial=0), cd.max(initial=0))) + 1
-        if top > self._qp_held.size:
-            self._qp_held = np.concatenate(
-                [self._qp_held, np.zeros(top - self._qp_held.size, dtype=np.int64)]
-            )
-        np.add.at(self._qp_held, uniq[fresh] // (1 << 31), 1)
-        np.add.at(self._qp_held, uniq[fresh] % (1 << 31), 1)
-        held = self._qp_held
-        busy = (held[cs] > self.qp_cache) | (held[cd] > self.qp_cache)
-        miss = cold | busy
-        wire = wire_bytes(nbytes, self.mtu, ROCE_OVERHEAD, self.first_extra)
-        first_wire = wire_bytes(
-            np.minimum(nbytes, self.mtu), self.mtu, ROCE_OVERHEAD, self.first_extra
-        )
-        hidden = 8.0 * (wire - first_wire) / rate
-        p = self.qp_penalty
-        return np.where(miss, p + np.maximum(0.0, p - hidden), 0.0)
 
     # ------------------------------------------------------------------ tables
 
