@@ -102,6 +102,12 @@ class Fault:
                 f"{self.kind} fault: until={self.until!r} must be a time after at={self.at!r} s"
             )
 
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The link's two node names, or the one node the fault acts on."""
+        link = getattr(self, "link", None)
+        return tuple(link) if link else (str(getattr(self, "node", "")),)
+
     def target(self) -> str:
         """The link ``u-v`` or node the fault acts on (for records)."""
         link = getattr(self, "link", None)

@@ -6,14 +6,14 @@ congestion-control efficiency table (:mod:`fabric.flow.cc`) and link faults as c
 from __future__ import annotations
 
 from podsim.fabric.flow.cc import CC_EFFICIENCY, cc_efficiency
-from podsim.fabric.flow.faults import FlowFault, FlowFaults
+from podsim.fabric.flow.faults import FLOW_FAULT_KINDS, FlowFaults
 from podsim.fabric.flow.paths import FlowPaths, FlowRouteError, Route, canonical_name
 from podsim.fabric.flow.sim import FlowSim
 from podsim.fabric.flow.wire import goodput_fraction, packets, wire_bytes
 
 __all__ = [
     "CC_EFFICIENCY",
-    "FlowFault",
+    "FLOW_FAULT_KINDS",
     "FlowFaults",
     "FlowPaths",
     "FlowRouteError",

@@ -30,24 +30,15 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 import simpy
+from podsim.fabric.faults import Fault
 from podsim.fabric.flow.paths import FlowPaths
 from podsim.fabric.flow.sim import FlowSim
 from podsim.fabric.kernel import call_at
 
-__all__ = ["FlowFault", "FlowFaults"]
+__all__ = ["FLOW_FAULT_KINDS", "FlowFaults"]
 
-
-@dataclass(frozen=True)
-class FlowFault:
-    """One fault: ``kind`` ``link_down``, ``link_degrade``, ``switch_down`` or ``nic_down``;
-    ``target`` the link's two node names or the node name; ``at``/``until`` seconds (``until``
-    None = never repaired); ``rate_bps`` the degraded MAC rate."""
-
-    kind: str
-    target: tuple[str, ...]
-    at: float
-    until: float | None = None
-    rate_bps: float | None = None
+#: the fault kinds the flow engine models, as capacity changes
+FLOW_FAULT_KINDS = ("link_down", "link_degrade", "switch_down", "nic_down")
 
 
 @dataclass
@@ -71,7 +62,7 @@ class FlowFaults:
     env: simpy.Environment
     sim: FlowSim
     paths: FlowPaths
-    faults: Sequence[FlowFault]
+    faults: Sequence[Fault]
     reroute_delay_s: float = 0.0
     flow_ports: Callable[[np.ndarray], tuple[np.ndarray, ...]] | None = None
     hits: dict[tuple[int, int], _Hit] = field(default_factory=dict)
@@ -97,16 +88,16 @@ class FlowFaults:
 
     # ------------------------------------------------------------------ targets
 
-    def _edges(self, f: FlowFault) -> list[int]:
+    def _edges(self, f: Fault) -> list[int]:
         g = self.paths.graph
         if f.kind in ("link_down", "link_degrade"):
-            u, v = f.target
+            u, v = f.nodes
             k = self._edge_of.get(frozenset((u, v)))
             if k is None:
                 raise ValueError(f"fault {f.kind}: link {[u, v]!r} is not a link of the topology")
             return [k]
         if f.kind in ("switch_down", "nic_down"):
-            (node,) = f.target
+            (node,) = f.nodes
             if node not in g:
                 raise ValueError(f"fault {f.kind}: node {node!r} is not in the topology")
             return sorted(self._edge_of[frozenset((node, x))] for x in g.neighbors(node))
@@ -117,11 +108,11 @@ class FlowFaults:
 
     # ------------------------------------------------------------------ events
 
-    def _start(self, arg: tuple[int, FlowFault, list[int]]) -> None:
+    def _start(self, arg: tuple[int, Fault, list[int]]) -> None:
         fi, f, edges = arg
         for k in edges:
             if f.kind == "link_degrade":
-                self.degraded.setdefault(k, []).append(float(f.rate_bps or 0.0))
+                self.degraded.setdefault(k, []).append(float(getattr(f, "rate_bps", 0.0)))
             else:
                 self.down[k] = self.down.get(k, 0) + 1
         self._apply()
@@ -130,11 +121,11 @@ class FlowFaults:
             self._mark_hits(dead, fi)
             call_at(self.env, self.env.now + self.reroute_delay_s, self._reconverge, None)
 
-    def _end(self, arg: tuple[int, FlowFault, list[int]]) -> None:
+    def _end(self, arg: tuple[int, Fault, list[int]]) -> None:
         _fi, f, edges = arg
         for k in edges:
             if f.kind == "link_degrade":
-                self.degraded[k].remove(float(f.rate_bps or 0.0))
+                self.degraded[k].remove(float(getattr(f, "rate_bps", 0.0)))
             else:
                 self.down[k] -= 1
         self._apply()
@@ -319,7 +310,7 @@ class FlowFaults:
             out.append(
                 {
                     "kind": f.kind,
-                    "target": "-".join(f.target),
+                    "target": f.target(),
                     "at_s": f.at,
                     "until_s": f.until,
                     "flows_hit": len(hs),

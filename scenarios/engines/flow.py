@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import simpy
 from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
-from podsim.fabric.flow.faults import FlowFault, FlowFaults
+from podsim.fabric.flow.faults import FLOW_FAULT_KINDS, FlowFaults
 from podsim.fabric.kernel import call_at
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
 from podsim.nic.flow import QpCacheLatency, nic_constraints
@@ -60,6 +60,7 @@ from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
 from podsim.scenarios.execution import faults
+from podsim.scenarios.execution.faults import fabric_faults
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.scenarios.results.tables import link_table, message_table
 
@@ -381,17 +382,8 @@ class FlowTransport:
         hashed flows re-route after ``cluster.routing.reconvergence`` under static ECMP, at
         once under a multipath selector."""
         sc = ctx.scenario
-        todo = []
-        for f in sc.faults:
-            if f.kind in ("link_down", "link_degrade"):
-                target = tuple(f.link)
-            elif f.kind in ("switch_down", "nic_down"):
-                target = (f.node,)
-            else:
-                continue
-            until = None if f.until is None else float(f.until)
-            rate = float(f.rate) if f.kind == "link_degrade" else None
-            todo.append(FlowFault(f.kind, target, float(f.at), until, rate))
+        # one translation of the scenario's faults for every engine (scenarios.execution.faults)
+        todo = [f for _i, f in fabric_faults(sc, scaleup_ok=True) if f.kind in FLOW_FAULT_KINDS]
         if not todo:
             return None
         delay = float(sc.cluster.routing.reconvergence) if self.fc.selector == "ecmp" else 0.0
@@ -585,7 +577,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     "flow-level: max-min fair rates between flow starts and ends",
     # failures and degradation are capacity changes (podsim.fabric.flow.faults); bit errors act
     # through per-packet frame loss and retries, which a fluid model does not have
-    faults={"straggler", "link_down", "link_degrade", "switch_down", "nic_down"},
+    faults={"straggler", *FLOW_FAULT_KINDS},
     preflight=preflight,
     check_size=check_fluid,
 )

@@ -1,7 +1,12 @@
-"""Faults and invariant checks of a packet-engine run, from the scenario's ``faults:`` list
-and ``sim.checks``.
+"""Faults of a run, from the scenario's ``faults:`` list, and the packet engine's invariant
+checks (``sim.checks``).
 
-The scenario layer's side of :mod:`podsim.fabric.faults` and :mod:`podsim.fabric.invariants`:
+Where faults live: the fault descriptions and their packet-level models are
+:mod:`podsim.fabric.faults`; the flow engine's fluid models of the same descriptions (capacity
+changes) are :mod:`podsim.fabric.flow.faults`; this module is the one translation of a scenario's
+``faults:`` entries into those descriptions (:func:`fabric_faults`, used by every engine) and the
+packet engine's fault session. Which kinds an engine models is its declaration
+(:class:`podsim.scenarios.engines.Engine`).
 
 * :func:`build_injector` turns the validated ``faults:`` entries (``link_down``,
   ``link_degrade``, ``ber``, ``switch_down``, ``nic_down``; ``straggler`` acts on compute in
