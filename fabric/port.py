@@ -317,7 +317,8 @@ class Port:
         if not self._tx_pending and (kind or not self.paused) and not self._pulling:
             now = self._env._now
             if now >= self._busy_until:
-                # idle: nothing is queued (a queue implies a pending tx event or a pause)
+                # idle: nothing is queued (a queue implies a pending tx event or a pause);
+                # inlined _launch(pkt, now, self.source is not None): see _send_readable
                 w = pkt.wire
                 end = now + w * self._spb
                 self._busy_until = end
@@ -348,6 +349,28 @@ class Port:
         if b > self.max_qbytes:
             self.max_qbytes = b
 
+    def _send_readable(self, pkt: Packet) -> None:
+        """:meth:`send` with its transmit start not inlined (the differential twin)."""
+        kind = pkt.kind
+        if not self._tx_pending and (kind or not self.paused) and not self._pulling:
+            now = self._env._now
+            if now >= self._busy_until:
+                # queued DATA (if any) is paused: a source's port checks back when free
+                self._launch(pkt, now, self.source is not None)
+                return
+            self._tx_pending = True
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(self._heap, (self._busy_until, 1, next(self._eid), ev))
+        if kind:
+            self._hq.append(pkt)
+        else:
+            self._q.append(pkt)
+        b = self.qbytes + pkt.wire
+        self.qbytes = b
+        if b > self.max_qbytes:
+            self.max_qbytes = b
+
     def kick(self) -> None:
         """Tell the port its :attr:`source` may have a packet again (cheap if busy)."""
         if self._tx_pending or self._pulling:
@@ -360,7 +383,14 @@ class Port:
             ev.callbacks = self._txcb
             heappush(self._heap, (self._busy_until, 1, next(self._eid), ev))
 
-    def _start(self, pkt: Packet, now: float) -> None:
+    def _launch(self, pkt: Packet, now: float, more: bool) -> None:
+        """Put ``pkt`` on the wire at ``now``: the port is busy for its serialisation, the
+        counters count it, its delivery is scheduled one serialisation (store-and-forward
+        receivers) plus propagation, FEC and the next node's latency later; with ``more`` the
+        port's transmit-done event is scheduled for when the wire frees. The one readable
+        transmit start: :meth:`send`, :meth:`SwitchPort._tx_done` and
+        :meth:`podsim.fabric.switch.Switch.receive` inline it on their hot paths, beside their
+        readable twins (:mod:`podsim.fabric.hotpaths` runs both)."""
         end = now + pkt.wire * self._spb
         self._busy_until = end
         self.tx_bytes += pkt.wire
@@ -371,11 +401,14 @@ class Port:
             self._heap,
             ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
         )
-        if self._q or self._hq or self._macq or self.source is not None:
-            self._tx_pending = True
+        self._tx_pending = more
+        if more:
             ev = self._txev
             ev.callbacks = self._txcb
             heappush(self._heap, (end, 1, next(self._eid), ev))
+
+    def _start(self, pkt: Packet, now: float) -> None:
+        self._launch(pkt, now, bool(self._q or self._hq or self._macq or self.source is not None))
 
     def _tx_done(self, _ev: object) -> None:
         if self._macq:

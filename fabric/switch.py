@@ -253,7 +253,7 @@ class SwitchPort(Port):
                 self.ecn_marks += 1
             if pkt.int_rec is not None:
                 pkt.int_rec.append((q, self.tx_bytes, now, self.rate_bps))
-        # inlined Port._start
+        # inlined Port._launch(pkt, now, bool(q or self._macq)): see _tx_done_readable
         end = now + w * self._spb
         self._busy_until = end
         self.tx_bytes += w
@@ -269,6 +269,48 @@ class SwitchPort(Port):
             heappush(heap, (end, 1, next(self._eid), ev))
         else:
             self._tx_pending = False
+
+    def _dequeue(self, pkt: Packet, now: float) -> int:
+        """What leaving the queue does to ``pkt`` (readable twin's part): release the shared
+        buffer and the ingress count (a PFC resume when it falls to xon), ECN-mark by the queue
+        left behind, stamp INT. Returns the bytes still queued."""
+        w = pkt.wire
+        q = self.qbytes - w
+        self.qbytes = q
+        sw = self.switch
+        sw.used -= w
+        inp = pkt.link
+        inp.rx_bytes -= w
+        if inp.xoff and inp.rx_bytes <= sw._xon:
+            sw._send_resume(inp)
+        if not pkt.kind:
+            if (
+                q > self._kmin
+                and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope)
+                and not pkt.ecn
+            ):
+                pkt.ecn = True
+                self.ecn_marks += 1
+            if pkt.int_rec is not None:
+                pkt.int_rec.append((q, self.tx_bytes, now, self.rate_bps))
+        return q
+
+    def _tx_done_readable(self, _ev: object) -> None:
+        """:meth:`_tx_done` with its dequeue and transmit start not inlined."""
+        if self._macq:
+            self._tx_pending = False
+            self._start_mac(self._macq.popleft())
+            return
+        if self._hq:
+            pkt = self._hq.popleft()
+        elif self._q and not self.paused:
+            pkt = self._q.popleft()
+        else:
+            self._tx_pending = False
+            return
+        now = self._env._now
+        q = self._dequeue(pkt, now)
+        self._launch(pkt, now, bool(q or self._macq))  # a switch port has no source
 
 
 class Switch:
@@ -341,7 +383,8 @@ class Switch:
         if not port._tx_pending and (kind or not port.paused):
             now = self.env._now
             if now >= port._busy_until:
-                # idle egress: straight to the wire, never buffered (inlined Port._start)
+                # idle egress: straight to the wire, never buffered
+                # (inlined port._launch(pkt, now, False): see _receive_readable)
                 if pkt.int_rec is not None and not kind:
                     pkt.int_rec.append((port.qbytes, port.tx_bytes, now, port.rate_bps))
                 w = pkt.wire
@@ -386,6 +429,65 @@ class Switch:
             ev.callbacks = port._txcb
             heappush(self._heap, (port._busy_until, 1, next(self._eid), ev))
         if r > self._xoff and not inp.xoff:
+            self._send_pause(inp)
+
+    def _receive_readable(self, pkt: Packet) -> None:
+        """:meth:`receive` in readable steps (the differential twin): route, then straight to
+        the wire when the egress is idle, else admit into the shared buffer and queue."""
+        port = self._route(pkt)
+        if port is None:
+            return
+        kind = pkt.kind
+        now = self.env._now
+        if not port._tx_pending and (kind or not port.paused) and now >= port._busy_until:
+            if pkt.int_rec is not None and not kind:
+                pkt.int_rec.append((port.qbytes, port.tx_bytes, now, port.rate_bps))
+            port._launch(pkt, now, False)  # a switch port has no source
+            return
+        self._admit(port, pkt)
+
+    def _route(self, pkt: Packet) -> SwitchPort | None:
+        """The egress of ``pkt``: its one next hop, or the ECMP hash of (flow, entropy value)
+        over several; None (counted as a no-route drop) without one."""
+        hops = self._nh[pkt.dst]
+        n = len(hops)
+        if n == 1:
+            return hops[0]
+        if n:
+            x = ((hash((pkt.flow, pkt.ev)) ^ self._salt) * _MIX) & _M64
+            return hops[((x >> 32) * n) >> 32]
+        self.noroute_drops += 1
+        self.noroute_bytes += pkt.size
+        self.noroute_wire += pkt.wire
+        return None
+
+    def _admit(self, port: SwitchPort, pkt: Packet) -> None:
+        """Buffer admission (shared buffer, dynamic threshold for lossy DATA), queueing, the
+        egress's transmit event and a PFC pause when the ingress passes xoff."""
+        kind = pkt.kind
+        w = pkt.wire
+        used = self.used + w
+        q = port.qbytes + w
+        if used > self.buffer_bytes or (
+            not kind and self._lossy and q > self._alpha * (self.buffer_bytes - self.used)
+        ):
+            port.drops += 1
+            port.drop_bytes += pkt.size
+            port.drop_wire += w
+            return
+        self.used = used
+        self.max_used = max(self.max_used, used)
+        port.qbytes = q
+        port.max_qbytes = max(port.max_qbytes, q)
+        inp = pkt.link
+        inp.rx_bytes += w
+        (port._hq if kind else port._q).append(pkt)
+        if not port._tx_pending and (kind or not port.paused):
+            port._tx_pending = True
+            ev = port._txev
+            ev.callbacks = port._txcb
+            heappush(self._heap, (port._busy_until, 1, next(self._eid), ev))
+        if inp.rx_bytes > self._xoff and not inp.xoff:
             self._send_pause(inp)
 
     # ---- PFC ------------------------------------------------------------------------------
