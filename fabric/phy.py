@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from podsim.fabric.params import param
 from podsim.fabric.registry import Registry
 
 #: Propagation delay in optical fibre or copper, seconds per metre (docs/physics.md: 5 ns/m [S]).
@@ -46,17 +47,36 @@ FEC_PIPELINE_S = 50e-9
 
 @dataclass(frozen=True)
 class PhyProfile:
-    """One Ethernet PHY: rates in bit/s, latencies in seconds."""
+    """One Ethernet PHY: rates in bit/s, latencies in seconds.
 
-    name: str
-    mac_rate_bps: float
-    lanes: int
-    lane_rate_bps: float
-    modulation: str
-    fec: str
-    fec_latency_s: float
-    description: str = ""
-    preamble_ifg_bytes: int = PREAMBLE_IFG_BYTES
+    Every field is declared with :func:`podsim.fabric.params.param`. A scenario chooses a
+    profile by name (the topology's ``phy`` parameters); what defines the profile (rates, lanes,
+    modulation, FEC code) comes with the choice, and the FEC latency may be overridden per
+    profile (``cluster.phys``).
+    """
+
+    name: str = param(key=None, kind="name", doc="set by choosing the profile (podsim list phy)")
+    mac_rate_bps: float = param(
+        key=None, kind="rate", doc="set by choosing the profile: the MAC rate (e.g. 400 Gb/s)"
+    )
+    lanes: int = param(key=None, kind="int", doc="set by choosing the profile: SerDes lanes")
+    lane_rate_bps: float = param(
+        key=None, kind="rate", doc="set by choosing the profile: signalling rate per lane"
+    )
+    modulation: str = param(key=None, kind="choice", doc="set by choosing the profile (PAM4)")
+    fec: str = param(key=None, kind="choice", doc="set by choosing the profile: the FEC code")
+    fec_latency_s: float = param(
+        key="fec_latency", kind="time", minimum=0,
+        doc="latency the FEC adds per hop (codeword collection, decoding, PCS)",
+        source="[E] one RS(544,514) codeword at the lane rate + 50 ns decoder/PCS pipeline "
+        "(docs/physics.md '400GbE over 112G PAM4')",
+    )  # fmt: skip
+    description: str = param("", key=None, kind="choice", doc="set by choosing the profile")
+    preamble_ifg_bytes: int = param(
+        PREAMBLE_IFG_BYTES, key=None, kind="size",
+        doc="set by the Ethernet standard: 8 B preamble + SFD and a 12 B inter-frame gap "
+        "(IEEE 802.3), part of the 82 B RoCEv2 wire overhead",
+    )  # fmt: skip
 
     @property
     def line_rate_bps(self) -> float:
@@ -167,6 +187,24 @@ for _p in (
     ),
 ):
     PHYS.add(_p.name, _p, _p.description)
+
+
+def derived_phy(name: str, **overrides: float) -> str:
+    """Register (once) and name the profile ``name`` with ``overrides`` (field: value, e.g.
+    ``fec_latency_s``); the name records the values, so equal overrides share one profile."""
+    if not overrides:
+        return name
+    tag = ",".join(f"{k}={v!r}" for k, v in sorted(overrides.items()))
+    new = f"{name}[{tag}]"
+    if new not in PHYS:
+        base = get_phy(name)
+        PHYS.add(new, base.with_overrides(name=new, **overrides), f"{base.description} ({tag})")
+    return new
+
+
+def base_phy(name: str) -> str:
+    """The profile a :func:`derived_phy` name was derived from (the name itself otherwise)."""
+    return name.split("[", 1)[0]
 
 
 def get_phy(name: str) -> PhyProfile:

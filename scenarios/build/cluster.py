@@ -27,6 +27,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pandas as pd
+from podsim.fabric.phy import base_phy
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.schema import Scenario, Straggler
 from podsim.workloads.moe import moe_layer_trace
@@ -114,7 +115,25 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
             raise
     with at(path, f"topology {name!r}"):
         validate_graph(g)
+    _apply_phy_overrides(sc, g)
     return g
+
+
+def _apply_phy_overrides(sc: Scenario, g: nx.Graph) -> None:
+    """``cluster.phys``: every link of an overridden profile gets a derived profile
+    (:func:`podsim.fabric.phy.derived_phy`) carrying the scenario's values."""
+    from podsim.fabric.params import params_of
+    from podsim.fabric.phy import PhyProfile, derived_phy
+
+    keys = {p.key: p.field for p in params_of(PhyProfile) if p.key is not None}
+    for name, override in sc.cluster.phys.items():
+        values = {keys[k]: v for k, v in override.model_dump().items() if v is not None}
+        if not values:
+            continue
+        derived = derived_phy(name, **values)
+        for _u, _v, d in g.edges(data=True):
+            if d.get("phy") == name:
+                d["phy"] = derived
 
 
 def _unknown_topology_param(name: str, exc: Exception, path: str) -> ScenarioError | None:
@@ -248,7 +267,7 @@ def _check_nic_ports(sc: Scenario, g: nx.Graph) -> None:
     seen_rate: set[float] = set()
     for _u, _v, d in g.edges(data=True):
         if d.get("tier") == "nic-leaf":
-            seen_phy.add(str(d.get("phy")))
+            seen_phy.add(base_phy(str(d.get("phy"))))
             seen_rate.add(float(d.get("rate_bps", 0.0)))
     if nic.phy is not None and seen_phy and seen_phy != {nic.phy}:
         raise ScenarioError(

@@ -59,6 +59,7 @@ def section_model(
     extra: Mapping[str, tuple[Any, Any]] = {},
     validators: Mapping[str, Any] = {},
     group_validators: Mapping[str, Mapping[str, Any]] = {},
+    partial: bool = False,
 ) -> type[BaseModel]:
     """The pydantic model of the scenario section of device config ``cls``.
 
@@ -66,8 +67,15 @@ def section_model(
     sections (``"ecn" -> ("EcnConfig", doc)``); ``extra`` adds section fields that are not device
     parameters (e.g. a preset name); ``validators`` / ``group_validators`` add pydantic
     validators (kept for their messages). The model checks a parsed section by building
-    ``cls`` from it (:func:`device_config`)."""
+    ``cls`` from it (:func:`device_config`). ``partial``: overrides of an existing device (every
+    field optional, null keeps the device's value; no device built)."""
     specs = settable(cls)
+    if partial:
+        fields = {p.key: (types(p) | None, Field(None, description=_description(p)))
+                  for p in specs}  # fmt: skip
+        return create_model(  # type: ignore[call-overload]
+            name, __base__=base, __doc__=doc, __validators__=dict(validators), **fields
+        )
     top: dict[str, Any] = dict(extra)
     for group, (model_name, group_doc) in groups.items():
         fields = {}

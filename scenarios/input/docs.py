@@ -190,11 +190,18 @@ def _default(info: FieldInfo, given: dict[str, Any] | None, name: str) -> str:
 
 
 def _submodels(tp: Any) -> tuple[str, list[type[BaseModel]]]:
-    """('', [models]) for a section, ('[]', [models]) for a list of entries, else ('', [])."""
+    """('', [models]) for a section, ('[]', [models]) for a list of entries, ('<name>',
+    [model]) for a mapping of names to sections, else ('', [])."""
     alts = [a for a, _ in _alternatives(tp)]
     models = [a for a in alts if is_model(a)]
     if models:
         return "", models
+    for alt in alts:
+        if typing.get_origin(alt) is dict:
+            value = typing.get_args(alt)[1]
+            # a mapping of names to documented sections (e.g. cluster.phys)
+            if is_model(value) and all(f.description for f in value.model_fields.values()):
+                return "<name>", [value]
     for alt in alts:
         args = typing.get_args(alt) if typing.get_origin(alt) is list else ()
         entries = [a for a, _ in _alternatives(args[0]) if is_model(a)] if args else []
@@ -224,6 +231,8 @@ def _rows(
                 value = None if info.is_required() else info.get_default(call_default_factory=True)
                 sub_given = value.model_dump(mode="json") if isinstance(value, BaseModel) else None
             yield from _rows(subs[0], f"{path}.", sub_given)
+        elif suffix == "<name>":
+            yield from _rows(subs[0], f"{path}.<name>.")
         elif subs:
             yield from _entry_rows(subs, f"{path}{suffix}.")
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from podsim.fabric.params import ParamSpec
+from podsim.fabric.phy import PhyProfile
 from podsim.fabric.switch import SwitchConfig as DeviceSwitchConfig
 from podsim.fabric.units import (
     fmt_length,
@@ -480,6 +481,18 @@ EcnConfig = SwitchConfig.model_fields["ecn"].annotation
 PfcConfig = SwitchConfig.model_fields["pfc"].annotation
 
 
+PhyOverride = section_model(
+    PhyProfile,
+    "PhyOverride",
+    """Overrides of one PHY profile (``podsim.fabric.phy.PhyProfile``): what the profile's name
+    fixes (rates, lanes, modulation, FEC code) comes with the choice of profile; the keys here
+    change the rest for every link of that profile in this scenario.""",
+    types=_param_type,
+    base=Strict,
+    partial=True,
+)
+
+
 class RoutingConfig(Strict):
     """How the fabric routes: how long static routes take to reconverge after a failure
     (50 ms is a typical BGP/BFD datacentre figure [E]). Switches always hash the 5-tuple, whose
@@ -519,6 +532,11 @@ class ClusterConfig(Strict):
     )
     nic: NicConfig = Field(default_factory=NicConfig, description="the RDMA NIC of every port")
     switch: SwitchConfig = Field(default_factory=SwitchConfig, description="every switch")
+    phys: dict[PhyName, PhyOverride] = Field(  # type: ignore[valid-type]
+        default_factory=dict,
+        description="per PHY profile (e.g. 400GbE), overrides of its parameters for every link "
+        "of that profile",
+    )
     routing: RoutingConfig = Field(
         default_factory=RoutingConfig, description="ECMP hashing and failure reconvergence"
     )

@@ -89,3 +89,21 @@ def test_every_parameter_is_settable_from_a_scenario(prefix: str, key: str) -> N
         device = switch_config(sc)
     got = getattr(device, spec.field)
     assert (got == want and got != spec.default) or key in ("multipath.params",), (key, got)
+
+
+def test_phy_parameters_are_documented_and_settable_per_profile() -> None:
+    from podsim.fabric.phy import PhyProfile, base_phy, get_phy
+    from podsim.scenarios.build.cluster import build_graph
+
+    specs = settable(PhyProfile)
+    assert [p.key for p in specs] == ["fec_latency"]
+    # what the profile's name fixes says so
+    assert all("set by" in p.doc for p in params_of(PhyProfile) if p.key is None)
+    text = render(fmt="md")
+    assert "`cluster.phys.<name>.fec_latency`" in text
+    sc, _ = load_scenario("quickstart", ["cluster.phys={400GbE: {fec_latency: 250ns}}"])
+    g = build_graph(sc)
+    phys = {d["phy"] for _u, _v, d in g.edges(data=True) if d.get("phy") not in (None, "scaleup")}
+    assert phys and all(base_phy(p) == "400GbE" for p in phys)
+    assert {get_phy(p).fec_latency_s for p in phys} == {250e-9}
+    assert get_phy("400GbE").fec_latency_s != 250e-9  # the registered profile is untouched
