@@ -35,6 +35,7 @@ from podsim.fabric.topology import (
     length_param,
     mac_rate,
     new_graph,
+    passes_to,
     rail_cards,
     rail_size,
     rails_per_server,
@@ -252,6 +253,7 @@ def superpod(
 @TOPOLOGIES.register(
     "h800-deepep", "preset: 8x H800 nodes, 400G NIC per GPU, NVLink 160 GB/s, rail-optimised"
 )
+@passes_to("superpod")
 def h800_deepep(
     nodes: int = 4,
     *,
@@ -330,6 +332,7 @@ def _pod_preset_args(
 @TOPOLOGIES.register(
     "superpod-128", "preset: 128-accelerator pods, on-card-switch 400G SmartNIC per GPU pair"
 )
+@passes_to("superpod")
 def superpod_128(
     pods: int = 2,
     *,
@@ -370,6 +373,7 @@ def superpod_128(
 @TOPOLOGIES.register(
     "superpod-384", "preset: 384-accelerator pods (48 servers x 8), 400G NIC per accelerator"
 )
+@passes_to("superpod")
 def superpod_384(
     pods: int = 2,
     *,

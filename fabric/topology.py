@@ -43,9 +43,9 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import networkx as nx
 from podsim.fabric.phy import get_phy
@@ -64,11 +64,13 @@ __all__ = [
     "TopologySize",
     "build_topology",
     "builder_arguments",
+    "builder_parameters",
     "endpoints",
     "gpu_nics",
     "gpu_table",
     "gpus",
     "mac_rate",
+    "passes_to",
     "scaleout_view",
     "switches",
     "topology_size",
@@ -873,6 +875,34 @@ def topology_size(name: str, params: dict[str, Any]) -> TopologySize | None:
         return fn(**builder_arguments(name, params))
     except Exception:
         return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def passes_to(builder: str) -> Callable[[F], F]:
+    """Mark a preset whose ``**overrides`` go to the registered builder ``builder`` (so that
+    :func:`builder_parameters` can name everything it accepts)."""
+
+    def mark(fn: F) -> F:
+        fn.passes_to = builder  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def builder_parameters(name: str) -> list[str]:
+    """Every keyword the registered builder or preset ``name`` accepts: its own parameters and,
+    for a preset marked with :func:`passes_to`, those of the builder its overrides go to."""
+    out: list[str] = []
+    fn: Any = TOPOLOGIES.get(name)
+    while fn is not None:
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in out:
+                out.append(p.name)
+        inner = getattr(fn, "passes_to", None)
+        fn = TOPOLOGIES.get(inner) if inner else None
+    return out
 
 
 def builder_arguments(name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -104,12 +104,10 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
     check_cluster_size(sc, force=force)
 
     name, params, path = sc.cluster.topology_source()
+    _check_topology_params(name, params, path)
     try:
         g = build_topology(name, **params)
     except (ValueError, TypeError) as exc:
-        unknown = _unknown_topology_param(name, exc, path)
-        if unknown is not None:
-            raise unknown from None
         named = str(exc).startswith(f"topology {name!r}")
         with at(path, "" if named else f"topology {name!r}"):
             raise
@@ -136,34 +134,25 @@ def _apply_phy_overrides(sc: Scenario, g: nx.Graph) -> None:
                 d["phy"] = derived
 
 
-def _unknown_topology_param(name: str, exc: Exception, path: str) -> ScenarioError | None:
+def _check_topology_params(name: str, params: dict[str, Any], path: str) -> None:
     """A misspelt builder parameter as a ScenarioError at ``path.<param>`` with a did-you-mean
-    over what the builder (and, for a preset, the builder it passes through to) accepts; None
-    for any other error. Python's "f() got an unexpected keyword argument" named neither."""
+    over what the builder (and, for a preset, the builder it passes through to) accepts."""
     import difflib
-    import re
 
-    from podsim.fabric.topology import TOPOLOGIES
+    from podsim.fabric.topology import TOPOLOGIES, builder_parameters
 
-    m = re.search(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'", str(exc))
-    if m is None:
-        return None
-    inner, bad = m.group(1), m.group(2)
-    accepted: list[str] = []
-    for builder in (name, inner.replace("_", "-")):
-        if builder not in TOPOLOGIES:
+    if name not in TOPOLOGIES:
+        return  # the schema names an unknown builder with its own did-you-mean
+    accepted = builder_parameters(name)
+    for bad in params:
+        if bad in accepted:
             continue
-        for p in inspect.signature(TOPOLOGIES.get(builder)).parameters.values():
-            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in accepted:
-                accepted.append(p.name)
-    if not accepted:
-        return None
-    close = difflib.get_close_matches(bad, accepted, n=2, cutoff=0.6)
-    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-    return ScenarioError(
-        f"topology {name!r} has no parameter {bad!r}.{hint} Parameters: {', '.join(accepted)}.",
-        path=f"{path}.{bad}",
-    )
+        close = difflib.get_close_matches(bad, accepted, n=2, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ScenarioError(
+            f"topology {name!r} has no parameter {bad!r}.{hint} Parameters: {', '.join(accepted)}.",
+            path=f"{path}.{bad}",
+        )
 
 
 def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:

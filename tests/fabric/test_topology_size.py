@@ -73,3 +73,17 @@ def test_bad_parameters_give_no_size(name: str, params: dict) -> None:
 
 def test_unknown_preset_override_gives_no_size() -> None:
     assert topology_size("superpod-128", {"pods": 1, "bogus": 2}) is None
+
+
+def test_builder_parameters_follow_a_preset_to_the_builder_it_passes_to() -> None:
+    import inspect
+
+    from podsim.fabric.topology import builder_parameters
+
+    own = [p for p in inspect.signature(TOPOLOGIES.get("superpod")).parameters]
+    for preset in ("superpod-128", "superpod-384", "h800-deepep"):
+        accepted = builder_parameters(preset)
+        assert set(own) <= set(accepted), preset
+        # every accepted keyword builds (the size function binds them without a TypeError)
+        assert topology_size(preset, {accepted[0]: 2}) is not None or accepted[0] == "name"
+    assert "k" in builder_parameters("fat-tree") and "pods" not in builder_parameters("fat-tree")
