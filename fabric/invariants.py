@@ -233,12 +233,15 @@ class Checker:
             queued = sum(pkt.wire for pkt in p._q) + sum(pkt.wire for pkt in p._hq)
             if p.qbytes < 0 or p.qbytes != queued:
                 bad.append(f"port {p.name}: qbytes={p.qbytes}, packets queued hold {queued} B")
-            if p.rx_bytes < 0:
-                bad.append(f"port {p.name}: ingress accounting rx_bytes={p.rx_bytes} < 0")
         into: dict[str, int] = {}
-        for p in net.ports:
-            if p.dst_node in net.switches:
-                into[p.dst_node] = into.get(p.dst_node, 0) + p.rx_bytes
+        for name, sw in net.switches.items():
+            for ing in sw.ingresses.values():
+                if ing.rx_bytes < 0:
+                    bad.append(
+                        f"switch {name}: ingress accounting of {ing.port.name} "
+                        f"rx_bytes={ing.rx_bytes} < 0"
+                    )
+                into[name] = into.get(name, 0) + ing.rx_bytes
         for name, sw in net.switches.items():
             qsum = sum(p.qbytes for p in sw.ports)
             if sw.used < 0 or sw.used != qsum or sw.used != into.get(name, 0):

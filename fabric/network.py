@@ -153,7 +153,7 @@ class Network:
             if a in self.switches:
                 self.switches[a].add_port(port)  # type: ignore[arg-type]
             if b in self.switches:
-                port.connect(self.switches[b].receive)
+                self.switches[b].add_ingress(port)
         self.routing = Routing(sorted(keep), self.endpoints, self.switches, self._ports)
         #: callables returning packets held outside queues and the event heap (a fault
         #: model's link-level retry buffer, say); see :meth:`add_holder`

@@ -130,7 +130,6 @@ class Port:
         "qbytes",
         "rate_bps",
         "reverse",
-        "rx_bytes",
         "rx_latency_s",
         "source",
         "src_node",
@@ -139,7 +138,6 @@ class Port:
         "tx_bytes",
         "tx_pkts",
         "up",
-        "xoff",
     )
 
     def __init__(
@@ -212,8 +210,6 @@ class Port:
         self.source: Callable[[], Packet | None] | None = None
         # PFC ingress accounting at the *receiving* switch: bytes of packets this port sent
         # that are still buffered there, and whether that switch has paused us.
-        self.rx_bytes = 0
-        self.xoff = False
         self.switch: Switch | None = None  # the switch owning this port (None on a NIC)
 
     # ---- wiring ---------------------------------------------------------------------------

@@ -61,7 +61,7 @@ from podsim.fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
 from podsim.fabric.params import param
 from podsim.fabric.port import Port
 
-__all__ = ["Switch", "SwitchConfig", "SwitchPort"]
+__all__ = ["Ingress", "Switch", "SwitchConfig", "SwitchPort"]
 
 _INF = float("inf")
 _M64 = (1 << 64) - 1
@@ -215,6 +215,19 @@ class SwitchConfig:
         return asdict(self)
 
 
+class Ingress:
+    """A switch's accounting of one incoming link: the bytes it has buffered from that link
+    (``rx_bytes``) and whether it has paused the link with PFC (``xoff``). Owned by the switch
+    (:attr:`Switch.ingresses`); ``port`` is the far end's egress port, which a PAUSE stops."""
+
+    __slots__ = ("port", "rx_bytes", "xoff")
+
+    def __init__(self, port: Port) -> None:
+        self.port = port
+        self.rx_bytes = 0
+        self.xoff = False
+
+
 class SwitchPort(Port):
     """An egress port owned by a :class:`Switch`: dequeue releases the shared buffer, applies
     ECN marking, INT stamping and the PFC resume check."""
@@ -238,10 +251,10 @@ class SwitchPort(Port):
         self.qbytes = q
         sw = self.switch
         sw.used -= w
-        inp = pkt.link
-        inp.rx_bytes -= w
-        if inp.xoff and inp.rx_bytes <= sw._xon:
-            sw._send_resume(inp)
+        ing = sw.ingresses[pkt.link]
+        ing.rx_bytes -= w
+        if ing.xoff and ing.rx_bytes <= sw._xon:
+            sw._send_resume(ing)
         now = self._env._now
         if not pkt.kind:
             if (
@@ -279,10 +292,10 @@ class SwitchPort(Port):
         self.qbytes = q
         sw = self.switch
         sw.used -= w
-        inp = pkt.link
-        inp.rx_bytes -= w
-        if inp.xoff and inp.rx_bytes <= sw._xon:
-            sw._send_resume(inp)
+        ing = sw.ingresses[pkt.link]
+        ing.rx_bytes -= w
+        if ing.xoff and ing.rx_bytes <= sw._xon:
+            sw._send_resume(ing)
         if not pkt.kind:
             if (
                 q > self._kmin
@@ -345,8 +358,16 @@ class Switch:
         self._lossy = not config.pfc
         self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
         self._xon = config.pfc_xon_bytes
+        #: the switch's accounting of each incoming link (by the far end's egress port)
+        self.ingresses: dict[Port, Ingress] = {}
         #: next hops by destination endpoint id: a tuple of egress ports (filled by Routing).
         self._nh: list[tuple[SwitchPort, ...]] = []
+
+    def add_ingress(self, port: Port) -> None:
+        """Account for the link whose far-end egress is ``port`` (the network calls this once
+        per incoming link) and deliver its packets here."""
+        self.ingresses[port] = Ingress(port)
+        port.connect(self.receive)
 
     def add_port(self, port: SwitchPort) -> None:
         """Adopt an egress port (the network calls this once per link)."""
@@ -416,9 +437,9 @@ class Switch:
         port.qbytes = q
         if q > port.max_qbytes:
             port.max_qbytes = q
-        inp = pkt.link
-        r = inp.rx_bytes + w
-        inp.rx_bytes = r
+        ing = self.ingresses[pkt.link]
+        r = ing.rx_bytes + w
+        ing.rx_bytes = r
         if kind:
             port._hq.append(pkt)
         else:
@@ -428,8 +449,8 @@ class Switch:
             ev = port._txev
             ev.callbacks = port._txcb
             heappush(self._heap, (port._busy_until, 1, next(self._eid), ev))
-        if r > self._xoff and not inp.xoff:
-            self._send_pause(inp)
+        if r > self._xoff and not ing.xoff:
+            self._send_pause(ing)
 
     def _receive_readable(self, pkt: Packet) -> None:
         """:meth:`receive` in readable steps (the differential twin): route, then straight to
@@ -479,26 +500,28 @@ class Switch:
         self.max_used = max(self.max_used, used)
         port.qbytes = q
         port.max_qbytes = max(port.max_qbytes, q)
-        inp = pkt.link
-        inp.rx_bytes += w
+        ing = self.ingresses[pkt.link]
+        ing.rx_bytes += w
         (port._hq if kind else port._q).append(pkt)
         if not port._tx_pending and (kind or not port.paused):
             port._tx_pending = True
             ev = port._txev
             ev.callbacks = port._txcb
             heappush(self._heap, (port._busy_until, 1, next(self._eid), ev))
-        if inp.rx_bytes > self._xoff and not inp.xoff:
-            self._send_pause(inp)
+        if ing.rx_bytes > self._xoff and not ing.xoff:
+            self._send_pause(ing)
 
     # ---- PFC ------------------------------------------------------------------------------
-    def _send_pause(self, inp: Port) -> None:
-        inp.xoff = True
+    def _send_pause(self, ing: Ingress) -> None:
+        ing.xoff = True
+        inp = ing.port
         back = inp.reverse
         back.pauses_sent += 1
         back.send_mac(Packet(0, -1, -1, kind=PAUSE, overhead=PAUSE_FRAME_WIRE_BYTES), inp)
 
-    def _send_resume(self, inp: Port) -> None:
-        inp.xoff = False
+    def _send_resume(self, ing: Ingress) -> None:
+        ing.xoff = False
+        inp = ing.port
         inp.reverse.send_mac(Packet(0, -1, -1, kind=RESUME, overhead=PAUSE_FRAME_WIRE_BYTES), inp)
 
     # ---- inspection -----------------------------------------------------------------------
