@@ -165,6 +165,10 @@ class LinkBer(Fault):
     pre_fec_ber: float
     llr: bool = False
     burst_len: int = 1
+    #: replays of one frame before LLR gives up and the frame is lost (the transport's own
+    #: retransmission, with its retry limit, takes over): a bound, so that a link too noisy to
+    #: ever pass a frame cannot replay forever [E: no public figure for a replay limit]
+    llr_max_replays: int = 16
     phy: str | None = None
 
     def __post_init__(self) -> None:
@@ -177,6 +181,12 @@ class LinkBer(Fault):
             isinstance(self.burst_len, int) and self.burst_len >= 1
         ):
             raise FaultError(f"ber fault: burst_len={self.burst_len!r} must be an int >= 1")
+        if isinstance(self.llr_max_replays, bool) or not (
+            isinstance(self.llr_max_replays, int) and self.llr_max_replays >= 1
+        ):
+            raise FaultError(
+                f"ber fault: llr_max_replays={self.llr_max_replays!r} must be an int >= 1"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,6 +246,8 @@ class FaultRecord:
     corrupted: int = 0
     llr_replays: int = 0
     llr_delay_s: float = 0.0
+    #: frames LLR gave up on after ``llr_max_replays`` replays (then lost)
+    llr_given_up: int = 0
     flows: dict[int, FlowHit] = field(default_factory=dict)
 
     def max_stall_s(self) -> float:
@@ -341,12 +353,13 @@ class _ErrorModel:
         self.ber = fault.pre_fec_ber
         self.burst = fault.burst_len
         self.llr = fault.llr
+        self.max_replays = fault.llr_max_replays
         self.rec = rec
         self.active = True
         self.rng = random.Random(f"{inj.seed}/ber/{port.name}/{rec.index}")
         self._p: dict[int, float] = {}
         self.inner = port.receiver
-        #: in-order frames behind a replay: [packet, corrupted, first arrival time]
+        #: in-order frames behind a replay: [packet, corrupted, first arrival time, replays]
         self.pending: deque[list[Any]] = deque()
         self.replaying = False
         back = port.reverse
@@ -382,7 +395,7 @@ class _ErrorModel:
         if not bad and not self.pending:
             self.inner(pkt)
             return
-        self.pending.append([pkt, bad, self.inj.env._now])
+        self.pending.append([pkt, bad, self.inj.env._now, 0])
         if not self.replaying:
             self._drain()
 
@@ -390,7 +403,13 @@ class _ErrorModel:
         pending = self.pending
         now = self.inj.env._now
         while pending:
-            pkt, bad, t0 = pending[0]
+            pkt, bad, t0, replays = pending[0]
+            if bad and replays >= self.max_replays:
+                # LLR gives up on this frame: lost, as without LLR
+                pending.popleft()
+                self.rec.llr_given_up += 1
+                self.inj._lose(self.port, pkt, self.rec)
+                continue
             if bad:
                 self.replaying = True
                 call_later(self.inj.env, self.nack_s, self._replay, pkt.wire)
@@ -416,6 +435,7 @@ class _ErrorModel:
             self.replaying = False
             return
         head = self.pending[0]
+        head[3] += 1
         head[1] = self._bad(head[0])
         self._drain()
 
@@ -700,6 +720,7 @@ class FaultInjector:
                     "lost_bytes": r.lost_bytes,
                     "corrupted_frames": r.corrupted,
                     "llr_replays": r.llr_replays,
+                    "llr_given_up": r.llr_given_up,
                     "llr_delay_s": r.llr_delay_s,
                     "flows_hit": len(r.flows),
                     "max_stall_s": r.max_stall_s(),
@@ -738,6 +759,7 @@ class FaultInjector:
             "lost_bytes": sum(r.lost_bytes for r in self.records),
             "corrupted_frames": sum(r.corrupted for r in self.records),
             "llr_replays": sum(r.llr_replays for r in self.records),
+            "llr_given_up": sum(r.llr_given_up for r in self.records),
             "flows_hit": len({f for r in self.records for f in r.flows}),
             "max_stall_s": max((r.max_stall_s() for r in self.records), default=0.0),
             "reconvergence_s": self.reconvergence_s,

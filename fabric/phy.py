@@ -127,6 +127,8 @@ class PhyProfile:
         if self.fec == "none":
             return -math.expm1(frame_bytes * 8 * math.log1p(-pre_fec_ber))
         p_cw = self.codeword_loss_prob(pre_fec_ber, burst_len)
+        if p_cw >= 1.0:  # every codeword uncorrectable (log1p(-1) is -inf)
+            return 1.0
         return -math.expm1(self.codewords_per_frame(frame_bytes) * math.log1p(-p_cw))
 
     def llr_retry_cost_s(self, frame_bytes: int, length_m: float) -> float:

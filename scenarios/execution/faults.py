@@ -98,6 +98,7 @@ def fabric_faults(
                     pre_fec_ber=f.pre_fec_ber,
                     llr=f.llr,
                     burst_len=f.burst_len,
+                    llr_max_replays=f.llr_max_replays,
                     **span,
                 )
             elif kind == "switch_down":

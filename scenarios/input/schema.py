@@ -829,6 +829,11 @@ class LinkBer(_FaultBase):
     burst_len: Annotated[int, Field(ge=1, le=544, strict=True)] = Field(
         1, description="10-bit symbol errors per burst (DFE error propagation)"
     )
+    llr_max_replays: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = Field(
+        16,
+        description="replays of one frame before link-level retry gives up and the frame is "
+        "lost (then the transport retransmits, up to its retry limit) [E]",
+    )
 
 
 class NodeDown(_FaultBase):

@@ -160,3 +160,27 @@ def test_scaleup_link_without_fec_needs_a_phy():
     nx.set_edge_attributes(net.graph, 900e9, "rate_bps")  # no Ethernet profile runs at that
     with pytest.raises(FaultError, match="no Ethernet PHY"):
         FaultInjector(net, [LinkBer(link=("leaf0", "nic1.p0"), pre_fec_ber=1e-4)])
+
+
+def test_frame_loss_is_certain_not_a_math_error_when_every_codeword_fails() -> None:
+    phy = get_phy("400GbE")
+    for ber in (0.02, 0.1, 0.49):
+        assert phy.frame_loss_prob(FRAME, ber) == 1.0
+
+
+@pytest.mark.parametrize("ber", [1e-2, 5e-3])
+def test_llr_gives_up_after_its_replay_bound_and_the_run_ends(ber: float) -> None:
+    """A link too noisy to pass frames: each frame is replayed llr_max_replays times, then lost
+    (the line-rate host does not retransmit); the run ends instead of replaying forever."""
+    env, net, hosts = build(star(hosts=2), mtu=PAYLOAD)
+    frames = 20
+    m = hosts["nic0.p0"].add_message("nic1.p0", frames * PAYLOAD)
+    fault = LinkBer(link=("leaf0", "nic1.p0"), pre_fec_ber=ber, llr=True, llr_max_replays=4)
+    inj = FaultInjector(net, [fault])
+    run(env)
+    rec = inj.records[0]
+    p = get_phy("400GbE").frame_loss_prob(FRAME, ber)
+    assert p > 0.99  # practically every transmission is corrupted
+    assert rec.llr_given_up == frames - m.rx_bytes // PAYLOAD
+    assert rec.llr_replays <= 4 * frames
+    assert m.rx_bytes + rec.lost_bytes == m.size
