@@ -1244,6 +1244,7 @@ class RdmaNetwork:
                 "acks_sent": [q.rx.ack_pkts for q in qs],
                 "nacks_sent": [q.rx.nacks for q in qs],
                 "cnps_sent": [q.rx.cnps for q in qs],
+                "paths_used": [len(q.evs_used) for q in qs],
             }
         )
 

@@ -240,6 +240,7 @@ class QueuePair:
         "dst_eids",
         "dst_nic",
         "ecn_acks",
+        "evs_used",
         "failed",
         "fcc",
         "id",
@@ -329,6 +330,8 @@ class QueuePair:
         self._last_tx = 0.0
         self._last_wire = 0
         self.next_ev = -1
+        #: the distinct entropy values (paths) the QP's data packets used
+        self.evs_used: set[int] = set()
         self.next_plane = 0
         self._fetched = False  # QP context fetched after a cache miss (skip one lookup)
         self.rto_min_s = rto_min_s
@@ -479,6 +482,7 @@ class QueuePair:
             ev = self.sel.next_ev(now)
         else:
             self.next_ev = -1
+        self.evs_used.add(ev)
         plane = self.next_plane
         pkt = RdmaPacket(
             K_DATA,

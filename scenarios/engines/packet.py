@@ -264,6 +264,7 @@ class NicTransport(_Transport):
                 "selector": qt["selector"],
                 "mode": qt["mode"],
                 "srtt_s": qt["srtt_s"],
+                "paths_used": qt["paths_used"],
             }
         )
         out = out.merge(per, left_on="qp", right_index=True, how="left")
