@@ -154,7 +154,7 @@ def run_one(
         "status": out.status,
         "dispatch_s": s["phases"]["dispatch"]["completion_time_s"],
         "combine_s": s["phases"]["combine"]["completion_time_s"],
-        "rdma_GBps": s["phases"]["dispatch"]["deepep_rdma_bw_per_gpu_Bps"] / 1e9,
+        "rdma_GBps": s["phases"]["dispatch"]["rdma_send_bw_per_gpu_Bps"] / 1e9,
         **{
             k: out.extra[k]
             for k in ("flows", "solves", "solver_wall_s", "max_active_flows", "rtol")

@@ -140,7 +140,7 @@ def main() -> None:
             if ph not in sp["phases"]:
                 continue
             mp, mf = sp["phases"][ph], sf["phases"][ph]
-            bw_key = "deepep_rdma_bw_per_gpu_Bps" if name.startswith("moe") else "algbw_per_gpu_Bps"
+            bw_key = "rdma_send_bw_per_gpu_Bps" if name.startswith("moe") else "algbw_per_gpu_Bps"
             rows.append(
                 {
                     "scenario": name,

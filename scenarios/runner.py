@@ -28,6 +28,7 @@ from podsim.scenarios.input.loader import Document, load_scenario
 from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
+from podsim.workloads.deepep_metrics import deepep_bytes_table
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         qps=qps,
         num_ranks=prep.cluster.num_ranks,
         makespan_s=makespan,
+        deepep=deepep_bytes_table(prep.trace.attrs),
     )
     events = eo.events
     head = {

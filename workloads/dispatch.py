@@ -10,8 +10,8 @@ Three modes (the ``MODES`` registry), after the kernels they model (docs/physics
   elsewhere) and ``recv_topk_weights``, as DeepEP returns them.
 - ``deepep-low-latency`` (DeepEP low-latency kernels): one message per (token, expert), each with
   a 16 B header; received rows are grouped per local expert. The kernels put every message
-  straight to its rank over RDMA (IBGDA), intra-node peers included, unless the Buffer was built
-  with ``allow_nvlink_for_low_latency_mode`` (see podsim.workloads.traffic).
+  straight to its rank: over NVLink to intra-node peers with ``allow_nvlink_for_low_latency_mode``
+  (DeepEP's default), else over RDMA (IBGDA), intra-node peers included (podsim.workloads.traffic).
 - ``megatron-alltoall`` (Megatron-LM's all-to-all token dispatcher): one row per (token, expert),
   no dedup; rows grouped per expert, as the grouped GEMM wants them.
 

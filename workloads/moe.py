@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from podsim.workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
+from podsim.workloads.deepep_metrics import DEEPEP_KINDS, deepep_rank_bytes
 from podsim.workloads.dispatch import get_mode
 from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
 from podsim.workloads.layout import EPLayout, ep_layout
@@ -181,7 +182,7 @@ def moe_layer_trace(
     combine_dtype: str = "bf16",
     achieved_flops: float = DEFAULT_ACHIEVED_FLOPS,
     compute_overhead_s: float = 0.0,
-    allow_nvlink_for_low_latency_mode: bool = False,
+    allow_nvlink_for_low_latency_mode: bool = True,
 ) -> pd.DataFrame:
     """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
 
@@ -193,12 +194,15 @@ def moe_layer_trace(
     token, default the model's topk_groups). ``placement``: a PLACEMENTS name. Dtypes: wire
     formats of dispatch and combine (podsim.workloads.precision). Compute: podsim.workloads.compute.
     ``allow_nvlink_for_low_latency_mode``: DeepEP's Buffer argument; for
-    ``deepep-low-latency`` False (default) sends every message to another rank over RDMA,
-    True sends same-node ones over the scale-up domain (podsim.workloads.traffic).
+    ``deepep-low-latency`` True (default, as DeepEP's Buffer) sends same-node messages over the
+    scale-up domain, False sends every message to another rank over RDMA
+    (podsim.workloads.traffic).
 
     Returns a validated trace (podsim.workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
-    layers and steps) and the per-rank compute times.
+    layers and steps), the per-rank compute times and ``deepep_bytes``: the bytes DeepEP's test
+    scripts count per rank (podsim.workloads.deepep_metrics), arrays [step, layer, rank] keyed
+    ``dispatch_rdma``, ``dispatch_nvl``, ``combine_rdma``, ``combine_nvl`` (NaN: not counted).
     """
     m = get_model(model)
     mode_ = get_mode(mode)
@@ -220,6 +224,11 @@ def moe_layer_trace(
         "seconds": np.zeros(shape),
         "flops": np.zeros(shape),
         "token_copies": np.zeros(shape, np.int64),
+    }
+    deepep = {
+        f"{ph}_{kind}": np.full(shape, np.nan)
+        for ph in ("dispatch", "combine")
+        for kind in DEEPEP_KINDS
     }
     parts: list[tuple[int, int, str, Messages]] = []
     stats: dict[str, list[float]] = {}
@@ -256,6 +265,8 @@ def moe_layer_trace(
                     allow_nvlink_for_low_latency_mode=allow_nvlink_for_low_latency_mode,
                 )
                 parts.append((st, ly, phase, msgs))
+                for kind, v in deepep_rank_bytes(lt.layout, mode_, phase, bpt).items():
+                    deepep[f"{phase}_{kind}"][st, ly] = v
             (comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly]) = (
                 rank_compute(
                     lt.layout.layout.num_tokens_per_expert,
@@ -267,6 +278,7 @@ def moe_layer_trace(
                 )
             )
     comp["steps"], comp["layers"] = np.arange(steps), np.arange(layers)
+    deepep["steps"], deepep["layers"] = comp["steps"], comp["layers"]
     sizes = [len(p[3]) for p in parts]
 
     def per_part(i: int) -> np.ndarray:
@@ -304,4 +316,5 @@ def moe_layer_trace(
         allow_nvlink_for_low_latency_mode=bool(allow_nvlink_for_low_latency_mode),
         **{k: float(np.mean(v)) for k, v in stats.items()},
         compute=comp,
+        deepep_bytes=deepep,
     )

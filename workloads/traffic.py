@@ -10,9 +10,9 @@ same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is
   locality. DeepEP's low-latency kernels put every message over RDMA (IBGDA), peers in the same
   node included; only a rank's copies to itself are ``local``. With
   ``allow_nvlink_for_low_latency_mode=True`` (DeepEP's Buffer argument: NVSHMEM P2P over NVLink
-  for intra-node peers) same-node messages become ``scaleup``. Here the default is False, the
-  pure-RDMA path the low-latency design is described with; note that DeepEP's own ``Buffer``
-  defaults the argument to True, so a stock deployment on NVLink nodes should pass True.
+  for intra-node peers) same-node messages become ``scaleup``. The default is True, as DeepEP's
+  own ``Buffer`` (deep_ep/buffer.py since PR #173, 2025-06); False is the pure-RDMA setting of
+  DeepEP's first low-latency table (test_low_latency.py ``--disable-nvlink``).
 - ``deepep-normal`` (docs/physics.md: RDMA to the same local index on each target node, then NVLink
   to the experts there). Dispatch stage 0: RDMA s -> (node b, local index of s) carrying
   node_tokens[s, b] for every other node b, and direct scale-up s -> t inside s's node carrying
@@ -104,14 +104,14 @@ def phase_messages(
     phase: str,
     bytes_per_token: int,
     *,
-    allow_nvlink_for_low_latency_mode: bool = False,
+    allow_nvlink_for_low_latency_mode: bool = True,
 ) -> Messages:
     """Messages of ``phase`` ('dispatch' or 'combine') for ``mode`` (module docstring).
 
     ``bytes_per_token`` is the payload per token row (podsim.workloads.precision.bytes_per_token);
     the mode's per-message header is added here. ``allow_nvlink_for_low_latency_mode`` only
-    matters for modes that reach their peers over RDMA (``deepep-low-latency``): True sends
-    same-node messages over the scale-up domain instead.
+    matters for modes that reach their peers over RDMA (``deepep-low-latency``): True (default,
+    as DeepEP) sends same-node messages over the scale-up domain, False over RDMA.
     """
     m = get_mode(mode)
     if phase not in ("dispatch", "combine"):

@@ -640,9 +640,10 @@ class MoeWorkload(Strict):
         "deepep-normal", description="dispatch mode (podsim list dispatch)"
     )
     nvlink_for_low_latency: bool = Field(
-        False,
-        description="deepep-low-latency: send same-node messages over the scale-up fabric "
-        "(DeepEP's allow_nvlink_for_low_latency_mode); false sends every message by RDMA",
+        True,
+        description="deepep-low-latency: send same-node messages over the scale-up fabric, as "
+        "DeepEP's Buffer does by default (allow_nvlink_for_low_latency_mode=True); false sends "
+        "every message by RDMA (DeepEP's pure-RDMA setting, test_low_latency.py --disable-nvlink)",
     )
     placement: PlacementName = Field(
         "contiguous", description="placement of experts on ranks (podsim list placements)"

@@ -112,7 +112,7 @@ def _summary_html(s: dict[str, Any]) -> str:
                     "compute (per rank, mean / max)",
                     f"{_num(m.get('mean_rank_time_s'), 'time')} / "
                     f"{_num(m.get('max_rank_time_s'), 'time')}",
-                    *[""] * 6,
+                    *[""] * 9,
                 ]
             )
             continue
@@ -122,6 +122,9 @@ def _summary_html(s: dict[str, Any]) -> str:
                 _num(m.get("completion_time_s"), "time"),
                 _num(m.get("algbw_per_gpu_Bps"), "GBps"),
                 _num(m.get("busbw_per_gpu_Bps"), "GBps"),
+                _num(m.get("rdma_send_bw_per_gpu_Bps"), "GBps"),
+                _num(m.get("nvl_send_bw_per_gpu_Bps"), "GBps"),
+                _num(m.get("deepep_time_s"), "time"),
                 _num(m.get("deepep_rdma_bw_per_gpu_Bps"), "GBps"),
                 _num(m.get("deepep_nvl_bw_per_gpu_Bps"), "GBps"),
                 _num(m.get("bound_s"), "time"),
@@ -134,6 +137,9 @@ def _summary_html(s: dict[str, Any]) -> str:
             "all-to-all completion time",
             "algbw / GPU (NCCL)",
             "busbw / GPU (NCCL)",
+            "RDMA send bw / GPU",
+            "NVL send bw / GPU",
+            "kernel time / rank (DeepEP)",
             "RDMA bw / GPU (DeepEP)",
             "NVL bw / GPU (DeepEP)",
             "physical lower bound",

@@ -59,10 +59,17 @@ kind (dispatch, combine, other), averaged over steps and layers:
   the part it keeps: NCCL's all-to-all counts the full buffer).
 - **bus bandwidth per GPU** (NCCL): ``busbw = algbw x (n-1)/n`` for all-to-all, ``n`` ranks, the
   fraction of the buffer that must cross the fabric with uniform traffic.
-- **DeepEP bandwidth per GPU** (DeepEP tests/README): bytes a rank sends over RDMA (hop
+- **RDMA / NVLink send bandwidth per GPU** (podsim's own): bytes a rank sends over RDMA (hop
   ``rdma``) divided by that rank's own phase time, averaged over ranks that send any; likewise
-  ``nvl`` for the scale-up hop. DeepEP's tables quote exactly these per-rank RDMA and NVLink
-  figures ("bottleneck bandwidth").
+  ``nvl`` for the scale-up hop (``rdma_send_bw_per_gpu_Bps``, ``nvl_send_bw_per_gpu_Bps``).
+- **DeepEP figures** (``deepep_*``), exactly as DeepEP's test scripts compute them
+  (podsim.workloads.deepep_metrics: which bytes they count, which time they divide by): per rank,
+  the bytes DeepEP counts (RDMA: (token, node) pairs including the rank's own node in normal
+  mode, (token, expert) selections in low latency; NVL: rows the rank receives, its own
+  included) divided by that rank's phase time (its kernel time); ``deepep_time_s`` is the mean
+  rank phase time (DeepEP's "latency"), the bandwidths the mean over ranks of the per-rank
+  figure (DeepEP prints one line per rank, or per node's first rank in normal mode). Only for
+  MoE traces built by podsim (they carry the counts); None otherwise.
 - **link utilisation by tier**: mean and max over the tier's link directions of ``utilisation``.
 - **messages**: ``count``, ``unfinished`` (messages not ``complete``: failed or unfinished),
   ``failed`` (status ``failed``), completion-time percentiles of the delivered ones.
@@ -83,6 +90,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from podsim.fabric.units import fmt_time
+from podsim.workloads.deepep_metrics import deepep_rank_bw
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -311,21 +319,49 @@ def link_table(graph: Any, counters: pd.DataFrame | None = None) -> pd.DataFrame
 # --------------------------------------------------------------------------- summary
 
 
-def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> pd.DataFrame:
+_PER_PHASE_COLUMNS = [
+    "step",
+    "layer",
+    "phase",
+    "time_s",
+    "algbw_Bps",
+    "busbw_Bps",
+    "rdma_send_Bps",
+    "nvl_send_Bps",
+    "deepep_time_s",
+    "deepep_rdma_Bps",
+    "deepep_nvl_Bps",
+]
+
+
+def _deepep_figures(
+    comm: pd.DataFrame, deepep: pd.DataFrame | None, keys: list[str], out: pd.DataFrame
+) -> None:
+    """DeepEP's per-rank figures (bytes it counts / the rank's phase time), mean over ranks,
+    into ``out`` (indexed by ``keys``); NaN without counts."""
+    cols = ["deepep_time_s", "deepep_rdma_Bps", "deepep_nvl_Bps"]
+    if deepep is None or deepep.empty:
+        for c in cols:
+            out[c] = np.nan
+        return
+    j = comm[[*keys, "rank", "duration_s"]].merge(deepep, on=[*keys, "rank"], how="inner")
+    j["deepep_rdma_Bps"] = deepep_rank_bw(j["rdma_bytes"], j["duration_s"])
+    j["deepep_nvl_Bps"] = deepep_rank_bw(j["nvl_bytes"], j["duration_s"])
+    j["deepep_time_s"] = j["duration_s"]
+    fig = j.groupby(keys)[cols].mean()
+    for c in cols:
+        out[c] = fig[c].reindex(out.index)
+
+
+def _per_phase(
+    phases: pd.DataFrame,
+    messages: pd.DataFrame,
+    num_ranks: int,
+    deepep: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     comm = phases[phases["phase"] != "compute"]
     if comm.empty:
-        return pd.DataFrame(
-            columns=[
-                "step",
-                "layer",
-                "phase",
-                "time_s",
-                "algbw_Bps",
-                "busbw_Bps",
-                "deepep_rdma_Bps",
-                "deepep_nvl_Bps",
-            ]
-        )
+        return pd.DataFrame(columns=_PER_PHASE_COLUMNS)
     keys = ["step", "layer", "phase"]
     g = comm.groupby(keys, sort=True)
     out = g.agg(t0=("start_s", "min"), t1=("end_s", "max"), s_mean=("bytes_out", "mean"))
@@ -336,9 +372,9 @@ def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> 
     with np.errstate(divide="ignore", invalid="ignore"):
         out["algbw_Bps"] = np.where(out["time_s"] > 0, s_mean / out["time_s"], np.nan)
     out["busbw_Bps"] = out["algbw_Bps"] * (n_ranks - 1) / n_ranks
-    # DeepEP: per-rank bytes over the hop / that rank's own phase time, mean over senders
+    # podsim's own: per-rank bytes sent over the hop / that rank's own phase time, mean over senders
     dur = comm.set_index([*keys, "rank"])["duration_s"]
-    for hop, col in (("rdma", "deepep_rdma_Bps"), ("scaleup", "deepep_nvl_Bps")):
+    for hop, col in (("rdma", "rdma_send_Bps"), ("scaleup", "nvl_send_Bps")):
         m = messages[messages["hop"] == hop]
         if m.empty:
             out[col] = np.nan
@@ -348,18 +384,8 @@ def _per_phase(phases: pd.DataFrame, messages: pd.DataFrame, num_ranks: int) -> 
         d = dur.reindex(per.index)
         bw = (per / d.where(d > 0)).groupby(level=keys).mean()
         out[col] = bw.reindex(out.index)
-    return out.reset_index()[
-        [
-            "step",
-            "layer",
-            "phase",
-            "time_s",
-            "algbw_Bps",
-            "busbw_Bps",
-            "deepep_rdma_Bps",
-            "deepep_nvl_Bps",
-        ]
-    ]
+    _deepep_figures(comm, deepep, keys, out)
+    return out.reset_index()[_PER_PHASE_COLUMNS]
 
 
 def json_safe(x: Any) -> Any:
@@ -383,9 +409,13 @@ def summarise(
     qps: pd.DataFrame,
     num_ranks: int,
     makespan_s: float,
+    deepep: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """The run's figures (definitions in the module docstring)."""
-    per = _per_phase(phases, messages, num_ranks)
+    """The run's figures (definitions in the module docstring). ``deepep``: the bytes DeepEP's
+    scripts count per (step, layer, phase, rank)
+    (:func:`podsim.workloads.deepep_metrics.deepep_bytes_table`); without it the DeepEP figures
+    are None."""
+    per = _per_phase(phases, messages, num_ranks, deepep)
     by_phase: dict[str, Any] = {}
     order = {p: i for i, p in enumerate(("dispatch", "combine", "other"))}
     for ph, grp in sorted(per.groupby("phase"), key=lambda kv: order.get(str(kv[0]), 9)):
@@ -395,6 +425,9 @@ def summarise(
             "completion_time_max_s": float(grp["time_s"].max()),
             "algbw_per_gpu_Bps": float(grp["algbw_Bps"].mean()),
             "busbw_per_gpu_Bps": float(grp["busbw_Bps"].mean()),
+            "rdma_send_bw_per_gpu_Bps": float(grp["rdma_send_Bps"].mean()),
+            "nvl_send_bw_per_gpu_Bps": float(grp["nvl_send_Bps"].mean()),
+            "deepep_time_s": float(grp["deepep_time_s"].mean()),
             "deepep_rdma_bw_per_gpu_Bps": float(grp["deepep_rdma_Bps"].mean()),
             "deepep_nvl_bw_per_gpu_Bps": float(grp["deepep_nvl_Bps"].mean()),
         }
@@ -649,6 +682,9 @@ class Results:
             ("all-to-all completion time", "completion_time_s", _t),
             ("algbw per GPU (NCCL)", "algbw_per_gpu_Bps", _gbs),
             ("busbw per GPU (NCCL)", "busbw_per_gpu_Bps", _gbs),
+            ("RDMA send bw per GPU", "rdma_send_bw_per_gpu_Bps", _gbs),
+            ("NVLink send bw per GPU", "nvl_send_bw_per_gpu_Bps", _gbs),
+            ("kernel time per rank (DeepEP)", "deepep_time_s", _t),
             ("RDMA bw per GPU (DeepEP)", "deepep_rdma_bw_per_gpu_Bps", _gbs),
             ("NVLink bw per GPU (DeepEP)", "deepep_nvl_bw_per_gpu_Bps", _gbs),
             ("physical lower bound", "bound_s", _t),
@@ -659,6 +695,8 @@ class Results:
                 key in m for m in phases.values()
             ):
                 continue  # runs without the bound engine's module
+            if key.startswith("deepep") and all(m.get(key) is None for m in phases.values()):
+                continue  # traffic DeepEP's scripts do not measure
             head.add_row(label, *(fmt(m.get(key)) for m in phases.values()))
         comp = s.get("phases", {}).get("compute")
         if comp and comp.get("max_rank_time_s"):  # no caption for traffic with no compute

@@ -69,8 +69,9 @@ def test_bandwidth_definitions_follow_nccl_and_deepep() -> None:
     assert d["algbw_per_gpu_Bps"] == pytest.approx(mean_sent / T)
     assert d["busbw_per_gpu_Bps"] == pytest.approx(mean_sent / T * 3 / 4)
     own = [100 / 2e-6, 200 / 3e-6, 300 / 3e-6, 400 / 4e-6]  # RDMA bytes / own phase time
-    assert d["deepep_rdma_bw_per_gpu_Bps"] == pytest.approx(np.mean(own))
-    assert d["deepep_nvl_bw_per_gpu_Bps"] is None  # no scale-up traffic
+    assert d["rdma_send_bw_per_gpu_Bps"] == pytest.approx(np.mean(own))
+    assert d["nvl_send_bw_per_gpu_Bps"] is None  # no scale-up traffic
+    assert d["deepep_rdma_bw_per_gpu_Bps"] is None  # no DeepEP byte counts given
 
 
 def test_tier_utilisation_and_counters() -> None:

@@ -152,10 +152,10 @@ def test_low_latency_goes_over_rdma_unless_nvlink_is_allowed(layer, phase):
     local. allow_nvlink_for_low_latency_mode moves same-node messages to the scale-up domain;
     the bytes per (src, dst) never change."""
     lay, gpn = layer.layout, 8
-    rdma_only = phase_messages(lay, "deepep-low-latency", phase, BF16)
-    nvl = phase_messages(
-        lay, "deepep-low-latency", phase, BF16, allow_nvlink_for_low_latency_mode=True
+    rdma_only = phase_messages(
+        lay, "deepep-low-latency", phase, BF16, allow_nvlink_for_low_latency_mode=False
     )
+    nvl = phase_messages(lay, "deepep-low-latency", phase, BF16)  # DeepEP's default: NVLink
     self_msg = rdma_only.src == rdma_only.dst
     same_node = rdma_only.src // gpn == rdma_only.dst // gpn
     assert self_msg.any() and (same_node & ~self_msg).any()  # the case exercises both kinds
@@ -180,10 +180,10 @@ def test_low_latency_goes_over_rdma_unless_nvlink_is_allowed(layer, phase):
 
 def test_low_latency_flag_reaches_the_trace():
     kw = {"model": "mixtral-8x7b", "ep_size": 8, "tokens_per_rank": 16, "gpus_per_node": 4}
-    t = moe_layer_trace(mode="deepep-low-latency", seed=3, **kw)
-    t_nvl = moe_layer_trace(
-        mode="deepep-low-latency", seed=3, allow_nvlink_for_low_latency_mode=True, **kw
+    t = moe_layer_trace(
+        mode="deepep-low-latency", seed=3, allow_nvlink_for_low_latency_mode=False, **kw
     )
+    t_nvl = moe_layer_trace(mode="deepep-low-latency", seed=3, **kw)  # default: NVLink, as DeepEP
     assert t.attrs["allow_nvlink_for_low_latency_mode"] is False
     assert t_nvl.attrs["allow_nvlink_for_low_latency_mode"] is True
     assert set(t.hop) == {"rdma", "local"} and "scaleup" in set(t_nvl.hop)
