@@ -20,6 +20,7 @@ import time
 import traceback
 import types
 import typing
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,30 @@ class ScenarioError(ValueError):
         return self.args[0]
 
 
+#: a result folder's name is one path component: most file systems allow 255 bytes
+MAX_NAME_BYTES = 255
+
+
 def check_run_name(name: str) -> str:
     """``name`` of a scenario or study: it names the result folder, so it must be non-empty
-    and hold no path separator (or NUL); '.' and '..' would put the results in the parent."""
+    and hold no path separator (or NUL); '.' and '..' would put the results in the parent;
+    control characters (terminal escape sequences) and names longer than a folder name can
+    be are refused too."""
     if not name or any(c in name for c in "/\\\0") or name in (".", ".."):
         raise ValueError("name must be non-empty, not '.' or '..', and contain no path separators")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise ValueError("name must not contain control characters (e.g. terminal escapes)")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ValueError(f"name must be at most {MAX_NAME_BYTES} bytes (it names a folder)")
     return name
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters other than newline and tab escaped (``\\x1b``), so
+    that text read from a file cannot drive the terminal it is printed on."""
+    return "".join(
+        c if c in "\n\t" or unicodedata.category(c) != "Cc" else repr(c)[1:-1] for c in text
+    )
 
 
 def dotted(loc: Iterable[Any]) -> str:

@@ -27,6 +27,7 @@ from podsim.scenarios.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     ScenarioError,
+    printable,
     save_traceback,
 )
 from rich.console import Console
@@ -83,7 +84,7 @@ def debug_enabled() -> bool:
 
 def fail(message: str, code: int) -> None:
     """Print ``message`` (no markup) on stderr and exit with ``code``."""
-    err_console.print(message, markup=False)
+    err_console.print(printable(message), markup=False)
     raise typer.Exit(code)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +31,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from podsim.scenarios.errors import ScenarioError, _origin_of, dotted, from_validation_error
+from podsim.scenarios.errors import (
+    ScenarioError,
+    _origin_of,
+    dotted,
+    from_validation_error,
+    printable,
+)
 from podsim.scenarios.input.schema import Scenario
+from podsim.scenarios.input.yamltext import (
+    YamlRefused,
+    check_yaml_text,
+    load_yaml,
+    read_text,
+    read_yaml,
+)
 from pydantic import ValidationError
 
 __all__ = [
@@ -50,6 +64,8 @@ __all__ = [
 
 LIBRARY = Path(__file__).resolve().parent.parent / "library"
 MAX_INCLUDE_DEPTH = 32
+#: environment variable naming more folders (``os.pathsep``-separated) that ``include:`` may read
+INCLUDE_PATH_ENV = "PODSIM_INCLUDE_PATH"
 Key = tuple[Any, ...]
 
 
@@ -67,11 +83,11 @@ def file_description(path: Path) -> str:
     """The first line of a YAML file's top-level ``description``, read without validating
     the file ("" when it has none or cannot be read)."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return ""
     text = str((data or {}).get("description", "") if isinstance(data, dict) else "").strip()
-    return text.splitlines()[0] if text else ""
+    return printable(text.splitlines()[0]) if text else ""
 
 
 def resolve_ref(ref: str | Path, base_dir: Path | None = None) -> Path:
@@ -155,24 +171,26 @@ def _marks(node: yaml.Node, file: str, prefix: Key, out: dict[Key, tuple[str, in
 
 def _read_yaml(path: Path) -> tuple[Any, dict[Key, tuple[str, int | None]]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"cannot read the file: {exc}.", file=path) from None
-    loader = _StrictLoader(text)
+    loader = None
     try:
+        check_yaml_text(text, str(path))
+        loader = _StrictLoader(text)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         context = getattr(exc, "context", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         ctx = f" ({context})" if context else ""
-        raise ScenarioError(
-            f"YAML syntax error at {where}: {problem}{ctx}.", file=path, line=None
-        ) from None
+        kind = "refused" if isinstance(exc, YamlRefused) else "YAML syntax error"
+        raise ScenarioError(f"{kind}{where}: {problem}{ctx}.", file=path, line=None) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     origins: dict[Key, tuple[str, int | None]] = {}
     if node is not None:
         _marks(node, str(path), (), origins)
@@ -232,6 +250,32 @@ class Document:
         return ScenarioError(exc.message, file=self.file, path=exc.path)
 
 
+def include_roots(scenario_dir: Path) -> list[Path]:
+    """The folders ``include:`` may read from: the top scenario file's folder, the built-in
+    library and the folders named by ``$PODSIM_INCLUDE_PATH``."""
+    extra = [Path(p) for p in os.environ.get(INCLUDE_PATH_ENV, "").split(os.pathsep) if p]
+    return [p.resolve() for p in (scenario_dir, LIBRARY, *extra)]
+
+
+def _check_include(target: Path, scenario_dir: Path) -> None:
+    """Refuse an include that is not a scenario file: ``include:`` reads YAML files (after
+    following symlinks) under :func:`include_roots` only, so that a scenario cannot make
+    podsim read ``/proc/self/environ`` or another user's files."""
+    real = target.resolve()
+    if real.suffix not in (".yaml", ".yml"):
+        raise ScenarioError(
+            f"include {str(target)!r} is not a scenario file (.yaml or .yml)"
+            + (f"; it points to {str(real)!r}." if real != target else ".")
+        )
+    roots = include_roots(scenario_dir)
+    if not any(real.is_relative_to(root) for root in roots):
+        raise ScenarioError(
+            f"include {str(real)!r} is outside the scenario's folder and the built-in "
+            f"library ({', '.join(str(r) for r in roots)}); add its folder to "
+            f"${INCLUDE_PATH_ENV} to allow it."
+        )
+
+
 def _load_file(path: Path, stack: list[Path], files: list[Path]) -> Document:
     if path in stack:
         chain = " -> ".join(str(p) for p in [*stack, path])
@@ -267,6 +311,11 @@ def _load_file(path: Path, stack: list[Path], files: list[Path]) -> Document:
     for i, ref in enumerate(refs):
         try:
             target = resolve_ref(ref, path.parent)
+        except ScenarioError as exc:
+            line = origins.get(("include", i), origins.get(("include",), (None, None)))[1]
+            raise ScenarioError(exc.message, file=path, path="include", line=line) from None
+        try:
+            _check_include(target, (stack or [path])[0].parent)
         except ScenarioError as exc:
             line = origins.get(("include", i), origins.get(("include",), (None, None)))[1]
             raise ScenarioError(exc.message, file=path, path="include", line=line) from None
@@ -310,7 +359,7 @@ def parse_override(text: str) -> tuple[Key, Any]:
         if pos != len(piece):
             raise ScenarioError(f"--set {text!r}: cannot read key path {key!r}.")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw, "--set") if raw.strip() else None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(
@@ -444,7 +493,9 @@ def load_document(
             base = Document({}, {})
             refs = data.pop("include")
             for r in [refs] if isinstance(refs, str) else list(refs):
-                sub = _load_file(resolve_ref(r), [], base.files)
+                target = resolve_ref(r)
+                _check_include(target, Path.cwd())
+                sub = _load_file(target, [], base.files)
                 _merge(base.data, sub.data, base.origins, sub.origins)
             _merge(base.data, data, base.origins, {})
             doc = base

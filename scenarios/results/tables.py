@@ -90,6 +90,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from podsim.fabric.units import fmt_time
+from podsim.scenarios.input.yamltext import read_yaml
 from podsim.workloads.deepep_metrics import deepep_rank_bw
 
 if TYPE_CHECKING:
@@ -648,7 +649,7 @@ class Results:
                 analysis[name] = df
         summary = json.loads((out / "summary.json").read_text())
         scen_path = out / "resolved.yaml"
-        scenario = yaml.safe_load(scen_path.read_text()) if scen_path.is_file() else {}
+        scenario = read_yaml(scen_path) if scen_path.is_file() else {}
         cost_path, bom_path = out / "cost.json", out / "bom.csv"
         cost = json.loads(cost_path.read_text()) if cost_path.is_file() else None
         bom = pd.read_csv(bom_path) if bom_path.is_file() else None

@@ -337,12 +337,12 @@ def save_study_figures(
 def read_study_folder(directory: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The results table and the study (``study.yaml`` as written by the sweep, with
     ``name``, ``metric``, ``cost_metric`` and ``maximize`` always set) of a sweep folder."""
-    import yaml
+    from podsim.scenarios.input.yamltext import read_yaml
 
     d = Path(directory)
     df = pd.read_parquet(d / "results.parquet")
     path = d / "study.yaml"
-    study = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    study = (read_yaml(path) or {}) if path.is_file() else {}
     study["name"] = str(study.get("name") or d.name)
     study["metric"] = str(study.get("metric") or "layer_time_s")
     study["cost_metric"] = str(study.get("cost_metric") or "capex_usd")

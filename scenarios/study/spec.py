@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import yaml
 from podsim.scenarios.errors import check_run_name
+from podsim.scenarios.input.yamltext import read_yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -268,10 +269,10 @@ def load_study(ref: str | Path | dict[str, Any]) -> Study:
         path = _resolve_study_path(ref)
         where, base_dir = str(path), str(path.resolve().parent)
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = read_yaml(path)
         except OSError as exc:
             raise StudyError(f"cannot read study {where!r}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise StudyError(f"study {where!r} is not valid YAML: {exc}") from None
         if not isinstance(raw, dict):
             raise StudyError(f"study {where!r} must be a mapping (name, base, grid, ...)")
