@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.loader import Document, load_scenario
 from podsim.scenarios.input.schema import Scenario
+from podsim.scenarios.results.folder import MANIFEST, check_output_dir, staged_folder
 from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
 from podsim.workloads.deepep_metrics import deepep_bytes_table
@@ -33,11 +35,7 @@ from podsim.workloads.deepep_metrics import deepep_bytes_table
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MANIFEST",
     "Prepared",
-    "check_output_dir",
-    "clear_previous",
-    "is_result_folder",
     "output_dir",
     "preflight",
     "prepare",
@@ -106,71 +104,6 @@ def output_dir(sc: Scenario, out: str | Path | None = None) -> Path:
     if out is not None:
         return Path(out)
     return Path(sc.outputs.dir.format(name=sc.name, variant=sc.variant or "default"))
-
-
-#: the list of files a run wrote into its result folder (relative paths, one a line), so that
-#: the next run into the same folder removes exactly those and no file of the user's
-MANIFEST = ".podsim-files"
-#: what ``podsim plot`` / ``podsim report`` add to a result folder later
-_LATER_FILES = ("report.html",)
-_PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-#: a result folder written before the manifest existed: podsim's files by name, and its
-#: tables by suffix
-_LEGACY_NAMES = ("summary.json", "cost.json", "resolved.yaml", "topology.graphml")
-_LEGACY_SUFFIXES = (".parquet", ".csv")
-
-
-def is_result_folder(folder: Path) -> bool:
-    """A folder a ``podsim run`` wrote (it has ``summary.json``)."""
-    return (folder / "summary.json").is_file()
-
-
-def check_output_dir(folder: Path, option: str = "--out") -> None:
-    """Refuse, before anything runs, an output folder the results cannot go to: an existing
-    file, or a non-empty folder that is not a podsim result folder (its files would be mixed
-    with the results). An earlier result folder is fine: :func:`clear_previous` replaces it."""
-    if folder.exists() and not folder.is_dir():
-        raise ScenarioError(f"{option} {str(folder)!r} is an existing file, not a folder.")
-    if folder.is_dir() and not is_result_folder(folder) and any(folder.iterdir()):
-        raise ScenarioError(
-            f"{option} {str(folder)!r} is a folder that is neither empty nor a podsim result "
-            "folder (it has no summary.json); the results would be mixed with its files. "
-            "Choose a new or empty folder, or an earlier result folder (which is replaced)."
-        )
-
-
-def clear_previous(folder: Path) -> list[Path]:
-    """Remove the files an earlier run wrote into result folder ``folder`` (those its manifest
-    lists, the plots and the report; for a folder from before the manifest, podsim's named
-    files and every .parquet or .csv table at the top level), so that no stale table or plot
-    survives next to the new results. Files of the user's own (other names, subfolders) stay.
-    Returns what was removed."""
-    if not folder.is_dir() or not is_result_folder(folder):
-        return []
-    manifest = folder / MANIFEST
-    if manifest.is_file():
-        names = [n for n in manifest.read_text().splitlines() if n.strip()]
-        targets = [folder / n for n in names] + [manifest]
-    else:
-        targets = [
-            p
-            for p in folder.iterdir()
-            if p.is_file() and (p.suffix in _LEGACY_SUFFIXES or p.name in _LEGACY_NAMES)
-        ]
-    targets += [folder / n for n in _LATER_FILES]
-    plots = folder / "plots"
-    if plots.is_dir():
-        targets += [p for p in plots.iterdir() if p.is_file() and p.suffix in _PLOT_SUFFIXES]
-    removed = []
-    root = folder.resolve()
-    for p in targets:
-        # a manifest is a file the user may edit: never follow it out of the folder
-        if p.is_file() and root in p.resolve().parents:
-            p.unlink()
-            removed.append(p)
-    if plots.is_dir() and not any(plots.iterdir()):
-        plots.rmdir()
-    return removed
 
 
 def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> Results:
@@ -472,32 +405,38 @@ def write_outputs(
     res: Results, sc: Scenario, out: Path, graph: Any = None, stage: Stage | None = None
 ) -> list[Path]:
     """Tables, summary, cost (``bom.csv``, ``cost.json``), resolved scenario, plots (and the
-    report when asked) under ``out``; ``stage`` hears which of them is being written."""
+    report when asked) under ``out``; ``stage`` hears which of them is being written.
+
+    Everything is written into a staging folder that replaces ``out`` only once complete
+    (:func:`podsim.scenarios.results.folder.staged_folder`): an interrupted or killed write
+    leaves the earlier results whole. Returns the final paths."""
     tell = stage or (lambda _what: None)
     tell("writing results")
-    clear_previous(out)
-    written = res.write(out, sc.outputs.formats)
-    write_graphml = topology_io("write_graphml")
-    if graph is not None and write_graphml is not None:
-        p = out / "topology.graphml"
-        write_graphml(graph, str(p))
-        written.append(p)
-    if sc.outputs.plots:
-        from podsim.scenarios.report.plots import plot_all
+    final = Path(os.path.abspath(out))
+    with staged_folder(final) as tmp:
+        written = res.write(tmp, sc.outputs.formats)
+        write_graphml = topology_io("write_graphml")
+        if graph is not None and write_graphml is not None:
+            p = tmp / "topology.graphml"
+            write_graphml(graph, str(p))
+            written.append(p)
+        if sc.outputs.plots:
+            from podsim.scenarios.report.plots import plot_all
 
-        tell("drawing plots")
-        written += plot_all(
-            res,
-            out / "plots",
-            formats=sc.outputs.plot_formats,
-            graph=graph,
-            hottest=sc.outputs.hottest_ports,
-        )
-    if sc.outputs.report:
-        from podsim.scenarios.report.html import write_report
+            tell("drawing plots")
+            written += plot_all(
+                res,
+                tmp / "plots",
+                formats=sc.outputs.plot_formats,
+                graph=graph,
+                hottest=sc.outputs.hottest_ports,
+            )
+        if sc.outputs.report:
+            from podsim.scenarios.report.html import write_report
 
-        tell("writing the report")
-        written.append(write_report(out))
-    names = sorted({str(p.relative_to(out)) for p in written if out in p.parents})
-    (out / MANIFEST).write_text("".join(f"{n}\n" for n in names))
-    return written
+            tell("writing the report")
+            written.append(write_report(tmp))
+        names = sorted({str(p.relative_to(tmp)) for p in written if tmp in p.parents})
+        (tmp / MANIFEST).write_text("".join(f"{n}\n" for n in names))
+    res.out_dir = final
+    return [final / n for n in names]

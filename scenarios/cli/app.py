@@ -105,6 +105,28 @@ def _options(
     """Simulate AI-cluster fabrics: SmartNICs, multipath RDMA, CC, MoE all-to-all."""
     set_debug(debug)
     configure_logging(verbose, quiet)
+    terminate_like_interrupt()
+
+
+def terminate_like_interrupt() -> None:
+    """SIGTERM (``kill``, a batch system's time limit) stops a command the way Ctrl-C does:
+    through whatever SIGINT handler is current when it arrives (the engine's defers it to the
+    next event boundary), so results are kept or left untouched, staging folders removed and
+    sweep workers stopped, instead of the process vanishing mid-write."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _load(ref: str, sets: list[str] | None, seed: int | None = None) -> Any:
@@ -252,10 +274,12 @@ def run(
 
     The results go to --out (or the scenario's outputs.dir). Running again into the same
     result folder replaces the earlier run's files (the manifest .podsim-files lists them), so
-    no stale table or plot survives; the earlier results stay until the new run has finished
-    simulating. A folder that is not empty and holds no podsim result is refused (exit 2).
+    no stale table or plot survives; the new results are written beside it and swapped in
+    only when complete, so an interrupted or killed run leaves the earlier results whole.
+    A folder that is not empty and holds no podsim result is refused (exit 2).
     """
-    from podsim.scenarios.runner import check_output_dir, output_dir
+    from podsim.scenarios.results.folder import check_output_dir
+    from podsim.scenarios.runner import output_dir
     from podsim.scenarios.runner import run as run_scenario
 
     if no_checks:
@@ -276,10 +300,10 @@ def run(
                 force=force,
             )
     except KeyboardInterrupt:
-        # after the engine (writing files, drawing plots): what is written stays
+        # while writing: the staging folder is removed, the earlier results stay whole
         bar.stop()
-        kept = f"; files written so far are kept in {folder}/" if folder.is_dir() else ""
-        _fail(f"interrupted{kept}", EXIT_INTERRUPTED)
+        kept = f"; the earlier results in {folder}/ are unchanged" if folder.is_dir() else ""
+        _fail(f"interrupted before the results were complete{kept}", EXIT_INTERRUPTED)
     finally:
         bar.stop()
     if not quiet:
@@ -440,8 +464,10 @@ def plot(directory: Annotated[Path, typer.Argument(help="A result or study folde
     from podsim.scenarios.build.cluster import read_graph
     from podsim.scenarios.report.html import is_study_folder
     from podsim.scenarios.report.plots import plot_all
+    from podsim.scenarios.results.folder import check_within
     from podsim.scenarios.results.tables import Results
 
+    check_within(directory, "plots")
     if is_study_folder(directory):
         from podsim.scenarios.study.plots import plot_study_folder
 
@@ -463,7 +489,10 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a result folder (or of a study folder)."""
     from podsim.scenarios.report.html import write_report
+    from podsim.scenarios.results.folder import check_within
 
+    if out is None:
+        check_within(directory, "report.html")
     path = write_report(directory, out)
     out_console.print(f"wrote {path}", markup=False)
 

@@ -181,6 +181,38 @@ def run_points(
     return report
 
 
+#: how often a pool worker checks that the sweep that started it is still alive (seconds)
+PARENT_POLL_S = 0.5
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Pool-worker initializer: end this worker when the sweep process that started it ends,
+    even by SIGKILL (which no handler sees), instead of simulating on for nobody.
+
+    Linux delivers SIGKILL to the worker when its parent dies (``prctl(PR_SET_PDEATHSIG)``);
+    everywhere a daemon thread also polls the parent every :data:`PARENT_POLL_S` seconds."""
+    import ctypes
+    import ctypes.util
+    import signal
+    import threading
+    import time
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:  # the parent died before the prctl took effect
+        os._exit(1)
+    threading.Thread(target=watch, name="podsim-parent-watch", daemon=True).start()
+
+
 def _run_pool(
     todo: list[Point],
     run_point: RunPoint,
@@ -190,7 +222,9 @@ def _run_pool(
     n = min(workers or os.cpu_count() or 1, len(todo))
     # spawn: workers start clean (no inherited threads or locks), as they would on macOS.
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    pool = ProcessPoolExecutor(
+        max_workers=n, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     pending: dict[Future[tuple[bool, Any]], Point] = {}
     queue = iter(todo)
     try:

@@ -82,20 +82,24 @@ def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
     assert stages == ["writing results"]  # the base scenario draws no plots
 
 
-def test_ctrl_c_while_drawing_keeps_the_written_files(
+def test_ctrl_c_while_drawing_leaves_the_earlier_results_whole(
     scenario_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import podsim.scenarios.report.plots
+
+    out = tmp_path / "out"
+    args = ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "--set", "outputs.plots=true"]
+    first = CliRunner().invoke(app, [*args, "--seed", "1", "--set", "outputs.plots=false"])
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
     def interrupted(*a: object, **k: object) -> list[Path]:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(podsim.scenarios.report.plots, "plot_all", interrupted)
-    out = tmp_path / "out"
-    args = ["run", str(scenario_dir / "base.yaml"), "-o", str(out), "--set", "outputs.plots=true"]
-    r = CliRunner().invoke(app, args)
+    r = CliRunner().invoke(app, [*args, "--seed", "2"])
     assert r.exit_code == 130, r.output
-    assert "files written so far are kept" in r.output and "Traceback" not in r.output
-    assert json.loads((out / "summary.json").read_text())["status"] == "complete"
-    for name in ("messages.parquet", "cost.json", "resolved.yaml"):
-        assert (out / name).is_file(), name
+    assert "earlier results" in r.output and "Traceback" not in r.output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert not [p for p in tmp_path.iterdir() if ".podsim-" in p.name]  # no staging folder left
