@@ -47,6 +47,7 @@ from podsim.fabric.packet import NACK as K_NACK
 from podsim.fabric.packet import PROBE as K_PROBE
 from podsim.fabric.packet import ROCE_OVERHEAD
 from podsim.fabric.params import param
+from podsim.fabric.plugins import is_plugin_spec
 from podsim.fabric.registry import Registry
 from podsim.nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
 from podsim.nic.congestion.api import CCEvent
@@ -67,7 +68,7 @@ from podsim.nic.transport.qp import (
 )
 from podsim.nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
 from podsim.nic.transport.segmentation import check_mtu, check_opcode
-from podsim.nic.transport.selectors import PATH_SELECTORS, make_selector
+from podsim.nic.transport.selectors import make_selector, selector_class
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -271,7 +272,10 @@ class NicConfig:
     def __post_init__(self) -> None:
         check_mtu(self.mtu)
         check_mode(self.reliability)
-        PATH_SELECTORS.get(self.selector)
+        if self.allow_plugins or not is_plugin_spec(self.selector):
+            selector_class(self.selector, self.allow_plugins)
+        # else a plug-in named before the opt-in is known (schema validation): the scenario
+        # layer refuses it unless --allow-plugins, and the NIC loads it then
 
         def bad(key: str, want: str) -> ValueError:
             return ValueError(f"NIC config {key}={getattr(self, key)!r}: expected {want}")
@@ -997,7 +1001,14 @@ class RdmaNetwork:
         cfg = src.config
         qid = next(self._qp_ids)
         rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
-        sel = make_selector(cfg.selector, cfg.n_evs, rng, src.planes, dict(cfg.selector_params))
+        sel = make_selector(
+            cfg.selector,
+            cfg.n_evs,
+            rng,
+            src.planes,
+            dict(cfg.selector_params),
+            allow_plugins=cfg.allow_plugins,
+        )
         line = (
             src.ports[0].rate_bps if (sel.single_path or src.planes == 1) else (src.line_rate_bps)
         )

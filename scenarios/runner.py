@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import time
@@ -277,11 +278,31 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     engine = ENGINES.get(sc.engine)
     if engine.check_size is not None:
         engine.check_size(sc, prep.cluster, prep.trace, prep.compute, force=force)
-    _check_nic_params(sc)
+    _check_nic_params(sc, allow_plugins)
+    _check_cost_lengths(sc, prep)
     _check_engine(sc, prep)
     if not force:
         _check_pfc_headroom(sc, prep)
     return prep
+
+
+def _check_cost_lengths(sc: Scenario, prep: Prepared) -> None:
+    """``cost.lengths`` names link tiers: a tier no link of this cluster has (nor a default
+    one) is a typo that would silently price nothing."""
+    from podsim.scenarios.cost.spec import DEFAULT_LENGTHS_M
+
+    if sc.cost is None:
+        return
+    tiers = {str(d.get("tier", "")) for _, _, d in prep.cluster.graph.edges(data=True)}
+    known = sorted((tiers | set(DEFAULT_LENGTHS_M)) - {""})
+    for tier in sc.cost.lengths:
+        if tier not in known:
+            close = difflib.get_close_matches(tier, known, n=2, cutoff=0.5)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ScenarioError(
+                f"no link of this cluster has tier {tier!r}.{hint} Tiers: {', '.join(known)}.",
+                path=f"cost.lengths.{tier}",
+            )
 
 
 def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
@@ -346,28 +367,25 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     )
 
 
-def _check_nic_params(sc: Scenario) -> None:
-    """Built-in congestion control and path selectors accept only their own parameters
-    (plug-ins are checked when they load)."""
+def _check_nic_params(sc: Scenario, allow_plugins: bool = False) -> None:
+    """Congestion control and path selectors accept only their own parameters."""
     import random
 
     from podsim.scenarios.build.cluster import at
-    from podsim.scenarios.input.schema import is_plugin
 
     nic = sc.cluster.nic
-    if not is_plugin(nic.cc.name):
-        from podsim.nic.congestion.registry import make_cc
+    # plug-ins reach here only when allowed (check_plugins ran first): their parameters are
+    # checked like the built-ins'
+    from podsim.nic.congestion.registry import make_cc
+    from podsim.nic.transport.selectors import make_selector
 
-        with at("cluster.nic.cc.params"):
-            make_cc(nic.cc.name, dict(nic.cc.params))
-    if not is_plugin(nic.multipath.selector):
-        from podsim.nic.transport.selectors import make_selector
-
-        with at("cluster.nic.multipath.params"):
-            make_selector(
-                nic.multipath.selector, nic.multipath.paths, random.Random(0), 1,
-                dict(nic.multipath.params),
-            )  # fmt: skip
+    with at("cluster.nic.cc.params"):
+        make_cc(nic.cc.name, dict(nic.cc.params), allow_plugins=allow_plugins)
+    with at("cluster.nic.multipath.params"):
+        make_selector(
+            nic.multipath.selector, nic.multipath.paths, random.Random(0), 1,
+            dict(nic.multipath.params), allow_plugins=allow_plugins,
+        )  # fmt: skip
 
 
 def _check_engine(sc: Scenario, prep: Prepared) -> None:

@@ -12,57 +12,22 @@ simulated time - never swallowed.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
 
+from podsim.fabric.plugins import PluginError, load_class
 from podsim.fabric.units import fmt_time
 from podsim.nic.congestion.api import CCEvent, CongestionControl, CongestionControlError, FlowCC
 
 __all__ = ["GuardedCC", "PluginError", "check_flow", "load_plugin"]
 
 
-class PluginError(ValueError):
-    """A plug-in spec that cannot be loaded (not allowed, bad form, missing, wrong type)."""
-
-
 def load_plugin(spec: str, allow: bool = False) -> type[CongestionControl]:
     """The class named by ``spec`` (``"package.module:ClassName"``), checked to subclass
-    :class:`CongestionControl`. Raises :class:`PluginError` unless ``allow`` is True."""
-    if not isinstance(spec, str) or spec.count(":") != 1:
-        raise PluginError(
-            f"congestion-control plug-in {spec!r} must have the form 'package.module:ClassName'"
-        )
-    if not allow:
-        raise PluginError(
-            f"congestion-control plug-in {spec!r} names user code; it is loaded only with an "
-            "explicit opt-in (pass --allow-plugins to podsim, or allow=True)"
-        )
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise PluginError(
-            f"congestion-control plug-in {spec!r} must have the form 'package.module:ClassName'"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise PluginError(
-            f"cannot import module {module_name!r} of plug-in {spec!r}: {exc}"
-        ) from exc
-    obj: Any = module
-    for part in class_name.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise PluginError(
-                f"module {module_name!r} has no attribute {class_name!r} (plug-in {spec!r})"
-            ) from None
-    if not (isinstance(obj, type) and issubclass(obj, CongestionControl)):
-        raise PluginError(
-            f"plug-in {spec!r} is {obj!r}, not a subclass of nic.congestion.api.CongestionControl"
-        )
-    return obj
+    :class:`CongestionControl` (:func:`podsim.fabric.plugins.load_class`). Raises
+    :class:`PluginError` unless ``allow`` is True."""
+    return load_class(spec, CongestionControl, "congestion-control", allow)
 
 
 def _bad_number(x: Any, allow_zero: bool) -> bool:

@@ -43,6 +43,7 @@ import random
 from collections import deque
 from typing import Any, ClassVar
 
+from podsim.fabric.plugins import is_plugin_spec, load_class
 from podsim.fabric.registry import Registry
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "RepsSelector",
     "SpraySelector",
     "make_selector",
+    "selector_class",
 ]
 
 #: EVs are 16-bit (the UDP source port of RoCEv2 / the UEC entropy field).
@@ -340,15 +342,26 @@ class AdaptiveSelector(PathSelector):
         self._mark(ev, now + self.timeout_hold_s)
 
 
+def selector_class(name: str, allow_plugins: bool = False) -> type[PathSelector]:
+    """The selector class registered as ``name``, or a plug-in ``"package.module:Class"``
+    subclassing :class:`PathSelector` (loaded only with ``allow_plugins``)."""
+    if is_plugin_spec(name):
+        return load_class(name, PathSelector, "path-selector", allow_plugins)
+    return PATH_SELECTORS.get(name)
+
+
 def make_selector(
     name: str,
     n_evs: int,
     rng: random.Random,
     planes: int = 1,
     params: dict[str, Any] | None = None,
+    *,
+    allow_plugins: bool = False,
 ) -> PathSelector:
-    """Build the selector registered as ``name`` with ``params`` (checked against PARAMS)."""
-    cls = PATH_SELECTORS.get(name)
+    """Build the selector registered as ``name`` (or the plug-in it names, with
+    ``allow_plugins``) with ``params`` (checked against its PARAMS)."""
+    cls = selector_class(name, allow_plugins)
     params = dict(params or {})
     unknown = sorted(set(params) - set(cls.PARAMS))
     if unknown:

@@ -247,20 +247,67 @@ def check_cluster_size(
 MOE_BYTES_PER_TOKEN_EXPERT = 12
 
 
-def workload_memory(sc: Scenario) -> tuple[int, str] | None:
-    """(bytes, scenario key) the workload generator needs at once, from the parameters alone;
-    None for workloads with nothing to estimate (a trace file is read as it is)."""
-    m = sc.workload.moe
-    if m is None:
-        return None
-    from podsim.workloads.models import get_model
+#: bytes per row of a generated trace while it is built and held (nine numeric columns of 8 B
+#: plus pandas' temporaries while the phases are concatenated) [E: measured order of magnitude]
+TRACE_BYTES_PER_ROW = 200
 
-    try:
-        experts = int(get_model(m.model).routed_experts)
-    except (KeyError, ValueError):
-        return None
-    tokens = int(m.ep_size) * int(m.tokens_per_rank)
-    return tokens * experts * MOE_BYTES_PER_TOKEN_EXPERT, "workload.moe.tokens_per_rank"
+
+def trace_rows(sc: Scenario) -> tuple[int, str, str] | None:
+    """(upper bound on the rows of the generated trace, scenario key, what) from the
+    parameters alone: an MoE layer sends at most one message per (source, destination) rank
+    pair per phase; a synthetic pattern at most one per pair per step. None for a trace file
+    (read as it is)."""
+    wl = sc.workload
+    if wl.moe is not None:
+        m = wl.moe
+        from podsim.workloads.models import get_model
+
+        try:
+            top_k = int(get_model(m.model).top_k)
+        except (KeyError, ValueError):
+            top_k = int(m.ep_size)
+        # a rank's tokens reach at most top_k ranks each: no more pairs than that
+        pairs = min(int(m.ep_size) ** 2, int(m.ep_size) * int(m.tokens_per_rank) * top_k)
+        rows = int(m.steps) * int(m.layers) * 2 * pairs
+        key = "workload.moe.layers" if m.layers >= m.steps else "workload.moe.steps"
+        what = f"{m.steps:,} steps x {m.layers:,} layers x 2 phases x {pairs:,} rank pairs"
+        return rows, key, what
+    if wl.synthetic is not None:
+        syn = wl.synthetic
+        ranks = syn.ranks
+        if ranks is None:
+            size, _, _ = cluster_size(sc)
+            ranks = size.endpoints if size is not None else None
+        if ranks is None:
+            return None
+        pairs = int(ranks) * max(int(ranks) - 1, 1)
+        what = f"{syn.steps:,} steps x {pairs:,} rank pairs"
+        return int(syn.steps) * pairs, "workload.synthetic.steps", what
+    return None
+
+
+def workload_memory(sc: Scenario) -> tuple[int, str] | None:
+    """(bytes, scenario key) the workload generator needs at once, from the parameters alone:
+    the MoE router's logits for a layer, or the generated trace's rows (:func:`trace_rows`),
+    whichever is larger; None for workloads with nothing to estimate (a trace file is read as
+    it is)."""
+    found: list[tuple[int, str]] = []
+    rows = trace_rows(sc)
+    if rows is not None:
+        found.append((rows[0] * TRACE_BYTES_PER_ROW, rows[1]))
+    m = sc.workload.moe
+    if m is not None:
+        from podsim.workloads.models import get_model
+
+        try:
+            experts = int(get_model(m.model).routed_experts)
+        except (KeyError, ValueError):
+            experts = 0
+        tokens = int(m.ep_size) * int(m.tokens_per_rank)
+        found.append(
+            (tokens * experts * MOE_BYTES_PER_TOKEN_EXPERT, "workload.moe.tokens_per_rank")
+        )
+    return max(found) if found else None
 
 
 def check_workload_size(
@@ -272,25 +319,34 @@ def check_workload_size(
     if est is None:
         return None
     need, path = est
-    m = sc.workload.moe
-    assert m is not None
-    what = (
-        f"routing {int(m.ep_size) * int(m.tokens_per_rank):,} tokens ({m.ep_size} ranks x "
-        f"{m.tokens_per_rank:,}) of {m.model!r} needs about {_fmt_bytes(BASE_MEMORY + need)} of "
-        "memory for the router logits of a layer"
-    )
+    if path == "workload.moe.tokens_per_rank":
+        m = sc.workload.moe
+        assert m is not None
+        what = (
+            f"routing {int(m.ep_size) * int(m.tokens_per_rank):,} tokens ({m.ep_size} ranks x "
+            f"{m.tokens_per_rank:,}) of {m.model!r} needs about "
+            f"{_fmt_bytes(BASE_MEMORY + need)} of memory for the router logits of a layer"
+        )
+        fix = "Route fewer tokens per rank"
+    else:
+        rows = trace_rows(sc)
+        assert rows is not None
+        what = (
+            f"the workload's trace has up to {rows[0]:,} messages ({rows[2]}), about "
+            f"{_fmt_bytes(BASE_MEMORY + need)} of memory"
+        )
+        fix = "Make the workload smaller (fewer steps, layers or ranks)"
     phys = physical_memory()
     if phys is not None and BASE_MEMORY + need > phys:
         raise ScenarioError(
-            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). "
-            "Route fewer tokens per rank.",
+            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). {fix}.",
             path=path,
         )
     b = budget or Budget.default()
     if not force and BASE_MEMORY + need > b.max_memory_bytes:
         raise ScenarioError(
             f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
-            "Route fewer tokens per rank, or pass --force.",
+            f"{fix}, or pass --force.",
             path=path,
         )
     return need

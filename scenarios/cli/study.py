@@ -147,6 +147,14 @@ def sweep_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="write the plots")] = True,
+    allow_plugins: Annotated[
+        bool,
+        typer.Option(
+            "--allow-plugins",
+            help="Let the points load plug-in code they name (module:Class congestion control "
+            "or path selectors); a study file alone never runs code.",
+        ),
+    ] = False,
 ) -> None:
     """Run every point of a study (resuming: finished points are kept and skipped), write the
     results table (results.parquet + results.csv) and the study plots."""
@@ -161,7 +169,14 @@ def sweep_command(
             raise ValueError(f"--out {str(out_dir)!r} is an existing file, not a folder.")
         if workers is not None and workers < 0:
             raise ValueError(f"--workers {workers}: give 0 (inline) or a positive count.")
-        report = run_study(spec, out_dir, workers=workers, dask=dask, progress=not quiet)
+        report = run_study(
+            spec,
+            out_dir,
+            workers=workers,
+            dask=dask,
+            progress=not quiet,
+            allow_plugins=allow_plugins,
+        )
     except ValueError as exc:
         raise _bad_input(exc) from None
     except OSError as exc:  # an unreachable --dask scheduler, an unwritable --out

@@ -153,6 +153,16 @@ def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+def _no_binary(loader: _StrictLoader, node: yaml.Node) -> Any:
+    # !!binary gives bytes, which pydantic would quietly turn into text
+    raise yaml.constructor.ConstructorError(
+        None, None, "binary values (!!binary) are not accepted in a scenario", node.start_mark
+    )
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:binary", _no_binary)
+
+
 def _marks(node: yaml.Node, file: str, prefix: Key, out: dict[Key, tuple[str, int | None]]) -> None:
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
@@ -537,5 +547,29 @@ def load_scenario(
     """A validated scenario from a file, a built-in name, a mapping or a Scenario."""
     if isinstance(ref, Scenario):
         ref = ref.resolved()
+    overrides = list(overrides)
     doc = load_document(ref, overrides, seed=seed)
-    return validate_document(doc), doc
+    scenario = validate_document(doc)
+    if not isinstance(ref, Mapping):
+        _check_other_variants(ref, overrides, seed, scenario.variant)
+    return scenario, doc
+
+
+def _check_other_variants(
+    ref: str | Path, overrides: list[str], seed: int | None, chosen: str | None
+) -> None:
+    """Validate every variant the file defines, not only the selected one: a typo in a
+    variant must be found when the file is checked, not when someone selects it later."""
+    for name in variant_names(ref):
+        if name == chosen:
+            continue
+        doc = load_document(ref, [*overrides, f"variant={name}"], seed=seed)
+        try:
+            validate_document(doc)
+        except ScenarioError as exc:
+            raise ScenarioError(
+                f"variant {name!r} (not the selected one) is invalid: {exc.message}",
+                file=exc.file,
+                path=exc.path,
+                line=exc.line,
+            ) from None

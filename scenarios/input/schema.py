@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from podsim.fabric.params import ParamSpec
 from podsim.fabric.phy import PhyProfile
+from podsim.fabric.plugins import is_plugin_spec
 from podsim.fabric.switch import SwitchConfig as DeviceSwitchConfig
 from podsim.fabric.units import (
     fmt_length,
@@ -182,16 +183,45 @@ PacketRate = Annotated[
     Quantity("packet rate", "packets/s", "400Mpps"),
     _quantity_json("packet rate", "packets/s", "400Mpps"),
 ]
+#: the largest size a scenario may give: 32 TiB, above any message, buffer or SSD read of a
+#: GPU node (an accelerator has at most a few hundred GB of memory) and far enough below
+#: 2**63 that sums over many messages stay exact in 64-bit counters [E]
+MAX_SIZE_BYTES = 2**45
+
+
+def _size_bound(value: int) -> int:
+    if value > MAX_SIZE_BYTES:
+        raise ValueError(
+            f"{value:,} bytes is above 32 TiB, the largest size podsim accepts (check the unit)"
+        )
+    return value
+
+
 Size = Annotated[
     int,
     BeforeValidator(_no_bool(parse_size)),
+    AfterValidator(_size_bound),
     PlainSerializer(_fmt_size_exact, when_used="json"),
     Quantity("size", "bytes", "4KiB"),
     _quantity_json("size", "bytes", "4KiB"),
 ]
+#: the shortest non-zero time a scenario may give: 1 ps, below any physical time podsim models
+#: (one byte at 800 Gb/s takes 10 ps); a smaller one is a unit slip (``1e-30s``) [E]
+MIN_TIME_S = 1e-12
+
+
+def _resolvable(value: float) -> float:
+    if 0 < value < MIN_TIME_S:
+        raise ValueError(
+            f"{value!r} s is below 1 ps, the shortest time podsim resolves (check the unit)"
+        )
+    return value
+
+
 Time = Annotated[
     float,
     BeforeValidator(_no_bool(parse_time)),
+    AfterValidator(_resolvable),
     PlainSerializer(lambda v: _exact(fmt_time, parse_time, v, "s"), when_used="json"),
     Quantity("time", "s", "2us"),
     _quantity_json("time", "s", "2us"),
@@ -217,7 +247,8 @@ ROCE_MTUS = (256, 512, 1024, 2048, 4096)
 class Strict(BaseModel):
     """Base of every scenario model: unknown keys are errors; assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan: no quantity of a network is infinite or NaN (a YAML .inf is a typo)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def _registry_name(kind: str, value: str) -> str:
@@ -261,9 +292,7 @@ EngineName = _name_type("engine")
 RankMapName = _name_type("rank mapping")
 
 
-def is_plugin(name: str) -> bool:
-    """Whether a configured name refers to user code (``module:Class``)."""
-    return ":" in name
+is_plugin = is_plugin_spec
 
 
 # --------------------------------------------------------------------------- cluster
@@ -937,9 +966,15 @@ class OutputsConfig(Strict):
         import string
 
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(v) if f is not None]
+            parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(v)]
         except ValueError:
-            fields = None
+            parts = None
+        fields = None if parts is None else [f for f, _, _ in parts if f is not None]
+        if parts and any(spec or conv for f, spec, conv in parts if f is not None):
+            # {name:>5000} would make a 5000-character folder name
+            raise ValueError(
+                "a placeholder takes no format spec or conversion: write {name} or {variant}"
+            )
         bad = None if fields is None else [f for f in fields if f not in ("name", "variant")]
         if fields is None or bad:
             what = (

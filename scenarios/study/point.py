@@ -29,14 +29,15 @@ def performance_row(results: Any) -> dict[str, Any]:
     return results.performance()
 
 
-def run_scenario_point(resolved: dict[str, Any]) -> dict[str, Any]:
+def run_scenario_point(resolved: dict[str, Any], allow_plugins: bool = False) -> dict[str, Any]:
     """Run one resolved scenario with the scenario layer (which also prices its cluster);
-    one table row: the performance figures, the cost summary and the efficiency figures."""
+    one table row: the performance figures, the cost summary and the efficiency figures.
+    ``allow_plugins``: the points may name plug-in code (``sweep --allow-plugins``)."""
     from podsim.scenarios.input.loader import load_scenario
     from podsim.scenarios.runner import run
 
     scenario, _ = load_scenario(resolved)
-    results = run(scenario)
+    results = run(scenario, allow_plugins=allow_plugins)
     cost = results.cost or {}
     if "error" in cost:
         raise ValueError(f"the cluster could not be priced: {cost['error']}")

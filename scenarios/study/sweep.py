@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -124,6 +125,11 @@ def _default_run_point() -> RunPoint:
     return run_scenario_point
 
 
+def _plugins_allowed(run_point: RunPoint, allow: bool) -> RunPoint:
+    # a partial of a module-level function pickles to pool workers
+    return functools.partial(run_point, allow_plugins=True) if allow else run_point
+
+
 def run_study(
     study: Study | str | Path,
     out_dir: str | os.PathLike[str] | None = None,
@@ -135,6 +141,7 @@ def run_study(
     dask_processes: bool = True,
     progress: bool = True,
     on_done: Callable[[Point, bool], None] | None = None,
+    allow_plugins: bool = False,
 ) -> SweepReport:
     """Run a study into ``out_dir`` (default ``results/studies/<name>``); see
     :func:`podsim.scenarios.study.engine.run_points` for ``workers``/``dask``. Writes ``study.yaml``
@@ -171,7 +178,7 @@ def run_study(
     first_row.checked = False  # type: ignore[attr-defined]
     report = run_points(
         points,
-        run_point or _default_run_point(),
+        run_point or _plugins_allowed(_default_run_point(), allow_plugins),
         out,
         workers=workers,
         dask=dask,
