@@ -502,10 +502,16 @@ def _synthetic_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     with at("workload.synthetic", f"pattern {s.pattern!r}"):
         df = _call_exact(fn, kwargs, "workload.synthetic.params")
     if s.steps > 1:
+        from podsim.scenarios.build.limits import check_trace_rows
+
+        # the pattern's one step times the steps: refused before it is repeated if too big
+        check_trace_rows(len(df) * s.steps, f"{s.steps:,} steps x {len(df):,} messages")
         span = int(df["step"].max()) + 1 if len(df) else 1
-        parts = [df.assign(step=df["step"] + k * span) for k in range(s.steps)]
         attrs = dict(df.attrs)
-        df = pd.concat(parts, ignore_index=True)
+        rows = np.tile(np.arange(len(df)), s.steps)
+        shift = np.repeat(np.arange(s.steps, dtype=np.int64) * span, len(df))
+        df = df.iloc[rows].reset_index(drop=True)
+        df["step"] = df["step"].to_numpy(np.int64) + shift
         df.attrs = attrs
     return df
 
@@ -577,14 +583,15 @@ def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.Dat
             )
     if out is None:
         t = float(fixed or 0.0)
-        rows = [
-            pd.DataFrame({"step": s, "layer": l_, "rank": ranks, "compute_s": t})
-            for s, l_ in layers.itertuples(index=False)
-        ]
-        out = (
-            pd.concat(rows, ignore_index=True)
-            if rows
-            else pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
+        # one row per (step, layer, rank): every rank of every layer, layers in order
+        n = len(ranks)
+        out = pd.DataFrame(
+            {
+                "step": np.repeat(layers["step"].to_numpy(np.int64), n),
+                "layer": np.repeat(layers["layer"].to_numpy(np.int64), n),
+                "rank": np.tile(ranks.astype(np.int64), len(layers)),
+                "compute_s": np.full(n * len(layers), t),
+            }
         )
     for i, f in enumerate(sc.faults):
         if isinstance(f, Straggler):

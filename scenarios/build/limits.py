@@ -67,6 +67,7 @@ __all__ = [
     "check_cluster_size",
     "check_fluid",
     "check_packet",
+    "check_trace_rows",
     "check_workload_size",
     "cluster_size",
     "estimate",
@@ -255,8 +256,9 @@ TRACE_BYTES_PER_ROW = 200
 def trace_rows(sc: Scenario) -> tuple[int, str, str] | None:
     """(upper bound on the rows of the generated trace, scenario key, what) from the
     parameters alone: an MoE layer sends at most one message per (source, destination) rank
-    pair per phase; a synthetic pattern at most one per pair per step. None for a trace file
-    (read as it is)."""
+    pair per phase, and no more than a rank's tokens times the model's top-k. None for
+    other workloads (a trace file is read as it is; a synthetic pattern is priced from its
+    first step by :func:`check_trace_rows`)."""
     wl = sc.workload
     if wl.moe is not None:
         m = wl.moe
@@ -272,18 +274,7 @@ def trace_rows(sc: Scenario) -> tuple[int, str, str] | None:
         key = "workload.moe.layers" if m.layers >= m.steps else "workload.moe.steps"
         what = f"{m.steps:,} steps x {m.layers:,} layers x 2 phases x {pairs:,} rank pairs"
         return rows, key, what
-    if wl.synthetic is not None:
-        syn = wl.synthetic
-        ranks = syn.ranks
-        if ranks is None:
-            size, _, _ = cluster_size(sc)
-            ranks = size.endpoints if size is not None else None
-        if ranks is None:
-            return None
-        pairs = int(ranks) * max(int(ranks) - 1, 1)
-        what = f"{syn.steps:,} steps x {pairs:,} rank pairs"
-        return int(syn.steps) * pairs, "workload.synthetic.steps", what
-    return None
+    return None  # a synthetic pattern is priced from its first step (check_trace_rows)
 
 
 def workload_memory(sc: Scenario) -> tuple[int, str] | None:
@@ -308,6 +299,29 @@ def workload_memory(sc: Scenario) -> tuple[int, str] | None:
             (tokens * experts * MOE_BYTES_PER_TOKEN_EXPERT, "workload.moe.tokens_per_rank")
         )
     return max(found) if found else None
+
+
+def check_trace_rows(
+    rows: int, what: str, *, force: bool = False, budget: Budget | None = None
+) -> None:
+    """Refuse a synthetic trace of ``rows`` messages before it is built when it would not fit
+    the machine's memory (or the budget, unless ``force``), at ``workload.synthetic.steps``."""
+    need = BASE_MEMORY + rows * TRACE_BYTES_PER_ROW
+    msg = f"the workload's trace has {rows:,} messages ({what}), about {_fmt_bytes(need)} of memory"
+    phys = physical_memory()
+    if phys is not None and need > phys:
+        raise ScenarioError(
+            f"{msg}, more than this machine's {_fmt_bytes(phys)} (even with --force). "
+            "Make the workload smaller (fewer steps or ranks).",
+            path="workload.synthetic.steps",
+        )
+    b = budget or Budget.default()
+    if not force and need > b.max_memory_bytes:
+        raise ScenarioError(
+            f"{msg}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
+            "Make the workload smaller (fewer steps or ranks).",
+            path="workload.synthetic.steps",
+        )
 
 
 def check_workload_size(
