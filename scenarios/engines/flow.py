@@ -52,9 +52,11 @@ import numpy as np
 import pandas as pd
 import simpy
 from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_bytes
+from podsim.fabric.flow.checks import check_flow_run
 from podsim.fabric.flow.faults import FLOW_FAULT_KINDS, FlowFaults
 from podsim.fabric.kernel import call_at
 from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.topology import SWITCH_ROLES
 from podsim.nic.flow import QpCacheLatency, nic_constraints
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
@@ -371,6 +373,7 @@ class FlowTransport:
         self._cb: Callable[[int], None] | None = None
         self._flush_scheduled = False
         self.pcie_local = 0
+        self.injected_bytes = 0.0  # payload bytes handed to the fluid model as flows
         self.qp_rows: list[tuple[np.ndarray, ...]] = []
         self.flow_src = np.full(1024, -1, dtype=np.int64)
         self.flow_dst = np.full(1024, -1, dtype=np.int64)
@@ -467,6 +470,7 @@ class FlowTransport:
                 r_idx[rows[ok], :w], r_idx[rows[ok], w:] = i2[ok], -1
                 r_coef[rows[ok], :w], r_coef[rows[ok], w:] = c2[ok], 0.0
                 r_frac[rows[ok], :w], r_frac[rows[ok], w:] = f2[ok], 0.0
+        self.injected_bytes += float(nbytes[go].sum())
         ids = self.sim.add(
             r_idx,
             r_coef,
@@ -610,6 +614,14 @@ def run_flow(ctx: RunContext) -> EngineOutput:
     if transport.faults is not None:
         extra["faults"] = transport.faults.summary()
         outcomes = transport.stalled_outcomes(end_s)
+    if sc.sim.checks:
+        g = ctx.cluster.graph
+        switches = [n for n, d in g.nodes(data=True) if d.get("role") in SWITCH_ROLES]
+        extra["invariant_checks"] = check_flow_run(
+            transport.sim, transport.injected_bytes, links, switches, end_s, tl.status
+        )
+    else:
+        extra["invariant_checks"] = "off"
     return EngineOutput(
         messages=message_table(ctx.trace, tl.post_s, end_s, outcomes),
         phases=tl.phases,
