@@ -311,8 +311,15 @@ def build_cluster(sc: Scenario, num_ranks: int | None = None, *, force: bool = F
 # --------------------------------------------------------------------------- traces
 
 
-def check_trace(df: pd.DataFrame, num_ranks: int | None, source: str, path: str) -> pd.DataFrame:
-    """The trace with the brief's columns and dtypes, or a ScenarioError saying what is wrong."""
+def check_trace(
+    df: pd.DataFrame, num_ranks: int | None, source: str, path: str, *, recorded: bool = False
+) -> pd.DataFrame:
+    """The trace with the standard columns and dtypes, or a ScenarioError saying what is wrong.
+
+    ``recorded``: the trace is a user's file, where every row is a message: a row of zero
+    bytes is refused (a message carries at least one byte), never silently dropped. A
+    generated trace's zero-byte rows are rank pairs that exchanged no tokens, not messages,
+    and are left out."""
     missing = [c for c in TRACE_COLUMNS if c not in df.columns]
     if "tokens" in missing:
         df = df.assign(tokens=0)
@@ -353,6 +360,15 @@ def check_trace(df: pd.DataFrame, num_ranks: int | None, source: str, path: str)
             raise ScenarioError(
                 f"trace {source} names rank {hi} but has only {num_ranks} ranks.", path=path
             )
+    empty = np.flatnonzero(out["bytes"].to_numpy() == 0)
+    if recorded and empty.size:
+        rows = ", ".join(str(int(i) + 1) for i in empty[:5]) + (" ..." if empty.size > 5 else "")
+        raise ScenarioError(
+            f"trace {source}: {empty.size:,} row(s) have bytes = 0 (data rows {rows}); every "
+            "row is a message and a message carries at least one byte: remove those rows or "
+            "give their size.",
+            path=path,
+        )
     out = out[out["bytes"] > 0].reset_index(drop=True)
     out.attrs = dict(df.attrs)
     return out
@@ -553,7 +569,7 @@ def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         path, source = "workload.synthetic", f"pattern {w.synthetic.pattern!r}"
     if not isinstance(df, pd.DataFrame):
         raise ScenarioError(f"the workload {source} did not produce a trace table.", path=path)
-    return check_trace(df, cluster.num_ranks, source, path)
+    return check_trace(df, cluster.num_ranks, source, path, recorded=w.trace is not None)
 
 
 def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from podsim.scenarios.cli.app import app
 from typer.testing import CliRunner
 
@@ -73,3 +74,22 @@ def test_trace_header_that_is_not_a_mapping_is_bad_input(scenario_dir: Path) -> 
     _clean(r)
     out = _flat(r)
     assert "key workload.trace.path" in out and "trace.csv" in out and "JSON object" in out
+
+
+def test_a_zero_byte_row_of_a_trace_file_is_refused_not_dropped(tmp_path) -> None:
+    from podsim.scenarios.errors import ScenarioError
+    from podsim.scenarios.input.loader import load_scenario
+    from podsim.scenarios.runner import preflight
+
+    rows = ["step,layer,phase,src_rank,dst_rank,bytes,tokens,start_s,hop"]
+    rows += ["0,0,dispatch,0,1,4096,8,0.0,rdma", "0,0,dispatch,1,2,0,0,0.0,rdma"]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    doc = {
+        "name": "zero",
+        "cluster": {"topology": {"name": "star", "params": {"hosts": 4}}},
+        "workload": {"trace": {"path": str(tmp_path / "t.csv"), "compute_time": "1us"}},
+    }
+    sc, _ = load_scenario(doc)
+    with pytest.raises(ScenarioError, match=r"1 row\(s\) have bytes = 0 \(data rows 2\)") as info:
+        preflight(sc)
+    assert info.value.path == "workload.trace.path"
