@@ -12,7 +12,10 @@ Skew targets are calibrated against the base placement without redundant replica
 production figures in docs/physics.md are "without redundant experts"); a ``redundant`` placement is
 then built per layer from that layer's step-0 expert loads (an oracle EPLB) and lowers the skew.
 Node-limited routing counts the nodes of the base placement: a token sent to a replica on
-another node can exceed the limit (as with real EPLB replicas).
+another node can exceed the limit (as with real EPLB replicas). The base placement is
+contiguous blocks (:func:`podsim.workloads.placement.base_rank_of_expert`); with ``redundant``
+only ``routed experts + num_redundant`` has to be a multiple of ``ep_size`` (DeepSeek-V3's 256 +
+32 = 288 at EP 144), and the base then has uneven blocks of 1 or 2 experts per rank.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from podsim.workloads.dispatch import get_mode
 from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
 from podsim.workloads.layout import EPLayout, ep_layout
 from podsim.workloads.models import MoEModel, get_model
-from podsim.workloads.placement import Placement, make_placement
+from podsim.workloads.placement import Placement, base_rank_of_expert, make_placement
 from podsim.workloads.precision import bytes_per_token
 from podsim.workloads.trace import make_trace
 from podsim.workloads.traffic import Messages, phase_messages
@@ -126,9 +129,9 @@ def moe_layer(
             f"tokens_per_rank ({tokens_per_rank}) >= 0"
         )
     n = ep_size * tokens_per_rank
-    base = make_placement(
-        "round-robin" if placement == "round-robin" else "contiguous", m.routed_experts, ep_size
-    )
+    # the layout without replicas that routing sees (node limits, skew calibration); uneven
+    # contiguous blocks when only the physical + redundant count divides ep_size
+    base_rank = base_rank_of_expert(m.routed_experts, ep_size, placement)
     if routing is not None:
         r = replay_routing(np.asarray(routing), m.routed_experts)
         if r.num_tokens != n:
@@ -140,7 +143,7 @@ def moe_layer(
         r = _routing(
             m,
             n,
-            base.rank_of_expert(),
+            base_rank,
             gpus_per_node,
             skew=skew,
             target_max_mean=target_max_mean,

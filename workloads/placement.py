@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from podsim.fabric.registry import Registry
 
-__all__ = ["PLACEMENTS", "Placement", "make_placement"]
+__all__ = ["PLACEMENTS", "Placement", "base_rank_of_expert", "make_placement"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,6 +164,24 @@ def redundant(
         rank_load[r] += phys_load[p]
         hosts[r, e] = True
     return Placement("redundant", num_experts, slots)
+
+
+def base_rank_of_expert(
+    num_experts: int, num_ranks: int, placement: str = "contiguous"
+) -> np.ndarray:
+    """Rank of each logical expert in the base layout without replicas, for routing.
+
+    ``round-robin``: expert e on rank e mod R. Anything else: contiguous blocks, expert e on rank
+    ``e * R // E``; that is the ``contiguous`` placement when R divides E, and uneven blocks
+    (some ranks host one expert more) when it does not, which a ``redundant`` placement allows
+    as long as R divides E + replicas (e.g. DeepSeek-V3's 256 experts + 32 replicas at EP 144).
+    """
+    if num_experts <= 0 or num_ranks <= 0:
+        raise ValueError(f"num_experts={num_experts} and num_ranks={num_ranks} must be positive")
+    e = np.arange(num_experts, dtype=np.int64)
+    if placement == "round-robin":
+        return e % num_ranks
+    return e * num_ranks // num_experts
 
 
 def make_placement(

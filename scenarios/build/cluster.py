@@ -453,6 +453,7 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain)."""
     m = sc.workload.moe
     assert m is not None
+    _check_expert_slots(m)
     kwargs: dict[str, Any] = {
         "model": m.model,
         "ep_size": m.ep_size,
@@ -481,6 +482,38 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         kwargs["routing"] = str(m.routing)
     with at("workload.moe", "MoE trace"):
         return _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
+
+
+def _check_expert_slots(m: Any) -> None:
+    """Every rank holds the same number of expert slots: ``ep_size`` divides the model's routed
+    experts, plus ``redundant_experts`` with the ``redundant`` (EPLB) placement; a ScenarioError
+    naming the keys otherwise."""
+    from podsim.workloads.models import get_model
+
+    try:
+        experts = get_model(m.model).routed_experts
+    except (KeyError, ValueError):
+        return  # an unknown model is reported by the trace generator itself
+    ep, extra = int(m.ep_size), int(m.redundant_experts)
+    if m.placement == "redundant":
+        total = experts + extra
+        if total % ep:
+            lo, hi = (total // ep) * ep - experts, (total // ep + 1) * ep - experts
+            near = " or ".join(str(x) for x in (lo, hi) if x >= 0)
+            raise ScenarioError(
+                f"model {m.model!r} has {experts} routed experts; with redundant_experts={extra} "
+                f"that is {total} expert slots, not a multiple of workload.moe.ep_size={ep} "
+                f"(every rank holds the same number of slots). Try redundant_experts={near}.",
+                path="workload.moe.redundant_experts",
+            )
+    elif experts % ep:
+        raise ScenarioError(
+            f"model {m.model!r} has {experts} routed experts, not a multiple of "
+            f"workload.moe.ep_size={ep} (placement {m.placement!r} gives every rank the same "
+            "number of experts); use placement: redundant with redundant_experts so that "
+            "experts + redundant_experts is a multiple of ep_size, or another ep_size.",
+            path="workload.moe.ep_size",
+        )
 
 
 def _call_exact(fn: Callable[..., Any], kwargs: dict[str, Any], path: str) -> Any:

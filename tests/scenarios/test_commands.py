@@ -37,7 +37,22 @@ REFUSED = [
         "does not model link_down",
     ),
     (["faults=[{kind: link_down, link: [nic0.p0, leaf9], at: 1us}]"], "no link"),
+    (
+        ["workload.moe.placement=redundant", "workload.moe.redundant_experts=3"],
+        "key workload.moe.redundant_experts: model 'deepseek-v3' has 256 routed experts",
+    ),
+    (
+        ["cluster.params.nodes=3", "workload.moe.ep_size=24"],
+        "key workload.moe.ep_size: model 'deepseek-v3' has 256 routed experts",
+    ),
 ]
+
+
+def test_eplb_at_ep144_with_32_replicas_validates() -> None:
+    sets = ["cluster.params.nodes=18", "workload.moe.ep_size=144",
+            "workload.moe.placement=redundant", "workload.moe.redundant_experts=32"]  # fmt: skip
+    r = _cli("validate", "quickstart", *[x for s in sets for x in ("--set", s)])
+    assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize(("sets", "words"), REFUSED)

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 from podsim.fabric.registry import UnknownNameError
 from podsim.workloads.gating import max_mean
-from podsim.workloads.placement import contiguous, make_placement, redundant, round_robin
+from podsim.workloads.placement import (
+    base_rank_of_expert,
+    contiguous,
+    make_placement,
+    redundant,
+    round_robin,
+)
 
 
 def test_contiguous_and_round_robin():
@@ -52,3 +58,45 @@ def test_placement_errors():
         make_placement("contiguous", 8, 4, num_redundant=4)
     with pytest.raises(UnknownNameError, match="round-robin"):
         make_placement("round-robbin", 8, 4)
+
+
+def test_eplb_deepseek_v3_at_ep144_with_32_replicas_places_every_expert() -> None:
+    # 256 + 32 = 288 = 2 x 144: accepted although 144 does not divide 256 (issue 16)
+    load = np.random.default_rng(3).gamma(0.7, size=256)
+    pl = redundant(256, 144, 32, load)
+    assert pl.slots.shape == (144, 2)  # every rank holds the same number of slots
+    present = np.bincount(pl.slots.ravel(), minlength=256)
+    assert (present >= 1).all() and present.sum() == 288  # every expert placed at least once
+    np.testing.assert_array_equal(present, pl.replicas)
+    # replicas of one expert sit on distinct ranks
+    for e in np.flatnonzero(present > 1):
+        assert (pl.slots == e).any(axis=1).sum() == present[e]
+    # every physical slot is reachable from its logical expert
+    idx = np.repeat(np.arange(256), 16)[:, None]
+    phys = pl.to_physical(idx, np.tile(np.arange(16), 256)).ravel()
+    assert np.unique(phys).size == 288
+
+
+def test_eplb_refuses_slot_counts_that_do_not_divide() -> None:
+    with pytest.raises(ValueError, match="287 must be a multiple of num_ranks=144"):
+        redundant(256, 144, 31)
+
+
+def test_base_layout_is_contiguous_when_it_divides_and_uneven_blocks_otherwise() -> None:
+    np.testing.assert_array_equal(
+        base_rank_of_expert(256, 16), contiguous(256, 16).rank_of_expert()
+    )
+    np.testing.assert_array_equal(
+        base_rank_of_expert(16, 4, "round-robin"), round_robin(16, 4).rank_of_expert()
+    )
+    b = base_rank_of_expert(256, 144)
+    counts = np.bincount(b, minlength=144)
+    assert (np.diff(b) >= 0).all() and set(counts.tolist()) == {1, 2} and counts.sum() == 256
+
+
+def test_moe_layer_at_ep144_with_32_replicas() -> None:
+    from podsim.workloads.moe import moe_layer
+
+    lt = moe_layer("deepseek-v3", 144, 4, 8, placement="redundant", num_redundant=32)
+    assert lt.placement.num_physical == 288 and lt.placement.slots_per_rank == 2
+    assert (lt.placement.replicas >= 1).all()
