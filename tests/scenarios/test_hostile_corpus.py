@@ -138,3 +138,15 @@ def test_random_mutations_end_cleanly(tmp_path: Path, path: str, value: Any) -> 
     assert "Traceback" not in out and "internal error" not in out, (text, out)
     assert res.exit_code in (0, 2), (text, out)
     assert time.perf_counter() - t0 < HANG_S
+
+
+@pytest.mark.parametrize("name", ["yaml-alias-bomb", "yaml-deep-mapping", "hosts-1e12"])
+def test_named_refusals_take_under_a_second(corpus: Path, name: str) -> None:
+    """The issue's three: refused in under a second of CPU (the command's own work; the
+    interpreter's start is not part of it)."""
+    path = corpus / f"{name}.yaml"
+    CliRunner().invoke(app, ["validate", str(path)])  # warm the imports
+    t0 = time.process_time()
+    res = CliRunner().invoke(app, ["validate", str(path)])
+    assert res.exit_code == 2, res.output
+    assert time.process_time() - t0 < 1.0

@@ -252,7 +252,16 @@ def defect_cases() -> Iterator[Case]:
     )
     yield Case("ber-too-high", _ber(0.5), 2, "ber")
     yield Case("ber-certain-loss", _ber(0.05), 2, "ber")
-    yield Case("hosts-1e12", q + "cluster: {topology: {params: {hosts: 1000000000000}}}\n", 2, "")
+    t = "include: trace-base.yaml\n"
+    yield Case(
+        "hosts-1e12", t + "cluster: {topology: {params: {hosts: 1000000000000}}}\n", 2, "hosts"
+    )
+    yield Case(
+        "fat-tree-k-1e6",
+        t + "cluster: {topology: {name: fat-tree, params: {k: 1000000}}}\n",
+        2,
+        "cluster.topology",
+    )
     yield Case("tokens-1e12", q + "workload: {moe: {tokens_per_rank: 1000000000000}}\n", 2, "")
     yield Case(
         "steps-1e12", "include: incast-cc\nworkload: {synthetic: {steps: 1000000000000}}\n", 2, ""
