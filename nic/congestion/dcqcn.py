@@ -1,7 +1,20 @@
 """DCQCN (Zhu et al., SIGCOMM 2015): ECN-marked packets -> CNPs from the receiver -> rate cuts.
 
-Reaction point (sender, :class:`DCQCN`), with the defaults of the HPCC ns-3 "paper" profile
-(docs/physics.md "Congestion control"):
+Reaction point (sender, :class:`DCQCN`). Its constants come from a named ``profile``
+(:data:`PROFILES`; any parameter given explicitly overrides the profile's value):
+
+* ``default``: podsim's defaults, described below: the DCQCN paper's fast-recovery stages and
+  byte counter (F = 5, B = 10 MB) with 50/50/55 us alpha/decrease/increase timers and a
+  100 Mb/s floor (HPCC's ns-3 config_doc.txt value); a mix, not any one published setting.
+* ``hpcc-ns3-paper``: exactly what HPCC's ns-3 simulator runs as ``--cc dcqcn_paper``
+  (alibaba-edu/High-Precision-Congestion-Control, simulation/run.py at commit 9f4be2a: timers
+  50/50/55 us, g = 1/256, FAST_RECOVERY_TIMES 1, MIN_RATE 1000 Mb/s, R_AI/R_HAI 5/50 Mb/s
+  per 25 Gb/s of line rate; its RdmaHw model counts timer stages only, no byte counter).
+* ``hpcc-ns3-mlx``: HPCC's ``--cc dcqcn`` (same file: alpha every 1 us, a cut at most every
+  4 us, increase timer 300 us, F = 1, 1000 Mb/s floor, no byte counter), the setting the HPCC
+  authors use for NVIDIA/Mellanox NICs.
+
+The mechanism (all profiles; docs/physics.md "Congestion control"):
 
 * alpha (congestion estimate) is updated by the alpha timer, every ``alpha_interval_s`` = 50 us:
   ``alpha = (1-g) alpha + g`` if a CNP arrived in the period, else ``alpha = (1-g) alpha``;
@@ -30,6 +43,7 @@ CE-marked data packet arrives (paper; docs/physics.md).
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -37,7 +51,7 @@ from podsim.nic.congestion._check import in_range, positive
 from podsim.nic.congestion.api import CCEvent, CongestionControl, FlowCC
 from podsim.nic.congestion.registry import CC_ALGORITHMS
 
-__all__ = ["DCQCN", "CnpGenerator"]
+__all__ = ["DCQCN", "PROFILES", "CnpGenerator"]
 
 _INF = math.inf
 
@@ -75,8 +89,49 @@ class _DcqcnState:
         self.rhai = rhai
 
 
+_HPCC = "HPCC ns-3, simulation/run.py (alibaba-edu/High-Precision-Congestion-Control@9f4be2a)"
+
+#: named parameter sets (SI units); ``source`` says where each comes from
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {
+        "g": 1.0 / 256.0,
+        "alpha_interval_s": 50e-6,
+        "decrease_interval_s": 50e-6,
+        "increase_interval_s": 55e-6,
+        "fast_recovery_stages": 5,
+        "byte_counter_bytes": 10_000_000,
+        "min_rate_bps": 100e6,
+        "source": "podsim default: F = 5 and B = 10 MB as in the DCQCN paper (Zhu et al., "
+        "SIGCOMM 2015); timers of HPCC's dcqcn_paper; 100 Mb/s floor of HPCC's config_doc.txt",
+    },
+    "hpcc-ns3-paper": {
+        "g": 1.0 / 256.0,
+        "alpha_interval_s": 50e-6,
+        "decrease_interval_s": 50e-6,
+        "increase_interval_s": 55e-6,
+        "fast_recovery_stages": 1,
+        "byte_counter_bytes": None,
+        "min_rate_bps": 1e9,
+        "source": f"{_HPCC}: --cc dcqcn_paper",
+    },
+    "hpcc-ns3-mlx": {
+        "g": 1.0 / 256.0,
+        "alpha_interval_s": 1e-6,
+        "decrease_interval_s": 4e-6,
+        "increase_interval_s": 300e-6,
+        "fast_recovery_stages": 1,
+        "byte_counter_bytes": None,
+        "min_rate_bps": 1e9,
+        "source": f"{_HPCC}: --cc dcqcn",
+    },
+}
+
+_UNSET: Any = object()
+
+
 @CC_ALGORITHMS.register(
-    "dcqcn", "DCQCN: ECN/CNP-driven rate control (g=1/256, 50/55 us timers, ns-3 paper profile)"
+    "dcqcn",
+    "DCQCN: ECN/CNP-driven rate control; profiles default, hpcc-ns3-paper, hpcc-ns3-mlx",
 )
 class DCQCN(CongestionControl):
     """DCQCN reaction point; pair it with a :class:`CnpGenerator` at the receiver."""
@@ -87,18 +142,40 @@ class DCQCN(CongestionControl):
 
     def __init__(
         self,
-        g: float = 1.0 / 256.0,
-        alpha_interval_s: float = 50e-6,
-        decrease_interval_s: float = 50e-6,
-        increase_interval_s: float = 55e-6,
-        fast_recovery_stages: int = 5,
-        byte_counter_bytes: int | None = 10_000_000,
+        profile: str = "default",
+        g: float = _UNSET,
+        alpha_interval_s: float = _UNSET,
+        decrease_interval_s: float = _UNSET,
+        increase_interval_s: float = _UNSET,
+        fast_recovery_stages: int = _UNSET,
+        byte_counter_bytes: int | None = _UNSET,
         rai_bps: float | None = None,
         rhai_bps: float | None = None,
-        min_rate_bps: float = 100e6,
+        min_rate_bps: float = _UNSET,
         initial_alpha: float = 1.0,
     ) -> None:
         a = self.name
+        if profile not in PROFILES:
+            close = difflib.get_close_matches(str(profile), list(PROFILES), n=2, cutoff=0.4)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(
+                f"{a}: unknown profile {profile!r}.{hint} Profiles: {', '.join(PROFILES)}"
+            )
+        base = PROFILES[profile]
+        self.profile = profile
+        g = base["g"] if g is _UNSET else g
+        if alpha_interval_s is _UNSET:
+            alpha_interval_s = base["alpha_interval_s"]
+        if decrease_interval_s is _UNSET:
+            decrease_interval_s = base["decrease_interval_s"]
+        if increase_interval_s is _UNSET:
+            increase_interval_s = base["increase_interval_s"]
+        if fast_recovery_stages is _UNSET:
+            fast_recovery_stages = base["fast_recovery_stages"]
+        if byte_counter_bytes is _UNSET:
+            byte_counter_bytes = base["byte_counter_bytes"]
+        if min_rate_bps is _UNSET:
+            min_rate_bps = base["min_rate_bps"]
         in_range(a, "g", g, 1e-9, 1.0)
         positive(a, "alpha_interval_s", alpha_interval_s)
         positive(a, "decrease_interval_s", decrease_interval_s)
