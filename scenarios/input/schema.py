@@ -5,7 +5,8 @@ One YAML file describes one run: the cluster, the workload, the engine, the seed
 did-you-mean (see :mod:`podsim.scenarios.errors`), never a silently ignored setting.
 
 Quantities are written as strings with units (``"400Gbps"``, ``"4KiB"``, ``"2us"``, ``"5m"``) or
-as bare SI numbers, parsed at this edge with :mod:`fabric.units` and stored in SI: rates in bit/s
+as bare SI numbers (a bare time of 1 s or more is refused as a missing unit: every time podsim
+models is far below a second), parsed at this edge with :mod:`fabric.units` and stored in SI: rates in bit/s
 (float), sizes in bytes (int), times in seconds (float), lengths in metres (float). When a model
 is dumped (``podsim show``, ``resolved.yaml``) quantities are printed human again, in a form that
 parses back to exactly the same SI value.
@@ -24,6 +25,7 @@ Defaults and their sources (docs/physics.md):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -123,6 +125,29 @@ def _no_bool(parser: Any) -> Any:
     return parse
 
 
+#: a bare number (no unit) is read as seconds; every time podsim models is far below a
+#: second, so a bare number this large is a missing unit ("latency: 600" meant 600 ns)
+BARE_TIME_LIMIT_S = 1.0
+
+
+def _parse_time_checked(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is a boolean, not a quantity")
+    bare = isinstance(value, int | float) or (
+        isinstance(value, str) and _BARE_NUMBER.fullmatch(value.strip()) is not None
+    )
+    seconds = parse_time(value)
+    if bare and seconds >= BARE_TIME_LIMIT_S:
+        raise ValueError(
+            f"{value!r} has no unit, so it reads as {seconds:g} seconds; write the unit "
+            f"(e.g. '{value}ns', '{value}us' or '{value}s')"
+        )
+    return seconds
+
+
+_BARE_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
 def _positive(value: float) -> float:
     if value <= 0:
         raise ValueError(f"{value!r} must be greater than zero")
@@ -220,7 +245,7 @@ def _resolvable(value: float) -> float:
 
 Time = Annotated[
     float,
-    BeforeValidator(_no_bool(parse_time)),
+    BeforeValidator(_parse_time_checked),
     AfterValidator(_resolvable),
     PlainSerializer(lambda v: _exact(fmt_time, parse_time, v, "s"), when_used="json"),
     Quantity("time", "s", "2us"),

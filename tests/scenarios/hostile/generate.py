@@ -92,6 +92,20 @@ def _is_quantity(ann: Any, metadata: list[Any]) -> bool:
     return "Quantity" in {type(m).__name__ for m in metadata} or "Quantity" in str(ann)
 
 
+def _quantity_kind(ann: Any, metadata: list[Any]) -> str | None:
+    for m in [*metadata, *typing.get_args(ann)]:
+        if type(m).__name__ == "Quantity":
+            return str(m.kind)
+        for inner in getattr(m, "__metadata__", ()) or ():
+            if type(inner).__name__ == "Quantity":
+                return str(inner.kind)
+    for a in typing.get_args(ann):
+        for inner in getattr(a, "__metadata__", ()) or ():
+            if type(inner).__name__ == "Quantity":
+                return str(inner.kind)
+    return None
+
+
 def leaves(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any, list[Any]]]:
     """Every scalar key of the scenario models: (dotted path, annotation, metadata)."""
     for name, field in model.model_fields.items():
@@ -150,6 +164,8 @@ def schema_cases() -> Iterator[Case]:
             yield case("negative", -1)
         if _is_quantity(ann, meta):
             yield case("bad-unit", "3 furlongs")
+        if _quantity_kind(ann, meta) == "time":
+            yield case("no-unit", 600)  # 600 s: a missing unit, never a podsim time
         if typing.get_origin(ann) is Literal or "NameOf" in {type(m).__name__ for m in meta}:
             yield case("unknown-name", "no-such-thing")
 
