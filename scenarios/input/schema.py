@@ -6,8 +6,9 @@ did-you-mean (see :mod:`podsim.scenarios.errors`), never a silently ignored sett
 
 Quantities are written as strings with units (``"400Gbps"``, ``"4KiB"``, ``"2us"``, ``"5m"``) or
 as bare SI numbers (a bare time of 1 s or more is refused as a missing unit: every time podsim
-models is far below a second), parsed at this edge with :mod:`fabric.units` and stored in SI: rates in bit/s
-(float), sizes in bytes (int), times in seconds (float), lengths in metres (float). When a model
+models is far below a second), parsed at this edge with :mod:`fabric.units` and stored in SI:
+rates in bit/s (float), sizes in bytes (int), times in seconds (float), lengths in metres
+(float). When a model
 is dumped (``podsim show``, ``resolved.yaml``) quantities are printed human again, in a form that
 parses back to exactly the same SI value.
 
