@@ -7,8 +7,9 @@ packet-rate pipeline and the QP-context cache). A fluid model has no packets to 
 - The packet-rate ceiling of a card (``cluster.nic.packet_rate``, 400 Mpps for the design's
   SmartNIC, docs/physics.md [S]) is one constraint per card and direction, loaded by each flow in
   packets per payload bit: small-message traffic is bound by it before the wire.
-- A per-card PCIe DMA cap, when the node layout gives one, is a constraint per card and
-  direction in payload bits.
+- PCIe is not a per-card cap here: the flow engine adds every node tree's resources as
+  constraints of their own (:meth:`podsim.nic.pcie.cluster.ClusterPcie.rank_resources`, see
+  :mod:`podsim.scenarios.engines.flow`).
 - A message on a queue pair whose context is not cached waits ``qp_miss_penalty`` at the sender
   before its first packet and at the receiver before delivering it; the receiver's wait is hidden
   behind the rest of the message's serialisation (:class:`QpCacheLatency`).
@@ -28,36 +29,24 @@ __all__ = ["NicConstraints", "QpCacheLatency", "nic_constraints"]
 @dataclass
 class NicConstraints:
     """Constraint indices (into :class:`podsim.fabric.flow.FlowPaths`) per card position:
-    packet rate out and in, and the PCIe DMA cap out and in (None without a cap)."""
+    packet rate out and in."""
 
     pps_tx: np.ndarray
     pps_rx: np.ndarray
-    pcie_tx: np.ndarray | None = None
-    pcie_rx: np.ndarray | None = None
 
     def of(self, cs: np.ndarray, cd: np.ndarray) -> list[np.ndarray]:
         """The NIC constraints a flow from card position ``cs`` to ``cd`` loads."""
-        out = [self.pps_tx[cs], self.pps_rx[cd]]
-        if self.pcie_tx is not None and self.pcie_rx is not None:
-            out += [self.pcie_tx[cs], self.pcie_rx[cd]]
-        return out
+        return [self.pps_tx[cs], self.pps_rx[cd]]
 
 
-def nic_constraints(
-    paths: FlowPaths, cards: np.ndarray, pps: float, pcie_cap_bps: float | None
-) -> NicConstraints:
-    """Add every card's packet-rate (tier ``nic-pps``) and PCIe (tier ``pcie``) constraints."""
+def nic_constraints(paths: FlowPaths, cards: np.ndarray, pps: float) -> NicConstraints:
+    """Add every card's packet-rate constraints (tier ``nic-pps``), transmit and receive."""
     names = [f"nic{int(c)}" for c in cards]
     full = np.full(cards.size, float(pps))
-    out = NicConstraints(
+    return NicConstraints(
         pps_tx=paths.add_constraints([f"{m}:tx-pps" for m in names], full, "nic-pps"),
         pps_rx=paths.add_constraints([f"{m}:rx-pps" for m in names], full, "nic-pps"),
     )
-    if pcie_cap_bps is not None:
-        cap = np.full(cards.size, float(pcie_cap_bps))
-        out.pcie_tx = paths.add_constraints([f"{m}:pcie-tx" for m in names], cap, "pcie")
-        out.pcie_rx = paths.add_constraints([f"{m}:pcie-rx" for m in names], cap, "pcie")
-    return out
 
 
 class QpCacheLatency:

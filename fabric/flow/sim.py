@@ -221,6 +221,19 @@ class FlowSim:
         self.capacity[ids] = v
         self._request(self.env.now)
 
+    def set_caps(self, ids: np.ndarray, caps: np.ndarray | float) -> None:
+        """Change the rate caps (bit/s of payload) of flows ``ids`` now and re-solve: an
+        engine whose caps depend on which flows are active (e.g. a PCIe share) updates them
+        when that set changes. Bytes already sent stay sent."""
+        ids = np.asarray(ids, dtype=np.int64)
+        v = np.broadcast_to(np.asarray(caps, dtype=float), ids.shape)
+        if np.isnan(v).any() or (v < 0).any():
+            raise ValueError("caps must be >= 0")
+        if not ids.size:
+            return
+        self.cap[ids] = v
+        self._request(self.env.now)
+
     def reroute(self, ids: np.ndarray, idx: np.ndarray, coef: np.ndarray, frac: np.ndarray) -> None:
         """Give flows ``ids`` new constraint rows now (routing moved them to other paths) and
         re-solve. Bytes already sent stay sent; the link counters charge the flow's bytes to

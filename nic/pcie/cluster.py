@@ -19,10 +19,12 @@ What the engines use:
 - for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
 - :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet
   engine's runtime (:mod:`podsim.nic.pcie.runtime`);
-- for the flow engine, :meth:`ClusterPcie.flow_caps` (per-flow PCIe caps for a set of
-  concurrent flows) and the exact alternative, the tree resources as extra max-min constraints
-  (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps` and
-  :meth:`ClusterPcie.flow_resources`).
+- for the flow engine and the bound, the tree resources as extra max-min constraints
+  (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps`, and per
+  flow :meth:`ClusterPcie.flow_resources` or per rank :meth:`ClusterPcie.rank_resources`), which
+  couple PCIe and network exactly in one solve (:mod:`podsim.scenarios.engines.flow`); and
+  :meth:`ClusterPcie.flow_caps`, per-flow caps for a set of concurrent greedy flows (a
+  closed-form check of that solve).
 
 NIC network goodput, the NIC's cap in the couplings: the sum of its ports' MAC rates x MTU /
 (MTU + 82 B) (RoCEv2 framing, team brief "Packet overhead").
@@ -321,6 +323,24 @@ class ClusterPcie:
         tree = self.nodes[server].tree
         off = self._build_constraints()[2][server]
         return [off + tree.resource_index(r) for r in tree.path(src, dst).resources]
+
+    def rank_resources(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per rank, the indices into :attr:`constraint_names` of the tree resources of its
+        GPU -> NIC path (first array, GPUDirect transmit) and of its NIC -> GPU path (second,
+        receive), padded with -1: two ``(ranks, K)`` int arrays. An RDMA flow from a to b loads
+        ``tx[a]`` and ``rx[b]`` (what :meth:`flow_resources` returns for it), vectorised."""
+        out = []
+        for key in (self.tx_key, self.rx_key):
+            rows = []
+            for r in range(self.num_ranks):
+                s, (u, v, _l) = key(r)
+                rows.append(self._resources(s, u, v))
+            k = max((len(x) for x in rows), default=0)
+            tab = np.full((len(rows), k), -1, dtype=np.int64)
+            for i, x in enumerate(rows):
+                tab[i, : len(x)] = x
+            out.append(tab)
+        return out[0], out[1]
 
     def flow_resources(
         self,

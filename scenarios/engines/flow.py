@@ -14,16 +14,33 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   which on these symmetric fabrics is the even spread. Non-ECMP policies also split a message
   evenly over the planes of a multi-plane NIC.
 - every RDMA flow also loads its NIC card's packet-rate limit (``cluster.nic.packet_rate``,
-  transmit and receive separately) and, when the node layout gives one
-  (``nic_rate_cap_bps``, from ``podsim.nic.pcie``), the card's PCIe path in each direction;
+  transmit and receive separately);
+- PCIe (with ``cluster.layout``): every resource of every server's PCIe tree (directed links,
+  switch capacities, root-complex P2P limits, SSD read rates; the same
+  :class:`podsim.nic.pcie.cluster.ClusterPcie` the packet engine solves) is a constraint of its
+  own, and an RDMA flow loads its sender's GPU -> NIC path and its receiver's NIC -> GPU path
+  with its payload rate (GPUDirect RDMA). So PCIe and network share one max-min solve: a NIC's
+  DMA rate is what its tree leaves it, as the packet engine's per-NIC DMA caps are (there
+  re-solved whenever a server's set of active streams changes). Two ranks behind one NIC card
+  exchange data GPU -> GPU through the tree (a flow on the P2P path, delivered one path latency
+  after its last byte, as in the packet engine); ``workload.storage`` GPUDirect Storage reads
+  are background flows SSD -> GPU on the same trees, started at ``storage.start``
+  (``engine_info.pcie.storage_reads``). PCIe switches arbitrate between ports, not flows, so a
+  read shares a link with the NIC's GPUDirect stream as one stream with another, however many
+  messages feed the NIC: each read runs at the share the packet engine's stream solve gives it
+  (:class:`StorageShares`), re-solved whenever its server's set of active streams changes, and
+  the RDMA flows share what is left. An RDMA message's latency adds its sender's GPU -> NIC and
+  its receiver's NIC -> GPU path latencies. One difference: the packet engine gives each GPU's
+  stream one max-min weight however many messages feed it; here each flow has weight 1 (the same
+  shares when the ranks send alike, as in an all-to-all). Without ``cluster.layout`` there is no
+  tree: PCIe does not limit, and same-card messages are delivered at once;
 - wire bytes follow RoCEv2 framing at ``cluster.nic.mtu`` (:mod:`podsim.fabric.flow.wire`; +16 B
   RETH per message with the SmartNIC endpoint, as an RDMA WRITE);
 - congestion control enters as the efficiency of shared fabric queues
   (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
   scale-up egress and the destination's ingress (the model of
-  :mod:`fabric.scaleup`); two ranks behind one NIC card exchange data inside the node
-  at once (as the packet engine does until the PCIe model is wired in).
+  :mod:`fabric.scaleup`).
 
 Faults (``link_down``, ``link_degrade``, ``switch_down``, ``nic_down``) are capacity changes
 at the fault times (:mod:`podsim.fabric.flow.faults`): hashed flows on a dead link stall until
@@ -44,6 +61,7 @@ or :data:`OPTIONS` override it.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -141,6 +159,7 @@ class MessageRoutes:
     n_paths: np.ndarray
     src_port: np.ndarray
     dst_port: np.ndarray
+    same_card: np.ndarray
 
 
 class FlowCluster:
@@ -202,10 +221,22 @@ class FlowCluster:
         self.card_pos = np.full(int(cards.max(initial=0)) + 1, -1, dtype=np.int64)
         self.card_pos[cards] = np.arange(cards.size)
         # the SmartNIC's limits as constraints and its QP-context cache as latency
-        # (podsim.nic.flow); the PCIe DMA cap comes from the node layout when it gives one
-        cap = getattr(cl.layout, "nic_rate_cap_bps", None)
-        self.pcie_cap = float(cap) if isinstance(cap, int | float) and cap > 0 else None
-        self.nic = nic_constraints(p, cards, float(nic.packet_rate), self.pcie_cap)
+        # (podsim.nic.flow)
+        self.nic = nic_constraints(p, cards, float(nic.packet_rate))
+        # the node PCIe trees (module docstring): every tree resource is a constraint
+        self.pcie = getattr(cl, "pcie", None)
+        self.pcie_base = p.n_constraints
+        if self.pcie is not None:
+            pc = self.pcie
+            ids = p.add_constraints(
+                [f"pcie:{x}" for x in pc.constraint_names], pc.constraint_capacity_bps, "pcie"
+            )
+            self.pcie_base = int(ids[0]) if ids.size else p.n_constraints
+            tx, rx = pc.rank_resources()
+            self.pcie_tx = self._pcie_ids(tx)
+            self.pcie_rx = self._pcie_ids(rx)
+            self.pcie_tx_lat = np.asarray(pc.tx_latency_s, dtype=float)
+            self.pcie_rx_lat = np.asarray(pc.rx_latency_s, dtype=float)
         qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
         penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
         self.qp_cache = (
@@ -213,6 +244,19 @@ class FlowCluster:
             if self.endpoint == "nic" and qp_cache > 0 and penalty > 0
             else None
         )
+
+    def _pcie_ids(self, res: np.ndarray) -> np.ndarray:
+        """Indices into ``ClusterPcie.constraint_names`` (-1 padded) -> constraint ids."""
+        return np.where(res >= 0, res + self.pcie_base, -1)
+
+    def storage_routes(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(constraint ids, delivery latency) of a GPUDirect Storage read into each rank's GPU
+        from its nearest SSD (needs ``cluster.layout``)."""
+        assert self.pcie is not None
+        ranks = np.asarray(ranks, dtype=np.int64)
+        idx = self._pcie_ids(self.pcie.flow_resources([], [], storage_ranks=ranks))
+        lat = np.array([self.pcie.gds_latency(int(r)) for r in ranks.tolist()], dtype=float)
+        return idx, lat
 
     # ------------------------------------------------------------------ routes
 
@@ -230,6 +274,7 @@ class FlowCluster:
         su = (hop == "scaleup") & self.rank_has_su[src] & self.rank_has_su[dst]
         same_card = ~su & (self.rank_card[src] == self.rank_card[dst])
         rd = ~su & ~same_card
+        pc = self.pcie
         pk = packets(b, self.mtu)
         wire = wire_bytes(b, self.mtu, ROCE_OVERHEAD, self.first_extra)
         wf = np.where(b > 0, wire / np.maximum(b, 1), 1.0)
@@ -244,6 +289,13 @@ class FlowCluster:
             r = p.route_scaleup(self.rank_gpu_node[src[rows]], self.rank_gpu_node[dst[rows]])
             parts.append((rows, r.idx, r.frac))
             lat[rows] = r.latency_s
+        if pc is not None and same_card.any():
+            # GPU -> GPU through the node's PCIe tree
+            rows = np.flatnonzero(same_card)
+            idx = self._pcie_ids(pc.flow_resources(src[rows], dst[rows]))
+            parts.append((rows, idx, (idx >= 0).astype(float)))
+            pairs = zip(src[rows].tolist(), dst[rows].tolist(), strict=True)
+            lat[rows] = [pc.p2p_latency(a, b) for a, b in pairs]
         if rd.any():
             rows = np.flatnonzero(rd)
             s, d = src[rows], dst[rows]
@@ -286,6 +338,11 @@ class FlowCluster:
             nic_idx = self.nic.of(cs, cd)
             idx = np.concatenate([idx, np.stack(nic_idx, axis=1)], axis=1)
             frac = np.concatenate([frac, np.ones((rows.size, len(nic_idx)))], axis=1)
+            if pc is not None:
+                # GPUDirect RDMA: the sender's GPU -> NIC and the receiver's NIC -> GPU paths
+                gdr = np.concatenate([self.pcie_tx[s], self.pcie_rx[d]], axis=1)
+                idx = np.concatenate([idx, gdr], axis=1)
+                frac = np.concatenate([frac, (gdr >= 0).astype(float)], axis=1)
             first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
             sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + ROCE_OVERHEAD) / first
             lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)
@@ -293,8 +350,16 @@ class FlowCluster:
                 lat[rows] += self.qp_cache.delay(
                     self.rank_card[s], self.rank_card[d], b[rows], first
                 )
+            net = lat[rows].copy()
+            rx_lat = 0.0
+            if pc is not None:
+                # the NIC reads the payload from GPU memory and writes it into the receiver's
+                rx_lat = self.pcie_rx_lat[d]
+                lat[rows] += self.pcie_tx_lat[s] + rx_lat
             if self.endpoint == "nic":
-                ack[rows] = lat[rows] + 8.0 * ACK_WIRE_BYTES / first
+                # the sender waits for the ACK, which may come after the receiver's GPU has
+                # the data (one more network path latency than the NIC -> GPU path)
+                ack[rows] = np.maximum(0.0, net + 8.0 * ACK_WIRE_BYTES / first - rx_lat)
             parts.append((rows, idx, frac))
         k = max((x[1].shape[1] for x in parts), default=1)
         idx_all = np.full((n, k), -1, dtype=np.int64)
@@ -313,10 +378,11 @@ class FlowCluster:
         with np.errstate(divide="ignore", invalid="ignore"):
             per_bit = np.where(b > 0, pk / (8.0 * np.maximum(b, 1)), 0.0)
         coef = np.where(is_pps, per_bit[:, None], coef)
-        kind = np.where(same_card, 1, 0)
+        kind = np.where(same_card & (pc is None), 1, 0)
         return MessageRoutes(
-            kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port
-        )
+            kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port,
+            same_card,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ tables
 
@@ -338,6 +404,96 @@ class FlowCluster:
                 "tx_packets": np.rint(pk).astype(np.int64),
             }
         )
+
+
+#: Max-min weight of a storage read: large enough that the read reaches its rate cap (its
+#: stream share, :class:`StorageShares`) before the RDMA flows it shares links with take the
+#: rest. A modelling device (priority by weight), not a hardware figure.
+STORAGE_WEIGHT = 1e6
+
+
+class StorageShares:
+    """GPUDirect Storage reads at their PCIe stream shares on the flow engine.
+
+    Keeps, per rank, how many RDMA flows it sends and receives right now (its GPUDirect
+    ``tx``/``rx`` streams are active while that count is > 0) and the storage reads running,
+    and after every change (once per simulated instant) solves each server with reads as the
+    packet engine's :class:`podsim.nic.pcie.runtime.PcieRuntime` does
+    (:meth:`podsim.nic.pcie.cluster.ClusterPcie.rates`: one weight per GPUDirect stream, NICs
+    greedy up to their goodput, a read key weighted by its reads) and caps each read at its
+    key's rate over its reads.
+    """
+
+    def __init__(self, env: simpy.Environment, sim: FlowSim, pcie: Any) -> None:
+        self.env = env
+        self.sim = sim
+        self.pcie = pcie
+        n = int(pcie.num_ranks)
+        self.tx = np.zeros(n, dtype=np.int64)
+        self.rx = np.zeros(n, dtype=np.int64)
+        self.flows: dict[int, tuple[int, int]] = {}  # RDMA flow -> (src rank, dst rank)
+        self.reads: dict[int, dict[int, int]] = defaultdict(dict)  # server -> {flow: rank}
+        self.server_ranks: dict[int, np.ndarray] = {
+            int(s): np.flatnonzero(pcie.rank_server == s) for s in np.unique(pcie.rank_server)
+        }
+        self._due = False
+        self.updates = 0
+
+    def add_rdma(self, ids: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+        """RDMA flows ``ids`` from ranks ``src`` to ``dst`` were posted."""
+        for f, a, b in zip(ids.tolist(), src.tolist(), dst.tolist(), strict=True):
+            self.flows[f] = (a, b)
+        np.add.at(self.tx, src, 1)
+        np.add.at(self.rx, dst, 1)
+        self._touch()
+
+    def add_reads(self, ids: np.ndarray, ranks: np.ndarray) -> None:
+        """Storage reads ``ids`` into ranks ``ranks`` started."""
+        for f, r in zip(ids.tolist(), ranks.tolist(), strict=True):
+            self.reads[int(self.pcie.rank_server[r])][f] = r
+        self._touch()
+
+    def done(self, fid: int) -> None:
+        """Flow ``fid`` was delivered (an RDMA flow or a read)."""
+        ab = self.flows.pop(fid, None)
+        if ab is not None:
+            self.tx[ab[0]] -= 1
+            self.rx[ab[1]] -= 1
+            self._touch()
+            return
+        for reads in self.reads.values():
+            if reads.pop(fid, None) is not None:
+                self._touch()
+                return
+
+    def _touch(self) -> None:
+        if not self._due and any(self.reads.values()):
+            self._due = True
+            call_at(self.env, self.env.now, self._update)
+
+    def _update(self, _arg: object) -> None:
+        self._due = False
+        pc = self.pcie
+        for server, reads in self.reads.items():
+            if not reads:
+                continue
+            active: dict[Any, float] = {}
+            for r in self.server_ranks[server].tolist():
+                if self.tx[r] > 0:
+                    active[pc.tx_key(r)[1]] = 1.0
+                if self.rx[r] > 0:
+                    active[pc.rx_key(r)[1]] = 1.0
+            keys = {f: pc.gds_key(r)[1] for f, r in reads.items()}
+            count: dict[Any, int] = defaultdict(int)
+            for k in keys.values():
+                count[k] += 1
+            for k, c in count.items():
+                active[k] = float(c)
+            res = pc.rates(server, active)
+            ids = np.fromiter(keys, dtype=np.int64, count=len(keys))
+            caps = np.array([res.rate_bps[k] / count[k] for k in keys.values()])
+            self.sim.set_caps(ids, caps)
+        self.updates += 1
 
 
 class FlowTransport:
@@ -379,6 +535,10 @@ class FlowTransport:
         self.flow_dst = np.full(1024, -1, dtype=np.int64)
         self.flow_key = np.zeros(1024, dtype=np.int64)
         self.faults = self._faults(ctx)
+        self.storage: list[tuple[np.ndarray, np.ndarray]] = []  # (flow ids, ranks) of reads
+        self.shares: StorageShares | None = None
+        self.p2p_messages = 0  # same-card messages through the PCIe tree, and their bytes
+        self.p2p_bytes = 0
 
     def _faults(self, ctx: RunContext) -> FlowFaults | None:
         """Link, switch and NIC faults as capacity changes (:mod:`podsim.fabric.flow.faults`);
@@ -431,8 +591,11 @@ class FlowTransport:
         cb = self._cb
         assert cb is not None
         local = r.kind == 1
+        self.pcie_local += int(r.same_card.sum())
+        if self.fc.pcie is not None:
+            self.p2p_messages += int(r.same_card.sum())
+            self.p2p_bytes += int(nbytes[r.same_card].sum())
         if local.any():
-            self.pcie_local += int(local.sum())
             for m in msg[local].tolist():
                 self.end_s[m] = now
                 cb(m)
@@ -479,20 +642,15 @@ class FlowTransport:
             frac=r_frac,
             packets=r.packets[go],
         )
-        need = int(ids.max()) + 1
-        if need > self.flow_msg.size:
-            grow = max(need, 2 * self.flow_msg.size)
-            self.flow_msg = np.resize(self.flow_msg, grow)
-            self.flow_ack = np.resize(self.flow_ack, grow)
-            self.flow_src = np.resize(self.flow_src, grow)
-            self.flow_dst = np.resize(self.flow_dst, grow)
-            self.flow_key = np.resize(self.flow_key, grow)
+        self._grow(int(ids.max()) + 1)
         self.flow_msg[ids] = msg[go]
         self.flow_ack[ids] = r.ack_s[go]
         self.flow_src[ids] = src_p
         self.flow_dst[ids] = r.dst_port[go]
         self.flow_key[ids] = key
         qp = r.src_port[go] >= 0  # RDMA flows (scale-up transfers have no QP)
+        if self.shares is not None:
+            self.shares.add_rdma(ids[qp], src[go][qp], dst[go][qp])
         self.qp_rows.append(
             (
                 ids[qp],
@@ -506,8 +664,80 @@ class FlowTransport:
             )
         )
 
+    def schedule_storage(self, storage: Any) -> None:
+        """Start the scenario's ``workload.storage`` GPUDirect Storage reads (``reads_per_gpu``
+        bytes into each of ``ranks``, default every rank, at ``start``) as background flows
+        SSD -> GPU on the node trees."""
+        pc = self.fc.pcie
+        assert pc is not None  # the scenario build refuses storage without cluster.layout
+        ranks = np.arange(pc.num_ranks) if storage.ranks is None else np.asarray(storage.ranks)
+        ranks = ranks.astype(np.int64)
+        t0 = max(self.env.now, float(storage.start))
+        self.shares = StorageShares(self.env, self.sim, pc)
+        call_at(self.env, t0, self._start_storage, (ranks, int(storage.reads_per_gpu)))
+
+    def _start_storage(self, arg: tuple[np.ndarray, int]) -> None:
+        ranks, nbytes = arg
+        if not ranks.size:
+            return
+        idx, lat = self.fc.storage_routes(ranks)
+        frac = (idx >= 0).astype(float)
+        b = np.full(ranks.size, nbytes, dtype=np.int64)
+        self.injected_bytes += float(b.sum())
+        ids = self.sim.add(idx, frac, b, latency_s=lat, frac=frac, weights=STORAGE_WEIGHT)
+        self._grow(int(ids.max()) + 1)
+        self.flow_msg[ids] = -1  # not a trace message
+        self.flow_src[ids] = -1
+        self.storage.append((ids, ranks))
+        if self.shares is not None:
+            self.shares.add_reads(ids, ranks)
+
+    def storage_reads(self) -> list[dict[str, Any]]:
+        """The storage reads as the packet engine reports them (``engine_info.pcie``): rank,
+        SSD, bytes, bytes moved by the end of the run, start, delivery (None if not yet) and
+        mean rate."""
+        sim, pc, now = self.sim, self.fc.pcie, self.env.now
+        out: list[dict[str, Any]] = []
+        for ids, ranks in self.storage:
+            for fid, r in zip(ids.tolist(), ranks.tolist(), strict=True):
+                size = float(sim.size[fid])
+                if sim.committed[fid]:  # finishing at t_sent at its last rate
+                    left = sim.rate[fid] * max(float(sim.t_sent[fid]) - now, 0.0) / 8.0
+                else:
+                    left = sim.rem[fid] - sim.rate[fid] * max(now - sim._t_last, 0.0) / 8.0
+                done = size - min(max(float(left), 0.0), size)
+                t0 = float(sim.t_start[fid]) if np.isfinite(sim.t_start[fid]) else now
+                end = float(sim.t_deliver[fid])
+                fin = np.isfinite(end) and end <= now
+                dur = (end if fin else now) - t0
+                out.append(
+                    {
+                        "rank": int(r),
+                        "ssd": pc.ssd_of(int(r)) if pc is not None else "",
+                        "bytes": int(size),
+                        "bytes_done": round(done),
+                        "start_s": t0,
+                        "end_s": end if fin else None,
+                        "rate_bps": 8.0 * done / dur if dur > 0 else None,
+                    }
+                )
+        return out
+
+    def _grow(self, need: int) -> None:
+        if need > self.flow_msg.size:
+            grow = max(need, 2 * self.flow_msg.size)
+            self.flow_msg = np.resize(self.flow_msg, grow)
+            self.flow_ack = np.resize(self.flow_ack, grow)
+            self.flow_src = np.resize(self.flow_src, grow)
+            self.flow_dst = np.resize(self.flow_dst, grow)
+            self.flow_key = np.resize(self.flow_key, grow)
+
     def _delivered(self, fid: int) -> None:
+        if self.shares is not None:
+            self.shares.done(fid)
         m = int(self.flow_msg[fid])
+        if m < 0:
+            return  # a background storage read
         self.end_s[m] = self.env.now
         ack = float(self.flow_ack[fid])
         assert self._cb is not None
@@ -529,7 +759,7 @@ class FlowTransport:
         out: dict[int, tuple[str, str]] = {}
         for fid, row, z in zip(act.tolist(), idx.tolist(), zero.tolist(), strict=True):
             m = int(self.flow_msg[fid])
-            if not any(z) or np.isfinite(end_s[m]):
+            if m < 0 or not any(z) or np.isfinite(end_s[m]):
                 continue
             dead = ", ".join(p.names[c] for c, zz in zip(row, z, strict=True) if zz)
             out[m] = (
@@ -582,6 +812,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     # failures and degradation are capacity changes (podsim.fabric.flow.faults); bit errors act
     # through per-packet frame loss and retries, which a fluid model does not have
     faults={"straggler", *FLOW_FAULT_KINDS},
+    storage=True,
     preflight=preflight,
     check_size=check_fluid,
 )
@@ -589,6 +820,8 @@ def run_flow(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the flow engine (see the module docstring)."""
     sc = ctx.scenario
     transport = FlowTransport(ctx)
+    if transport.fc.pcie is not None and sc.workload.storage is not None:
+        transport.schedule_storage(sc.workload.storage)
     tl = run_timeline(
         transport.env,
         transport,
@@ -610,6 +843,14 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         "endpoint_model": fc.endpoint,
         **transport.sim.stats(),
     }
+    if fc.pcie is not None:
+        extra["pcie"] = {
+            "model": "tree resources as flow constraints",
+            "storage_share_updates": transport.shares.updates if transport.shares else 0,
+            "p2p_messages": transport.p2p_messages,
+            "p2p_bytes": transport.p2p_bytes,
+            "storage_reads": transport.storage_reads(),
+        }
     outcomes: dict[int, tuple[str, str]] = {}
     if transport.faults is not None:
         extra["faults"] = transport.faults.summary()

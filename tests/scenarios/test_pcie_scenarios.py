@@ -1,4 +1,5 @@
-"""Issue 5 at the scenario level: the node's PCIe tree shapes simulated runs (packet engine).
+"""Issue 5 at the scenario level: the node's PCIe tree shapes simulated runs (packet engine;
+the closed forms that do not need per-rank goodput also on the flow engine, issue 16).
 
 Every expected figure is a closed form computed here from the inputs: PCIe Gen5 link rates
 from lanes x 32 GT/s x 128/130 x MPS/(MPS + 24 B), the NIC's RoCEv2 goodput MAC x MTU/(MTU+82),
@@ -52,7 +53,7 @@ RAIL_SHARED = {"name": "rail", "params": {"servers": 3, "gpus_per_server": 2, "g
 
 def scenario(trace: str, topology: dict, layout: str | None, ranks: int, *,
              layout_params: dict | None = None, storage: dict | None = None,
-             endpoint: str = "nic") -> dict:  # fmt: skip
+             endpoint: str = "nic", engine: str = "packet") -> dict:  # fmt: skip
     workload: dict = {"trace": {"path": trace, "ranks": ranks, "compute_time": "0us"}}
     if storage is not None:
         workload["storage"] = storage
@@ -67,7 +68,7 @@ def scenario(trace: str, topology: dict, layout: str | None, ranks: int, *,
     return {
         "name": "pcie",
         "seed": 1,
-        "engine": "packet",
+        "engine": engine,
         "cluster": cluster,
         "workload": workload,
         "sim": {"endpoint": endpoint},
@@ -83,10 +84,16 @@ def net_goodput(res, side: str) -> list[float | None]:
     return res.summary["engine_info"]["pcie"]["gpu_network_goodput"][f"{side}_goodput_bps"]
 
 
-def test_root_complex_is_slower_than_on_card_switch_by_the_p2p_cap(tmp_path: Path) -> None:
+ENGINES = pytest.mark.parametrize("engine", ["packet", "flow"])
+
+
+@ENGINES
+def test_root_complex_is_slower_than_on_card_switch_by_the_p2p_cap(
+    tmp_path: Path, engine: str
+) -> None:
     tr = write_trace(tmp_path / "t.csv", [(0, 1, B)])
-    on_card = run(scenario(tr, STAR2, "on-card-switch", 2))
-    rc = run(scenario(tr, STAR2, "root-complex", 2))
+    on_card = run(scenario(tr, STAR2, "on-card-switch", 2, engine=engine))
+    rc = run(scenario(tr, STAR2, "root-complex", 2, engine=engine))
     p2p = RootComplex().p2p_limit_bps  # 32 GB/s per root port [E]
     # on-card switch: GPU -> switch -> NIC at x16 (57.6 GB/s) > 400G goodput: the NIC binds
     assert 8 * B / fct(on_card)[0] == pytest.approx(goodput(), rel=TOL)
@@ -97,13 +104,14 @@ def test_root_complex_is_slower_than_on_card_switch_by_the_p2p_cap(tmp_path: Pat
     assert rc.summary["pcie"]["gpu_nic_path_classes"] == ["PHB"]
 
 
-def test_pcie_path_latency_is_added_at_message_start_and_end(tmp_path: Path) -> None:
+@ENGINES
+def test_pcie_path_latency_is_added_at_message_start_and_end(tmp_path: Path, engine: str) -> None:
     tr = write_trace(tmp_path / "t.csv", [(0, 1, 64)])
-    bare = fct(run(scenario(tr, STAR2, None, 2)))[0]
+    bare = fct(run(scenario(tr, STAR2, None, 2, engine=engine)))[0]
     hop = PcieSwitch().hop_latency_s  # 115 ns (Broadcom PEX89144 Gen5 [S])
-    on_card = fct(run(scenario(tr, STAR2, "on-card-switch", 2)))[0]
+    on_card = fct(run(scenario(tr, STAR2, "on-card-switch", 2, engine=engine)))[0]
     assert on_card - bare == pytest.approx(2 * hop, abs=1e-12)  # GPU -> NIC, then NIC -> GPU
-    rc = fct(run(scenario(tr, STAR2, "root-complex", 2)))[0]
+    rc = fct(run(scenario(tr, STAR2, "root-complex", 2, engine=engine)))[0]
     assert rc - bare == pytest.approx(2 * RootComplex().latency_s, abs=1e-12)
 
 
@@ -151,10 +159,12 @@ def test_ssd_read_lowers_goodput_only_when_the_shared_link_saturates(tmp_path: P
     assert rx_slow == pytest.approx(base_rx, rel=1e-9)
 
 
-def test_storage_reads_are_reported(tmp_path: Path) -> None:
+@ENGINES
+def test_storage_reads_are_reported(tmp_path: Path, engine: str) -> None:
     tr = write_trace(tmp_path / "t.csv", [(0, 1, B)])  # lasts longer than the reads
     read = {"reads_per_gpu": "64KiB", "start": "1us"}
-    doc = scenario(tr, STAR2, "on-card-switch", 2, layout_params={"ssds": 1}, storage=read)
+    doc = scenario(tr, STAR2, "on-card-switch", 2, layout_params={"ssds": 1}, storage=read,
+                   engine=engine)  # fmt: skip
     res = run(doc)
     again = run(doc)  # same seed: bit-identical
     pd.testing.assert_frame_equal(res.messages, again.messages)
@@ -171,19 +181,21 @@ def test_storage_reads_are_reported(tmp_path: Path) -> None:
         assert r["end_s"] - r["start_s"] == pytest.approx(want, rel=1e-9)
 
 
-@pytest.mark.parametrize("endpoint", ["nic", "host"])
-def test_same_card_gpu_pairs_take_pcie_time(tmp_path: Path, endpoint: str) -> None:
+@pytest.mark.parametrize(("endpoint", "engine"), [("nic", "packet"), ("host", "packet"),
+                                                   ("nic", "flow")])  # fmt: skip
+def test_same_card_gpu_pairs_take_pcie_time(tmp_path: Path, endpoint: str, engine: str) -> None:
     tr = write_trace(tmp_path / "t.csv", [(0, 1, B)])  # ranks 0 and 1 share NIC card 0
-    oc = run(scenario(tr, RAIL_SHARED, "on-card-switch", 6, endpoint=endpoint))
+    oc = run(scenario(tr, RAIL_SHARED, "on-card-switch", 6, endpoint=endpoint, engine=engine))
     want = 8 * B / link_rate(16) + PcieSwitch().hop_latency_s  # GPU -> card switch -> GPU
     assert fct(oc)[0] == pytest.approx(want, rel=1e-9)
-    rc = run(scenario(tr, RAIL_SHARED, "root-complex", 6, endpoint=endpoint))
+    rc = run(scenario(tr, RAIL_SHARED, "root-complex", 6, endpoint=endpoint, engine=engine))
     root = RootComplex()
     assert fct(rc)[0] == pytest.approx(8 * B / root.p2p_limit_bps + root.latency_s, rel=1e-9)
     info = oc.summary["engine_info"]
     assert info["pcie_local_messages"] == 1 and info["pcie"]["p2p_bytes"] == B
     # without a node layout there is no tree to cross: delivered at once, as before
-    assert fct(run(scenario(tr, RAIL_SHARED, None, 6, endpoint=endpoint)))[0] == 0.0
+    bare = scenario(tr, RAIL_SHARED, None, 6, endpoint=endpoint, engine=engine)
+    assert fct(run(bare))[0] == 0.0
 
 
 def test_tree_is_solved_per_active_set_not_per_message(tmp_path: Path) -> None:
