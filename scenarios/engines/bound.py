@@ -4,8 +4,12 @@ No simulation: for every communication phase (step, layer, phase) the physical l
 :func:`fabric.bound.lower_bound` over the phase's messages, routed the least loading way (every
 RDMA message spread over all equal-cost paths and all planes of its NIC, planes merged; see
 :class:`podsim.scenarios.engines.flow.FlowCluster` with ``spread_all``), with the same wire framing,
-NIC packet-rate and PCIe constraints as the flow engine and no congestion-control loss. Two
-uses:
+NIC packet-rate and PCIe constraints as the flow engine and no congestion-control loss. PCIe
+(with ``cluster.layout``): every resource of every server's tree is a constraint, each RDMA
+message loads its sender's GPU -> NIC and its receiver's NIC -> GPU path and a same-card message
+its GPU -> GPU path, so a phase whose traffic the tree cannot carry faster is bounded by it
+(``limit_kind`` ``pcie``). GPUDirect Storage reads are left out: they only take capacity away,
+so the bound stays a lower bound. Two uses:
 
 - :func:`bound_summary` (``ctx -> dict``): per phase kind the bound on the all-to-all
   completion time (mean over layers, as the summary averages the measured one), what sets it
