@@ -36,11 +36,12 @@ def test_link_faults_run_on_flow():
     assert r.summary["status"] == "complete"
 
 
-@pytest.mark.parametrize("engine", ["flow", "bound"])
-def test_storage_reads_refused_by_fluid_engines(engine):
+def test_storage_reads_refused_by_the_bound():
     with pytest.raises(ScenarioError) as e:
-        podsim.run("storage-contention", overrides=[f"engine={engine}", "variant=reads"])
-    assert "workload.storage" in str(e.value)
+        podsim.run("storage-contention", overrides=["engine=bound", "variant=reads"])
+    msg = str(e.value)
+    # the engines that model storage reads are named (the flow engine does since issue 16)
+    assert "workload.storage" in msg and "flow" in msg and "packet" in msg
 
 
 def test_straggler_still_runs_on_flow():
