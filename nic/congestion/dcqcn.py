@@ -163,40 +163,38 @@ class DCQCN(CongestionControl):
             )
         base = PROFILES[profile]
         self.profile = profile
-        g = base["g"] if g is _UNSET else g
-        if alpha_interval_s is _UNSET:
-            alpha_interval_s = base["alpha_interval_s"]
-        if decrease_interval_s is _UNSET:
-            decrease_interval_s = base["decrease_interval_s"]
-        if increase_interval_s is _UNSET:
-            increase_interval_s = base["increase_interval_s"]
-        if fast_recovery_stages is _UNSET:
-            fast_recovery_stages = base["fast_recovery_stages"]
-        if byte_counter_bytes is _UNSET:
-            byte_counter_bytes = base["byte_counter_bytes"]
-        if min_rate_bps is _UNSET:
-            min_rate_bps = base["min_rate_bps"]
-        in_range(a, "g", g, 1e-9, 1.0)
-        positive(a, "alpha_interval_s", alpha_interval_s)
-        positive(a, "decrease_interval_s", decrease_interval_s)
-        positive(a, "increase_interval_s", increase_interval_s)
-        if isinstance(fast_recovery_stages, bool) or not isinstance(fast_recovery_stages, int):
-            raise ValueError(f"{a}: fast_recovery_stages={fast_recovery_stages!r} must be an int")
-        in_range(a, "fast_recovery_stages", fast_recovery_stages, 0, 1_000)
-        positive(a, "byte_counter_bytes", byte_counter_bytes, allow_none=True)
+        given = {
+            "g": g,
+            "alpha_interval_s": alpha_interval_s,
+            "decrease_interval_s": decrease_interval_s,
+            "increase_interval_s": increase_interval_s,
+            "fast_recovery_stages": fast_recovery_stages,
+            "byte_counter_bytes": byte_counter_bytes,
+            "min_rate_bps": min_rate_bps,
+        }
+        # the profile's value for every parameter not given explicitly
+        v = {k: base[k] if x is _UNSET else x for k, x in given.items()}
+        in_range(a, "g", v["g"], 1e-9, 1.0)
+        for key in ("alpha_interval_s", "decrease_interval_s", "increase_interval_s"):
+            positive(a, key, v[key])
+        stages = v["fast_recovery_stages"]
+        if isinstance(stages, bool) or not isinstance(stages, int):
+            raise ValueError(f"{a}: fast_recovery_stages={stages!r} must be an int")
+        in_range(a, "fast_recovery_stages", stages, 0, 1_000)
+        positive(a, "byte_counter_bytes", v["byte_counter_bytes"], allow_none=True)
         positive(a, "rai_bps", rai_bps, allow_none=True)
         positive(a, "rhai_bps", rhai_bps, allow_none=True)
-        positive(a, "min_rate_bps", min_rate_bps)
+        positive(a, "min_rate_bps", v["min_rate_bps"])
         in_range(a, "initial_alpha", initial_alpha, 0.0, 1.0)
-        self.g = float(g)
-        self.alpha_interval_s = float(alpha_interval_s)
-        self.decrease_interval_s = float(decrease_interval_s)
-        self.increase_interval_s = float(increase_interval_s)
-        self.fast_recovery_stages = fast_recovery_stages
-        self.byte_counter_bytes = byte_counter_bytes
+        self.g = float(v["g"])
+        self.alpha_interval_s = float(v["alpha_interval_s"])
+        self.decrease_interval_s = float(v["decrease_interval_s"])
+        self.increase_interval_s = float(v["increase_interval_s"])
+        self.fast_recovery_stages = stages
+        self.byte_counter_bytes = v["byte_counter_bytes"]
         self.rai_bps = rai_bps
         self.rhai_bps = rhai_bps
-        self.min_rate_bps = float(min_rate_bps)
+        self.min_rate_bps = float(v["min_rate_bps"])
         self.initial_alpha = float(initial_alpha)
 
     # ------------------------------------------------------------------ handlers

@@ -301,27 +301,37 @@ def workload_memory(sc: Scenario) -> tuple[int, str] | None:
     return max(found) if found else None
 
 
+def _check_memory(
+    need: float, what: str, fix: str, path: str, *, force: bool, budget: Budget | None
+) -> None:
+    """Refuse ``need`` bytes over the machine's physical memory (always) or over the budget
+    (unless ``force``): ``what`` says what needs it, ``fix`` how to make it smaller."""
+    phys = physical_memory()
+    if phys is not None and need > phys:
+        raise ScenarioError(
+            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). {fix}.",
+            path=path,
+        )
+    b = budget or Budget.default()
+    if not force and need > b.max_memory_bytes:
+        raise ScenarioError(
+            f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
+            f"{fix}, or pass --force.",
+            path=path,
+        )
+
+
 def check_trace_rows(
     rows: int, what: str, *, force: bool = False, budget: Budget | None = None
 ) -> None:
     """Refuse a synthetic trace of ``rows`` messages before it is built when it would not fit
     the machine's memory (or the budget, unless ``force``), at ``workload.synthetic.steps``."""
     need = BASE_MEMORY + rows * TRACE_BYTES_PER_ROW
-    msg = f"the workload's trace has {rows:,} messages ({what}), about {_fmt_bytes(need)} of memory"
-    phys = physical_memory()
-    if phys is not None and need > phys:
-        raise ScenarioError(
-            f"{msg}, more than this machine's {_fmt_bytes(phys)} (even with --force). "
-            "Make the workload smaller (fewer steps or ranks).",
-            path="workload.synthetic.steps",
-        )
-    b = budget or Budget.default()
-    if not force and need > b.max_memory_bytes:
-        raise ScenarioError(
-            f"{msg}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
-            "Make the workload smaller (fewer steps or ranks).",
-            path="workload.synthetic.steps",
-        )
+    what = (
+        f"the workload's trace has {rows:,} messages ({what}), about {_fmt_bytes(need)} of memory"
+    )
+    fix = "Make the workload smaller (fewer steps or ranks)"
+    _check_memory(need, what, fix, "workload.synthetic.steps", force=force, budget=budget)
 
 
 def check_workload_size(
@@ -350,19 +360,7 @@ def check_workload_size(
             f"{_fmt_bytes(BASE_MEMORY + need)} of memory"
         )
         fix = "Make the workload smaller (fewer steps, layers or ranks)"
-    phys = physical_memory()
-    if phys is not None and BASE_MEMORY + need > phys:
-        raise ScenarioError(
-            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). {fix}.",
-            path=path,
-        )
-    b = budget or Budget.default()
-    if not force and BASE_MEMORY + need > b.max_memory_bytes:
-        raise ScenarioError(
-            f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
-            f"{fix}, or pass --force.",
-            path=path,
-        )
+    _check_memory(BASE_MEMORY + need, what, fix, path, force=force, budget=budget)
     return need
 
 
@@ -508,20 +506,8 @@ def check_fluid(
         f"the {sc.engine} engine holds the routes of all {len(trace):,} messages at once: about "
         f"{_fmt_bytes(need)} of memory ({FLUID_BYTES_PER_MESSAGE} B per message)"
     )
-    phys = physical_memory()
-    if phys is not None and need > phys:
-        raise ScenarioError(
-            f"{what}, more than this machine's {_fmt_bytes(phys)} (even with --force). Make "
-            "the run smaller (fewer ranks, layers or steps).",
-            path="engine",
-        )
-    b = budget or Budget.default()
-    if not force and need > b.max_memory_bytes:
-        raise ScenarioError(
-            f"{what}, over the budget of {_fmt_bytes(b.max_memory_bytes)} (PODSIM_MAX_MEMORY). "
-            "Make the run smaller (fewer ranks, layers or steps), or pass --force.",
-            path="engine",
-        )
+    fix = "Make the run smaller (fewer ranks, layers or steps)"
+    _check_memory(need, what, fix, "engine", force=force, budget=budget)
     return need
 
 
