@@ -266,8 +266,7 @@ def defect_cases() -> Iterator[Case]:
     yield Case(
         "cc-param-nan", q + "cluster: {nic: {cc: {name: dcqcn, params: {g: .nan}}}}\n", 2, "g"
     )
-    yield Case("ber-too-high", _ber(0.5), 2, "ber")
-    yield Case("ber-certain-loss", _ber(0.05), 2, "ber")
+    yield Case("ber-too-high", _ber(0.5), 2, "faults[0].pre_fec_ber")
     t = "include: trace-base.yaml\n"
     yield Case(
         "hosts-1e12", t + "cluster: {topology: {params: {hosts: 1000000000000}}}\n", 2, "hosts"
@@ -278,11 +277,21 @@ def defect_cases() -> Iterator[Case]:
         2,
         "cluster.topology",
     )
-    yield Case("tokens-1e12", q + "workload: {moe: {tokens_per_rank: 1000000000000}}\n", 2, "")
     yield Case(
-        "steps-1e12", "include: incast-cc\nworkload: {synthetic: {steps: 1000000000000}}\n", 2, ""
+        "tokens-1e12",
+        q + "workload: {moe: {tokens_per_rank: 1000000000000}}\n",
+        2,
+        "workload.moe.tokens_per_rank",
     )
-    yield Case("layers-1e9", q + "workload: {moe: {layers: 1000000000}}\n", 2, "")
+    yield Case(
+        "steps-1e12",
+        "include: incast-cc\nworkload: {synthetic: {steps: 1000000000000}}\n",
+        2,
+        "workload.synthetic.steps",
+    )
+    yield Case(
+        "layers-1e9", q + "workload: {moe: {layers: 1000000000}}\n", 2, "workload.moe.layers"
+    )
     yield Case(
         "variant-unselected-bad-key",
         q + "variants: {a: {cluster.nic.bogus_key: 1}, b: {seed: 3}}\nvariant: b\n",
@@ -312,7 +321,7 @@ def defect_cases() -> Iterator[Case]:
 def _ber(value: float) -> str:
     return (
         "include: link-failure\n"
-        f"faults: [{{kind: ber, link: [leaf0, spine0], at: 0s, ber: {value}}}]\n"
+        f"faults: [{{kind: ber, link: [leaf0, spine0], at: 0s, pre_fec_ber: {value}}}]\n"
     )
 
 
