@@ -20,7 +20,7 @@
 runner uses: post messages (one by one or from a workload trace), run, and collect per-message,
 per-QP and per-NIC tables as pandas DataFrames.
 
-Defaults (:class:`NicConfig`) cite docs/physics.md: 4096 B MTU, 400 Mpps (the brief's SmartNIC),
+Defaults (:class:`NicConfig`) cite docs/physics.md: 4096 B MTU, 400 Mpps (the design's SmartNIC),
 RoCEv2 overhead 82 B (+16 B RETH, +4 B AETH on ACKs, +16 B on CNPs), DCQCN CNP interval 50 us;
 the QP-context cache, reorder buffer and RTO figures are estimates [E].
 """
@@ -166,7 +166,7 @@ class NicConfig:
         minimum=0,
         exclusive=True,
         doc="packet-processing ceiling of the NIC per direction",
-        source="[S] 400 Mpps, docs/physics.md 'The SmartNIC in the design brief'",
+        source="[S] 400 Mpps, docs/physics.md 'The SmartNIC of the design'",
     )
     qpc_entries: int = param(
         4096,
@@ -335,7 +335,7 @@ NIC_MODELS: Registry[Callable[[], NicConfig]] = Registry("NIC model")
 
 @NIC_MODELS.register(
     "smartnic-400g",
-    "the brief's 400G SmartNIC: 400 Mpps, packet spraying + selective repeat, DCQCN",
+    "the SmartNIC of the design (T-Head Panmai 920 class, 400G): 400 Mpps, packet spraying + selective repeat, DCQCN",
 )
 def _smartnic_400g() -> NicConfig:
     return NicConfig(selector="spray", reliability="sr", cc="dcqcn")

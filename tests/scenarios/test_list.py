@@ -38,3 +38,14 @@ def test_list_one_section(section: str, expect: str) -> None:
     r = CliRunner().invoke(app, ["list", section], terminal_width=200)
     assert r.exit_code == 0 and expect in r.output, r.output
     assert "quickstart" not in r.output  # only that section
+
+
+def test_user_facing_text_speaks_of_the_product_not_the_brief() -> None:
+    """Issue 19: `podsim list` and `podsim docs` describe the SmartNIC as the product's design,
+    never as "the brief"."""
+    from podsim.scenarios.cli.app import app
+    from typer.testing import CliRunner
+
+    for cmd in (["list"], ["docs"], ["list", "nic"]):
+        out = CliRunner().invoke(app, cmd).output
+        assert "brief" not in out.lower(), cmd
