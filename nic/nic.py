@@ -335,7 +335,8 @@ NIC_MODELS: Registry[Callable[[], NicConfig]] = Registry("NIC model")
 
 @NIC_MODELS.register(
     "smartnic-400g",
-    "the SmartNIC of the design (T-Head Panmai 920 class, 400G): 400 Mpps, packet spraying + selective repeat, DCQCN",
+    "the SmartNIC of the design (T-Head Panmai 920 class, 400G): 400 Mpps, packet spraying "
+    "+ selective repeat, DCQCN",
 )
 def _smartnic_400g() -> NicConfig:
     return NicConfig(selector="spray", reliability="sr", cc="dcqcn")
