@@ -974,7 +974,8 @@ class OutputsConfig(Strict):
         "another non-empty folder is refused",
     )
     formats: list[Literal["parquet", "csv"]] = Field(
-        default_factory=lambda: ["parquet", "csv"], description="table file formats"
+        default_factory=lambda: ["parquet"],
+        description="table file formats: Parquet (default), add csv for CSV copies",
     )
     plots: bool = Field(True, description="draw the figures")
     plot_formats: list[Literal["png", "svg"]] = Field(

@@ -35,7 +35,7 @@ def straggler_run(
                                  "params": {"hosts_per_leaf": 4, "leaves": 2}}},
         "workload": {"trace": {"path": "trace.csv", "ranks": 8, "compute_time": "5us"}},
         "faults": [{"kind": "straggler", "rank": 5, "factor": 4.0}],
-        "outputs": {"plot_formats": ["png", "svg"], "report": True},
+        "outputs": {"formats": ["parquet", "csv"], "plot_formats": ["png", "svg"], "report": True},
     }  # fmt: skip
     (d / "s.yaml").write_text(yaml.safe_dump(doc))
     out = d / "out"

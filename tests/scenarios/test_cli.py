@@ -21,7 +21,8 @@ from tests.scenarios.conftest import SMALL
 def test_run_without_file_runs_quickstart_and_writes_everything(quickstart_dir: Path) -> None:
     for name in TABLES:
         assert (quickstart_dir / f"{name}.parquet").is_file()
-        assert (quickstart_dir / f"{name}.csv").is_file()
+        # Parquet only by default: outputs.formats adds CSV on request (issue 19)
+        assert not (quickstart_dir / f"{name}.csv").exists()
     summary = json.loads((quickstart_dir / "summary.json").read_text())
     assert summary["scenario"] == "quickstart" and summary["status"] == "complete"
     resolved = yaml.safe_load((quickstart_dir / "resolved.yaml").read_text())
