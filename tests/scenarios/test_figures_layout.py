@@ -67,3 +67,30 @@ def test_legends_do_not_cover_the_bars_and_phases_run_in_order(quickstart_dir: P
         assert legend.x1 <= fig.get_window_extent().x1 + 1, make.__name__
     texts = [t.get_text() for t in fig_gpu_bandwidth(res).axes[0].get_legend().get_texts()]
     assert texts == ["dispatch", "combine"]
+
+
+def test_queue_figure_shows_contention_not_ties_of_single_packets() -> None:
+    """Issue 19: "hottest ports" were ties of one 86-byte ACK picked alphabetically; now only
+    ports whose queue held more than two MTUs count, ranked by queued byte-seconds."""
+    import pandas as pd
+    from podsim.scenarios.report.plots import contended_ports, fig_queue_depth
+    from podsim.scenarios.results.tables import Results
+
+    rows = []
+    for i in range(12):  # twelve NIC ports that only ever held one ACK
+        rows += [(f"nic{i}", 0.0, 86), (f"nic{i}", 1e-6, 0)]
+    # a brief tall spike and a long moderate queue, both above 2 x 4 KiB
+    rows += [("leaf0:p1", 0.0, 0), ("leaf0:p1", 1e-6, 64 * 1024), ("leaf0:p1", 2e-6, 0)]
+    rows += [("spine0:p3", 0.0, 16 * 1024), ("spine0:p3", 50e-6, 0)]
+    q = pd.DataFrame(rows, columns=["port", "time_s", "depth_bytes"])
+    res = Results.__new__(Results)
+    res.queues = q
+    res.scenario = {"cluster": {"nic": {"mtu": "4KiB"}}}
+    res.summary = {"scenario": "t"}
+    ports, threshold = contended_ports(res)
+    assert threshold == 8192
+    assert ports == ["spine0:p3", "leaf0:p1"]  # 0.8 KiB-s of queue beats a 64 KiB blip
+    only_acks = Results.__new__(Results)
+    only_acks.queues = q[q["port"].str.startswith("nic")]
+    only_acks.scenario, only_acks.summary = res.scenario, res.summary
+    assert fig_queue_depth(only_acks) is None
