@@ -281,14 +281,29 @@ def contended_ports(res: Results, hottest: int = 8) -> tuple[list[str], float]:
 
 
 def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
-    """Queue depth over time of the most contended ports (:func:`contended_ports`); None when
-    no queue built up beyond :data:`CONTENDED_MTUS` MTUs (nothing to show)."""
-    top, threshold = contended_ports(res, hottest)
-    if not top:
+    """Queue depth over time of the most contended ports (:func:`contended_ports`); when no
+    queue built up beyond :data:`CONTENDED_MTUS` MTUs the figure says so (that is a finding);
+    None when the run recorded no queue samples."""
+    if res.queues.empty:
         return None
+    top, threshold = contended_ports(res, hottest)
     q = res.queues
     fig = Figure(figsize=(9, 4.5))
     ax = fig.add_subplot()
+    if not top:
+        ax.text(
+            0.5,
+            0.5,
+            f"no port's queue held more than {CONTENDED_MTUS} MTU "
+            f"({threshold / 1024:.0f} KiB): no contention to show",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
+        ax.set_axis_off()
+        ax.set_title(_title(res, "Queue depth of the most contended ports"))
+        _margins(fig)
+        return fig
     for p in top:
         s = q[q["port"].astype(str) == p]
         t, d = _thin_series(s["time_s"].to_numpy(float), s["depth_bytes"].to_numpy(np.int64))
