@@ -113,11 +113,24 @@ class CCEvent:
     ``int_records``  sequence of per-hop INT records (:class:`IntHop` order), or None.
     ``path``         entropy value / path id the data packet took, or None.
     ``hops``         switch hops on that path, or None (Swift's hop scaling).
+    ``inflight``     ACK/NACK: payload bytes still in flight after this feedback was applied
+                     (-1 if unknown; NSCC's quick adapt ignores marks for that many bytes).
 
     The NIC may reuse one event object; handlers must not keep references to it.
     """
 
-    __slots__ = ("bytes", "ecn", "hops", "int_records", "now", "path", "psn", "rtt", "snd_nxt")
+    __slots__ = (
+        "bytes",
+        "ecn",
+        "hops",
+        "inflight",
+        "int_records",
+        "now",
+        "path",
+        "psn",
+        "rtt",
+        "snd_nxt",
+    )
 
     def __init__(
         self,
@@ -130,6 +143,7 @@ class CCEvent:
         path: int | None = None,
         hops: int | None = None,
         snd_nxt: int = -1,
+        inflight: int = -1,
     ) -> None:
         self.now = now
         self.bytes = bytes
@@ -140,6 +154,7 @@ class CCEvent:
         self.path = path
         self.hops = hops
         self.snd_nxt = snd_nxt
+        self.inflight = inflight
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)

@@ -42,6 +42,7 @@ from podsim.fabric.packet import DATA as K_DATA
 from podsim.fabric.packet import ROCE_OVERHEAD, Packet
 from podsim.nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
 from podsim.nic.transport.reliability import (
+    MODE_SR,
     SENT,
     ReceiverReliability,
     ReorderBuffer,
@@ -610,6 +611,7 @@ class QueuePair:
             e.int_records = pkt.int_rec
             e.path = pkt.ev
             e.snd_nxt = snd.snd_nxt
+            e.inflight = snd.inflight_bytes
             if self._std_ack:  # CongestionControl.handle_ack, inlined
                 if now >= fcc.timer_due_s:
                     self.cc.on_timer(now, fcc)
@@ -646,10 +648,14 @@ class QueuePair:
         self.nacks_rcvd += 1
         psn = pkt.psn
         ev = snd.ev_of(psn)
+        before = snd.inflight_bytes
         snd.on_nack(psn, now)
         if ev >= 0:
             self.sel.on_nack(ev, now)
-        self.cc.handle_nack(self._event(now, 0, psn, path=ev), self.fcc)
+        # selective repeat: the NACKed packet's payload (the bytes it declared lost); go-back-N's
+        # rewind also acknowledges, so its count is left to the algorithm (0 = unknown)
+        lost = before - snd.inflight_bytes if self.mode == MODE_SR else 0
+        self.cc.handle_nack(self._event(now, lost, psn, path=ev), self.fcc)
         if self.fcc.requests:
             self._requests(now)
         if snd.snd_una > una0:
@@ -699,6 +705,7 @@ class QueuePair:
         e.int_records = int_records
         e.path = path
         e.snd_nxt = self.snd.snd_nxt
+        e.inflight = self.snd.inflight_bytes
         return e
 
     def _requests(self, now: float) -> None:
