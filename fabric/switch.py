@@ -111,13 +111,15 @@ class SwitchConfig:
         doc="buffer per port when buffer is null",
         source="[E] 160 MB / 128 x 400G ports (docs/physics.md 'Switches')",
     )
-    dt_alpha: float = param(
+    dt_alpha: float | None = param(
         1.0,
         key="alpha",
         kind="float",
         minimum=0,
         exclusive=True,
-        doc="dynamic-threshold alpha: a queue may hold alpha x the free buffer (inf: no limit)",
+        optional=True,
+        doc="dynamic-threshold alpha: a queue may hold alpha x the free buffer (null: no "
+        "dynamic threshold, a queue may fill the whole free buffer)",
         source="[E] Choudhury & Hahne, IEEE/ACM ToN 1998; vendors default to 1 or thereabouts",
     )
     ecn: bool = param(
@@ -185,8 +187,8 @@ class SwitchConfig:
             raise bad("buffer_bytes", "a size > 0 bytes or None")
         if not self.buffer_per_port_bytes > 0:
             raise bad("buffer_per_port_bytes", "a size > 0 bytes")
-        if not self.dt_alpha > 0:
-            raise bad("dt_alpha", "a number > 0 (math.inf disables dynamic thresholds)")
+        if self.dt_alpha is not None and not self.dt_alpha > 0:
+            raise bad("dt_alpha", "a number > 0, or None (no dynamic threshold)")
         if not self.ecn_kmin_bytes >= 0:
             raise bad("ecn_kmin_bytes", "a size >= 0 bytes")
         if not self.ecn_kmax_bytes >= self.ecn_kmin_bytes:
@@ -354,7 +356,7 @@ class Switch:
         self._salt = rng.getrandbits(64)  # this switch's ECMP hash key
         self._heap = env._queue
         self._eid = env._eid
-        self._alpha = config.dt_alpha
+        self._alpha = math.inf if config.dt_alpha is None else config.dt_alpha
         self._lossy = not config.pfc
         self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
         self._xon = config.pfc_xon_bytes

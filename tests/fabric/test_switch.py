@@ -90,12 +90,13 @@ def test_ecn_red_probability_is_linear():
 
 def test_drops_exactly_when_buffer_exceeded():
     """With dynamic thresholds off, a buffer of exactly the peak occupancy drops nothing and
-    one byte less drops; occupancy never exceeds the buffer."""
+    one byte less drops; occupancy never exceeds the buffer. ``dt_alpha=None`` (a scenario's
+    ``alpha: null``) and ``math.inf`` both turn them off."""
     free = SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=10**9)
     net, *_ = incast(free)
     peak = net.switches["leaf0"].max_used
     assert peak > 0 and net.dropped_packets() == 0
-    net, *_ = incast(SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=peak))
+    net, *_ = incast(SwitchConfig(ecn=False, dt_alpha=None, buffer_bytes=peak))
     assert net.dropped_packets() == 0
     assert net.switches["leaf0"].max_used == peak
     tight = SwitchConfig(ecn=False, dt_alpha=math.inf, buffer_bytes=peak - 1)
