@@ -177,6 +177,17 @@ class SwitchConfig:
         source="[E]",
     )
 
+    adaptive: bool = param(
+        False,
+        key="adaptive_routing",
+        kind="bool",
+        doc="adaptive routing: each DATA packet takes the least-loaded egress among its "
+        "equal-cost next hops (false: ECMP hash of flow and entropy)",
+        source="[S] per-packet AR of InfiniBand and Spectrum-X switches (NVIDIA, 'Adaptive "
+        "Routing' in the Spectrum-X and Quantum docs); the UEC reference simulator's "
+        "FatTreeSwitch::adaptive_route (uet-htsim 40ccb05) chooses the same way",
+    )
+
     def __post_init__(self) -> None:
         def bad(key: str, want: str) -> ValueError:
             return ValueError(f"switch config {key}={getattr(self, key)!r}: expected {want}")
@@ -358,6 +369,7 @@ class Switch:
         self._eid = env._eid
         self._alpha = math.inf if config.dt_alpha is None else config.dt_alpha
         self._lossy = not config.pfc
+        self._ar = config.adaptive
         self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
         self._xon = config.pfc_xon_bytes
         #: the switch's accounting of each incoming link (by the far end's egress port)
@@ -395,8 +407,11 @@ class Switch:
         if n == 1:
             port = hops[0]
         elif n:
-            x = ((hash((pkt.flow, pkt.ev)) ^ self._salt) * _MIX) & _M64
-            port = hops[((x >> 32) * n) >> 32]
+            if self._ar and not pkt.kind:
+                port = self.least_loaded(hops)
+            else:
+                x = ((hash((pkt.flow, pkt.ev)) ^ self._salt) * _MIX) & _M64
+                port = hops[((x >> 32) * n) >> 32]
         else:
             self.noroute_drops += 1
             self.noroute_bytes += pkt.size
@@ -470,12 +485,15 @@ class Switch:
         self._admit(port, pkt)
 
     def _route(self, pkt: Packet) -> SwitchPort | None:
-        """The egress of ``pkt``: its one next hop, or the ECMP hash of (flow, entropy value)
-        over several; None (counted as a no-route drop) without one."""
+        """The egress of ``pkt``: its one next hop, or among several the least-loaded one
+        (adaptive routing, DATA only) or the ECMP hash of (flow, entropy value); None (counted
+        as a no-route drop) without one."""
         hops = self._nh[pkt.dst]
         n = len(hops)
         if n == 1:
             return hops[0]
+        if n and self._ar and not pkt.kind:
+            return self.least_loaded(hops)
         if n:
             x = ((hash((pkt.flow, pkt.ev)) ^ self._salt) * _MIX) & _M64
             return hops[((x >> 32) * n) >> 32]
@@ -513,6 +531,28 @@ class Switch:
         if ing.rx_bytes > self._xoff and not ing.xoff:
             self._send_pause(ing)
 
+    def least_loaded(self, hops: tuple[SwitchPort, ...]) -> SwitchPort:
+        """Adaptive routing's choice: the egress with the fewest bytes still to send (queued
+        plus the rest of the frame on the wire), ties broken uniformly at random by this
+        switch's seeded generator (as htsim's ``adaptive_route`` does among equal loads)."""
+        now = self.env._now
+        best = hops[0]
+        least = (
+            best.qbytes + (best._busy_until - now) / best._spb
+            if best._busy_until > now
+            else best.qbytes
+        )
+        ties = 1
+        for p in hops[1:]:
+            load = p.qbytes + (p._busy_until - now) / p._spb if p._busy_until > now else p.qbytes
+            if load < least:
+                best, least, ties = p, load, 1
+            elif load == least:
+                ties += 1
+                if self._rng.random() * ties < 1.0:  # reservoir sampling: each tie 1/ties
+                    best = p
+        return best
+
     # ---- PFC ------------------------------------------------------------------------------
     def _send_pause(self, ing: Ingress) -> None:
         ing.xoff = True
@@ -528,7 +568,9 @@ class Switch:
 
     # ---- inspection -----------------------------------------------------------------------
     def select(self, dst: int, flow: int, ev: int) -> SwitchPort | None:
-        """The egress port this switch picks for (dst, flow, ev); None if unreachable."""
+        """The egress port the ECMP hash picks for (dst, flow, ev); None if unreachable. With
+        adaptive routing this is where control packets go; DATA packets take the
+        least-loaded egress at the time they arrive (:meth:`least_loaded`)."""
         hops = self._nh[dst]
         n = len(hops)
         if n == 0:

@@ -189,9 +189,11 @@ class FlowCluster:
         self.mode, self.n_paths = path_policy(
             self.selector, int(nic.multipath.paths), p, opts.max_hashed_paths
         )
-        if spread_all:
+        # adaptive-routing switches place each packet on the least-loaded equal-cost hop: in
+        # the fluid limit a message is spread over all its equal-cost paths, whatever the NIC
+        if spread_all or bool(getattr(sw, "adaptive", False)):
             self.mode, self.n_paths = "spread", 0
-        self.ecmp_planes = self.selector == "ecmp" and not spread_all
+        self.ecmp_planes = self.selector == "ecmp" and not spread_all  # the NIC picks the plane
         self.cc_name = str(nic.cc.name)
         self.efficiency = cc_efficiency(self.cc_name, opts.efficiency)
         # ranks -> port nodes (padded by repeating the first port), cards, GPU nodes
