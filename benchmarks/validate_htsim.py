@@ -23,20 +23,28 @@ perm-reps          htsim_uec, REPS, NSCC                   NIC ``uec`` (REPS, SR
 perm-oblivious     htsim_uec, oblivious spraying, NSCC     ``uec`` with the ``spray`` selector
 perm-single        htsim_uec, one entropy per flow, NSCC   ``uec`` with the ``ecmp`` selector
 perm-roce-pfc      htsim_roce, ECMP, lossless (PFC), no CC NIC ``roce``, cc none, PFC on
+perm-switch-ar     htsim_uec, switch AR per packet, NSCC   ``uec``, ``ecmp`` selector, AR switches
 a2a-reps           htsim_uec, REPS, NSCC, all-to-all       ``uec``, all-to-all
 =================  ======================================  =====================================
 
-Like for like (each derived the way main_uec.cpp does, so both sides use the same values):
-htsim runs with packet trimming off (``-disable_trim``; podsim's switches do not trim), so its
-queues are 5 x BDP per port and ECN marks linearly from 0.2 to 0.8 BDP with probability 1 at the
-top; NSCC's constants in both come from htsim's network RTT (``calculate_rtt``: twice the
-diameter's latency plus a data packet's and an ACK's serialisation per hop), passed to podsim's
-NSCC as ``network_rtt_s``; 64 entropy values per flow (htsim's ``-paths`` default). RoCE: PFC
-pauses an input above 15 packets queued and resumes below 12 (main_roce.cpp defaults).
-Differences that remain (the table's notes): podsim's switches share one dynamic-threshold
-buffer where htsim's queues are fixed per port (neither drops in these rows, the drops column
-shows it); htsim marks ECN as a packet leaves the queue, podsim as it joins; headers are 64 B in
-htsim and 82 B (RoCEv2 framing) in podsim, 0.4 % of serialisation at 4 KiB.
+Like for like (each derived the way main_uec.cpp does, so both sides use the same values): htsim
+runs with packet trimming off (``-disable_trim``; podsim's switches do not trim), so its queues
+are 5 x BDP per port and ECN marks at dequeue, linearly from 0.2 to 0.8 BDP with probability 1
+at the top (podsim also marks at dequeue); NSCC's constants in both come from htsim's network
+RTT (``calculate_rtt``: twice the diameter's latency plus a data packet's and an ACK's
+serialisation per hop), passed to podsim's NSCC as ``network_rtt_s``; 64 entropy values per flow
+(htsim's ``-paths`` default); the receiver acknowledges every 16 KiB (htsim's
+``UecSink::_bytes_unacked_threshold``: podsim's ``ack_coalesce: 4``) and at once on an ECN mark
+or a reordering; without trimming (and without its optional SLEEK loss detection) htsim's UEC
+source finds a loss only by its timeout, 15 us plus draining a full queue at each of 6 hops (391
+us here): podsim gets that RTO and a reordering window no gap outlives. RoCE: PFC pauses an
+input above 15 packets queued and resumes below 12 (main_roce.cpp defaults). Switch AR (``perm-
+switch-ar``): htsim's FatTreeSwitch picks per packet among the least-loaded egresses by a queue
+size quantised to four levels (< 5, 10, 20 % of the queue's capacity and above), refreshed every
+100 ns; podsim compares exact bytes to send. Differences that remain: podsim's switches share
+one dynamic-threshold buffer where htsim's queues are fixed per port (neither drops in these
+rows, the drops column shows it); headers are 64 B in htsim and 82 B (RoCEv2 framing) in podsim,
+0.4 % of serialisation at 4 KiB.
 
 Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Rows
 whose flows take one path each (perm-single, perm-roce-pfc) depend on which flows the hash puts
@@ -79,6 +87,7 @@ ROCE_PFC_HIGH_PKTS = 15  # main_roce.cpp: high_pfc = 15 packets
 ROCE_PFC_LOW_PKTS = 12  # main_roce.cpp: low_pfc = 12 packets
 NONTRIM_QUEUE_BDP = 5  # main_uec.cpp DEFAULT_NONTRIMMING_QUEUESIZE_FACTOR
 EVS = 64  # main_uec.cpp: path_entropy_size = 64
+NO_REORDER_LOSS = 1e6  # smoothed RTTs: podsim's SR never declares a gap lost before the RTO
 UEC_ACK_EVERY = 4  # uec.cpp UecSink::_bytes_unacked_threshold = 16384 B: an ACK per 4 packets
 
 
@@ -92,6 +101,7 @@ class Row:
     htsim_args: tuple[str, ...]
     nic: dict[str, Any]
     roce: bool = False
+    adaptive: bool = False  # switches route adaptively
     hashed: bool = False  # one path per flow: the result depends on the hash; average seeds
     notes: str = ""
 
@@ -106,6 +116,8 @@ ROWS = (
         {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True),
     Row("perm-roce-pfc", "permutation", "htsim_roce", ("-strat", "ecmp_host", "-paths", "1"),
         {"model": "roce", "cc": {"name": "none"}}, roce=True, hashed=True),
+    Row("perm-switch-ar", "permutation", "htsim_uec", ("-strat", "ecmp_ar"),
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, adaptive=True),
     Row("a2a-reps", "all-to-all", "htsim_uec", ("-load_balancing_algo", "reps"),
         {"model": "uec"}),
 )  # fmt: skip
@@ -124,6 +136,17 @@ def bdp_packets() -> int:
     return math.ceil(network_rtt_s() * LINK_BPS / 8 / (MSS + UEC_HDR))
 
 
+def queue_bytes() -> int:
+    """Each switch queue of htsim's UEC fat-tree without trimming: 5 x BDP packets."""
+    return NONTRIM_QUEUE_BDP * bdp_packets() * (MSS + UEC_HDR)
+
+
+def uec_min_rto_s() -> float:
+    """htsim's UEC retransmission timeout (main_uec.cpp: 15 us plus draining a full queue at
+    each of 6 hops, ``_min_rto = 15 us + queuesize x 6 x 8 / linkspeed``)."""
+    return 15e-6 + queue_bytes() * DIAMETER_HOPS * 8 / LINK_BPS
+
+
 def uec_switch() -> dict[str, Any]:
     """Queue and ECN settings of htsim's UEC fat-tree without trimming, as podsim keys."""
     pkt = MSS + UEC_HDR
@@ -131,7 +154,7 @@ def uec_switch() -> dict[str, Any]:
     return {
         "latency": "0ns",
         "buffer": None,  # per-port buffer x ports, shared (htsim: fixed per port)
-        "buffer_per_port": f"{NONTRIM_QUEUE_BDP * bdp * pkt}B",
+        "buffer_per_port": f"{queue_bytes()}B",
         "ecn": {
             "enabled": True,
             "kmin": f"{math.ceil(0.2 * bdp) * pkt}B",
@@ -191,6 +214,10 @@ def podsim_scenario(row: Row, seed: int) -> Any:
     nic["multipath"]["paths"] = EVS
     if not row.roce:
         nic["ack_coalesce"] = UEC_ACK_EVERY
+        # loss only by timeout, as htsim's UEC source without trimming and without SLEEK:
+        # its RTO, and a reordering window no gap outlives
+        nic["rto"] = f"{uec_min_rto_s() * 1e9:.0f}ns"
+        nic["reorder_window"] = NO_REORDER_LOSS
         nic["cc"] = {"name": "nscc", "params": {"network_rtt_s": network_rtt_s()}}
     cable = f"{HOP_S / 5e-9:g}m"  # 5 ns/m (docs/physics.md)
     sc, _ = load_scenario(
@@ -209,7 +236,10 @@ def podsim_scenario(row: Row, seed: int) -> Any:
                     },
                 },
                 "nic": nic,
-                "switch": roce_switch() if row.roce else uec_switch(),
+                "switch": {
+                    **(roce_switch() if row.roce else uec_switch()),
+                    "adaptive_routing": row.adaptive,
+                },
             },
             "workload": {"synthetic": {"pattern": "uniform"}},
             "outputs": {"plots": False},
@@ -319,7 +349,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--htsim", type=Path, default=None, help="folder of htsim_uec / htsim_roce")
     ap.add_argument("--only", nargs="*", default=None, choices=[r.name for r in ROWS])
-    ap.add_argument("--seeds", type=int, default=3, help="seeds averaged on one-path rows")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds averaged on one-path rows")
     ap.add_argument("--seed", type=int, default=1, help="first seed")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--keep", type=Path, default=None, help="keep htsim's logs and matrices")
@@ -339,11 +369,11 @@ def main() -> None:
             if args.htsim is not None:
                 hs.append(run_htsim(row, args.htsim, cm, seed, args.keep))
             h = hs[-1] if hs else None
-            print(
-                f"  {row.name} seed {seed}: podsim {p.makespan_s * 1e6:.2f} us ({p.cpu_s:.1f} s CPU)"
-                + (f", htsim {h.makespan_s * 1e6:.2f} us ({h.cpu_s:.1f} s CPU)" if h else ""),
-                flush=True,
-            )
+            line = f"  {row.name} seed {seed}: podsim {p.makespan_s * 1e6:.2f} us"
+            line += f" ({p.cpu_s:.1f} s CPU)"
+            if h is not None:
+                line += f", htsim {h.makespan_s * 1e6:.2f} us ({h.cpu_s:.1f} s CPU)"
+            print(line, flush=True)
         pm = float(np.mean([p.makespan_s for p in ps]))
         hm = float(np.mean([h.makespan_s for h in hs])) if hs else math.nan
         pf = float(np.mean([p.mean_fct_s for p in ps]))

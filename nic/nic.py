@@ -55,6 +55,7 @@ from podsim.nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContext
 from podsim.nic.transport.qp import (
     ACK_WIRE_EXTRA,
     CNP_WIRE_EXTRA,
+    F_ACK_REQ,
     F_CREDIT_GRANT,
     F_CREDIT_REFRESH,
     F_CREDIT_REQ,
@@ -78,6 +79,7 @@ __all__ = ["NIC_MODELS", "NicConfig", "RdmaNetwork", "SmartNic", "nic_model"]
 _INF = math.inf
 _ACK_WIRE = ROCE_OVERHEAD + ACK_WIRE_EXTRA
 _CNP_WIRE = ROCE_OVERHEAD + CNP_WIRE_EXTRA
+_ACK_NOW = F_LAST | F_ACK_REQ  # DATA flags that make the receiver acknowledge at once
 
 
 @dataclass(frozen=True)
@@ -776,7 +778,7 @@ class SmartNic:
             rq.rcv_nxt = nxt = nxt + 1
             rq.nak_sent = False
             pending = rq.pending + 1
-            if pkt.flags & F_LAST or pkt.ecn or pending >= rq.ack_every:
+            if pkt.flags & _ACK_NOW or pkt.ecn or pending >= rq.ack_every:
                 rq.pending = 0
                 v = ACK
             else:
@@ -785,7 +787,7 @@ class SmartNic:
             if nxt >= rq._next_delivered:
                 pkt.meta.delivered(nxt, now)
         else:
-            v = rq.on_data(psn, size, pkt.flags & F_LAST, pkt.ecn)
+            v = rq.on_data(psn, size, bool(pkt.flags & _ACK_NOW), pkt.ecn)
             if rq.rcv_nxt != nxt and rq.rcv_nxt >= rq._next_delivered:
                 pkt.meta.delivered(rq.rcv_nxt, now)
         cnp = self.cnp

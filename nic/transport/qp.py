@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACK_WIRE_EXTRA",
     "CNP_WIRE_EXTRA",
+    "F_ACK_REQ",
     "F_CREDIT_GRANT",
     "F_CREDIT_REFRESH",
     "F_CREDIT_REQ",
@@ -81,6 +82,13 @@ F_CREDIT_REQ = 4  # PROBE: a credit request (aux = bytes)
 F_CREDIT_GRANT = 8  # PROBE: a credit grant (aux = bytes)
 F_PROBE_REPLY = 16  # PROBE: the echo of an RTT probe
 F_CREDIT_REFRESH = 32  # PROBE with F_CREDIT_REQ: aux is the sender's whole outstanding want
+#: DATA: ACK request (UEC's AR bit): the receiver acknowledges at once instead of coalescing. Set
+#: on a packet after which the congestion window has no room for another full packet, and on
+#: every retransmission, so that ACK
+#: coalescing never leaves a window-limited sender waiting for its timeout (the UEC reference
+#: simulator's UecSrc sets it in the same cases: uet-htsim 40ccb05, uec.cpp sendNewPacket /
+#: sendRtxPacket).
+F_ACK_REQ = 64
 
 _INF = math.inf
 
@@ -478,6 +486,9 @@ class QueuePair:
         wire = payload + ROCE_OVERHEAD
         if idx == 0 and m.opcode == OP_WRITE:
             wire += RETH_BYTES
+        flags = F_LAST if last else 0
+        if (w is not None and snd.inflight_bytes + payload + mtu > w) or psn < snd.high_sent:
+            flags |= F_ACK_REQ  # the window has no room for another packet, or a resend
         ev = self.next_ev
         if ev < 0:
             ev = self.sel.next_ev(now)
@@ -496,7 +507,7 @@ class QueuePair:
             ev,
             now,
             self,
-            F_LAST if last else 0,
+            flags,
             self.rx,
         )
         if self.want_int:

@@ -525,6 +525,8 @@ class ReceiverReliability:
         self.ooo_drops = 0  # packets discarded for arriving out of order (gbn) or no space
 
     def on_data(self, psn: int, payload: int, last: bool, ecn: bool) -> int:
+        """A data packet: its reliability verdict (ACK, NACK or NONE = coalesce). ``last``: the
+        sender asks for an ACK now (the last packet of a message, or the ACK-request flag)."""
         nxt = self.rcv_nxt
         if psn == nxt:
             self.delivered_bytes += payload

@@ -223,7 +223,7 @@ def test_fat_tree_permutation_with_switch_adaptive_routing_reaches_line_rate():
     one path, so packets that two cores send to one aggregation switch still meet there),
     where ECMP hashing of the same single-path flows collides and leaves hosts far below it."""
     ar = SwitchConfig(adaptive=True)
-    frac, net = _permutation_rates("none", 1000, seed=5, cfg=ar)
+    frac, _ = _permutation_rates("none", 1000, seed=5, cfg=ar)
     assert frac.mean() >= 0.95 and (frac >= 0.90).all(), (frac.mean(), frac.min())
     hashed, _ = _permutation_rates("none", 1000, seed=5)
     assert hashed.min() < 0.75, hashed.min()  # the control: ECMP collides on this permutation

@@ -175,6 +175,38 @@ def test_user_plugin_fixed_window_drives_the_nic() -> None:
     assert rdma.cc.inner.acks == 256  # plug-ins run inside the guard
 
 
+@pytest.mark.parametrize("coalesce", [1, 4, 16])
+def test_ack_request_keeps_a_small_window_moving_under_ack_coalescing(coalesce: int) -> None:
+    """A window of 3 packets with the receiver acknowledging only every ``coalesce`` packets:
+    the packet after which the window is full carries the ACK request (UEC's AR bit), so the
+    receiver acknowledges it at once and the message completes with no timeout, where without
+    the request a coalescing factor above 3 would stall every window until the retransmission
+    timeout. Rate (within 1 %): W / RTT with an ACK per packet; with one ACK per window, a
+    window every RTT plus the two packets' serialisation ahead of the one acknowledged."""
+    env = simpy.Environment()
+    net = Network(env, build_topology("star", hosts=2), seed=1)
+    cfg = NicConfig(
+        cc=f"{__name__}:FixedWindow",
+        cc_params={"packets": 3},
+        allow_plugins=True,
+        selector="ecmp",
+        ack_every=coalesce,
+    )
+    rdma = RdmaNetwork(net, cfg, seed=1)
+    size = 300 * 4096
+    m = rdma.post(0, 1, size)
+    rdma.run()
+    path = net.paths("nic0.p0", "nic1.p0")[0]
+    rtt = net.unloaded_latency(path, 4096 + ROCE_OVERHEAD) + net.unloaded_latency(
+        path[::-1], ROCE_OVERHEAD + ACK_WIRE_EXTRA
+    )
+    q = rdma.qp_table()
+    assert q.timeouts.sum() == 0 and q.retx_pkts.sum() == 0
+    cycle = rtt if coalesce == 1 else rtt + 2 * (4096 + ROCE_OVERHEAD) * 8 / 400e9
+    assert size / (m.done_s - m.start_s) == pytest.approx(3 * 4096 / cycle, rel=0.01)
+    assert rdma.cc.inner.acks == 300 // min(coalesce, 3)  # one ACK per window when coalescing
+
+
 def test_user_plugin_that_raises_is_reported_with_flow_and_time() -> None:
     env = simpy.Environment()
     net = Network(env, build_topology("star", hosts=2), seed=1)

@@ -1,0 +1,75 @@
+"""benchmarks/validate_htsim.py states both simulators' scenarios like for like: its derived
+settings equal what htsim prints for the same flags, both sides carry the same flows, and every
+row's podsim scenario is valid."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_htsim.py"
+
+
+@pytest.fixture(scope="module")
+def vh():
+    spec = importlib.util.spec_from_file_location("validate_htsim", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["validate_htsim"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    yield mod
+    sys.modules.pop("validate_htsim", None)
+
+
+def test_derived_settings_equal_what_htsim_prints(vh) -> None:
+    """htsim_uec (uet-htsim 40ccb05) with this script's flags printed, for the 128-host k=8
+    fat-tree: ``_network_rtt=12506880`` ps, ``Tier 0 QueueSize Down 3140800 bytes``, ``Setting
+    min RTO to 391.896`` us and ``Setting ECN to parameters low 128960 high 503360``. The script
+    derives them from the formulas of main_uec.cpp; they must agree."""
+    assert vh.network_rtt_s() == pytest.approx(12_506_880e-12, rel=1e-9)
+    assert vh.queue_bytes() == 3_140_800
+    assert vh.uec_min_rto_s() == pytest.approx(391.896e-6, rel=1e-6)
+    ecn = vh.uec_switch()["ecn"]
+    assert (ecn["kmin"], ecn["kmax"]) == ("128960B", "503360B")
+
+
+@pytest.mark.parametrize("pattern", ["permutation", "all-to-all"])
+def test_connection_matrix_carries_the_trace(vh, pattern: str) -> None:
+    """The matrix htsim reads lists exactly the trace's flows (host numbers = podsim's nicN)."""
+    import numpy as np
+
+    tr = vh.traffic(pattern, seed=3)
+    hosts = np.arange(vh.HOSTS)
+    text = vh.connection_matrix(tr, hosts)
+    lines = text.splitlines()
+    assert lines[0] == f"Nodes {vh.HOSTS}" and lines[1] == f"Connections {len(lines) - 2}"
+    got = sorted(
+        tuple(int(x) for x in re.fullmatch(r"(\d+)->(\d+) id \d+ start 0 size (\d+)", ln).groups())
+        for ln in lines[2:]
+    )
+    t = tr[tr["bytes"] > 0]
+    want = sorted(zip(t.src_rank.tolist(), t.dst_rank.tolist(), t.bytes.tolist(), strict=True))
+    assert got == want
+    assert sum(b for *_, b in got) == int(t["bytes"].sum())
+
+
+def test_every_row_builds_a_valid_podsim_scenario_with_hosts_in_htsim_order(vh) -> None:
+    from podsim.scenarios.build.cluster import build_cluster
+
+    for row in vh.ROWS:
+        sc = vh.podsim_scenario(row, seed=1)
+        assert sc.cluster.switch.adaptive_routing is row.adaptive
+        if not row.roce:
+            assert sc.cluster.nic.ack_coalesce == vh.UEC_ACK_EVERY
+    cluster = build_cluster(vh.podsim_scenario(vh.ROWS[0], seed=1), vh.HOSTS)
+    idx = vh.host_index(cluster)
+    assert sorted(idx.tolist()) == list(range(vh.HOSTS))
+    # htsim numbers hosts leaf by leaf (4 per leaf at k=8): podsim's leaves hold the same sets
+    g = cluster.graph
+    for h in range(0, vh.HOSTS, 4):
+        leaf = next(iter(g.neighbors(f"nic{h}.p0")))
+        under = {n for n in g.neighbors(leaf) if n.startswith("nic")}
+        assert under == {f"nic{h + i}.p0" for i in range(4)}
