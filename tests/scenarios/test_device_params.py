@@ -31,6 +31,7 @@ EXPLICIT = {
     "buffer": ("null", None),
     "pfc.xon": ("500KB", 500_000),
     "store_and_forward": ("true", True),
+    "adaptive_routing": ("true", True),
     "ecn.enabled": ("false", False),
     "pfc.enabled": ("true", True),
     "ecn.pmax": ("0.5", 0.5),
