@@ -59,7 +59,7 @@ def cost_command(
     """Print the bill of materials and the cost breakdown of a scenario's cluster (no
     simulation)."""
     from podsim.scenarios.cost.scenario import cost_of_scenario
-    from podsim.scenarios.cost.tables import bom_table, breakdown_table, savings_table
+    from podsim.scenarios.cost.tables import cost_tables, savings_table
 
     try:
         cost = cost_of_scenario(file, set_ or [], seed=seed, force=force)
@@ -85,8 +85,8 @@ def cost_command(
             ]
     except ValueError as exc:
         raise _bad_input(exc) from None
-    console.print(bom_table(cost))
-    console.print(breakdown_table(cost))
+    for table in cost_tables(cost):
+        console.print(table)
     if pair is not None:
         a, b = pair
         console.print(savings_table(a, b, *names))

@@ -68,6 +68,9 @@ BOM_COLUMNS = [
     "capex_usd",
     "power_w",
     "estimate",
+    "confidence",
+    "ports_used",
+    "ports_bought",
 ]
 
 
@@ -86,6 +89,11 @@ class BomLine:
     unit_power_w: float
     detail: str = ""
     estimate: bool = False
+    #: the price's confidence (high | medium | low | none | user), from the catalog item
+    confidence: str = "none"
+    #: switch lines: ports the graph uses and ports the boxes of this line have (else 0)
+    ports_used: int = 0
+    ports_bought: int = 0
 
     @property
     def capex_usd(self) -> float:
@@ -110,6 +118,8 @@ class BomContext:
     server_gpus: dict[int, int] = field(default_factory=dict)
     server_nics: dict[int, int] = field(default_factory=dict)
     scaleup_in_chassis: bool = True
+    network: str = "ethernet"
+    network_note: str = ""
 
     @classmethod
     def build(
@@ -144,12 +154,22 @@ class BomContext:
             server_nics={s: server_nics.get(s, 0) for s in servers},
             scaleup_in_chassis=all(len(s) <= 1 for s in pods.values()),
         )
+        ctx.network, ctx.network_note = _network(graph, spec)
         if cards:
             ctx.nic_item, ctx.nic_note = _nic_item(catalog, spec, nic_model, layout)
         return ctx
 
-    def line(self, category: str, item: str, count: int, detail: str = "", scale: float = 1.0):
-        """A BOM line of ``count`` catalog ``item`` (price and power times ``scale``)."""
+    def line(
+        self,
+        category: str,
+        item: str,
+        count: int,
+        detail: str = "",
+        scale: float = 1.0,
+        ports: tuple[int, int] = (0, 0),
+    ) -> BomLine:
+        """A BOM line of ``count`` catalog ``item`` (price and power times ``scale``);
+        ``ports``: (used, bought) over the line's switch boxes."""
         it = self.catalog.get(item)
         return BomLine(
             category,
@@ -159,6 +179,8 @@ class BomContext:
             float(it.power_w) * scale,
             detail,
             bool(it.estimate),
+            str(it.price_confidence),
+            *ports,
         )
 
     def node(self, server: int) -> NodeHardware:
@@ -169,6 +191,17 @@ class BomContext:
             pcie_boards=self.spec.pcie_boards_per_server,
             ssds=self.spec.ssds_per_server,
         )
+
+
+def _network(graph: nx.Graph, spec: CostSpec) -> tuple[str, str]:
+    """(network, note): ``cost.network`` when given, else the simulated fabric's. Every PHY
+    profile podsim simulates is Ethernet (``fabric.phy.PHYS``: IEEE 802.3 200GBASE-R to
+    1.6TBASE-R, RS(544,514)), so a graph's scale-out is Ethernet unless its ``network`` graph
+    attribute says otherwise. The note says when the price and the simulation differ."""
+    simulated = str(graph.graph.get("network", "ethernet"))
+    if spec.network is None or spec.network == simulated:
+        return simulated, ""
+    return spec.network, f"priced as {spec.network} (cost.network); simulated as {simulated}"
 
 
 def _gpu_table(g: nx.Graph) -> tuple[dict[int, int], dict[int, int]]:
@@ -216,11 +249,19 @@ def _nic_item(
             if cand in catalog.items and catalog.items[cand].kind == "nic":
                 name = cand
                 break
+        else:
+            name = next((n for n, it in catalog.of_kind("nic").items() if nic_model in it.models),
+                        None)  # fmt: skip
     if name is None:
-        return default, f"NIC model {nic_model!r} not in the catalog: priced as {default}"
+        return default, f"no catalog card is NIC model {nic_model!r}: priced as {default}"
     item = catalog.get(name, "nic")
     if strict and item.pcie_switch_on_card != wants_switch:
-        return default, f"{name} under layout {layout}: priced as {default}"
+        why = (
+            "carries a PCIe switch the layout does not use"
+            if item.pcie_switch_on_card
+            else "has no PCIe switch for the layout"
+        )
+        return default, f"NIC model {nic_model!r} is {name}, which {why}: priced as {default}"
     return name, ""
 
 
@@ -249,16 +290,25 @@ def _bundle(rate_bps: float, item_rate: float) -> int:
 
 
 def choose_link(
-    length_m: float, rate_bps: float, catalog: Catalog, allowed: list[str] | None = None
+    length_m: float,
+    rate_bps: float,
+    catalog: Catalog,
+    allowed: list[str] | None = None,
+    network: str | None = None,
 ) -> LinkChoice:
     """The cheapest way to build a link of ``length_m`` at ``rate_bps`` from the catalog: the
     reach must cover the length; a link faster than a part is a bundle of
     ``ceil(rate / part rate)`` parts (a GPU's 1.28 Tb/s scale-up link as two 800G DACs; an
     800G twin-port 2xDR4 module is priced against two 400G DR4 modules).
+    ``network`` (ethernet | infiniband): only parts that serve it.
     Ties: copper first, fewer lanes, then by name."""
     choices: list[tuple[float, int, int, str, LinkChoice]] = []
-    cables = {n: c for n, c in catalog.of_kind("cable").items() if allowed is None or n in allowed}
-    optics = {n: o for n, o in catalog.of_kind("optic").items() if allowed is None or n in allowed}
+
+    def ok(n: str, it: Any) -> bool:
+        return (allowed is None or n in allowed) and (network is None or network in it.networks)
+
+    cables = {n: c for n, c in catalog.of_kind("cable").items() if ok(n, c)}
+    optics = {n: o for n, o in catalog.of_kind("optic").items() if ok(n, o)}
 
     def reaches(it: Any) -> bool:
         return it.reach >= length_m * (1 - 1e-9)
@@ -279,9 +329,10 @@ def choose_link(
                 choice = LinkChoice(cn, on, k, price, power)
                 choices.append((price, 1, k, f"{on}+{cn}", choice))
     if not choices:
+        of = f"{network} " if network else ""
         raise BomError(
-            f"no catalog cable or optic reaches {fmt_length(length_m)}; add one under "
-            f"cost.prices (kind cable or optic with reach and rate)"
+            f"no {of}catalog cable or optic reaches {fmt_length(length_m)}; add one under "
+            f"cost.prices (kind cable or optic with reach, rate and networks)"
         )
     return min(choices, key=lambda t: t[:4])[4]
 
@@ -292,6 +343,7 @@ def choose_switch(
     fabric: str,
     catalog: Catalog,
     allowed: list[str] | None = None,
+    network: str | None = None,
 ) -> tuple[str, float, int, int]:
     """(item, port speed, ports at that speed, boxes) of the cheapest way to give one logical
     switch ``radix`` links of ``rate_bps`` from the ``fabric`` switches.
@@ -302,15 +354,22 @@ def choose_switch(
     one box (a 384-GPU scale-up plane, a huge star) is priced as ``ceil(ports / box ports)``
     boxes; the links that would join those boxes are not priced, so that is a lower bound,
     flagged in the BOM detail.
+    ``network`` (ethernet | infiniband): only scale-out boxes of that network.
     Ties: fewer ports per link, slower mode, then by name.
     """
     boxes_of = {
         name: sw
         for name, sw in catalog.of_kind("switch").items()
-        if sw.fabric == fabric and (allowed is None or name in allowed)
+        if sw.fabric == fabric
+        and (allowed is None or name in allowed)
+        and (network is None or fabric != "scaleout" or sw.network == network)
     }
     if not boxes_of:
-        raise BomError(f"no {fabric} switch in the cost catalog; add one under cost.prices")
+        of = f"{network} " if network and fabric == "scaleout" else ""
+        raise BomError(
+            f"no {of}{fabric} switch in the cost catalog; add one under cost.prices"
+            + (" (kind switch with network: " + network + ")" if of else "")
+        )
     tol = 1 - 1e-9
     native = any(sp >= rate_bps * tol for sw in boxes_of.values() for sp in sw.ports)
     best: tuple[float, int, float, str, int, int] | None = None
@@ -378,10 +437,18 @@ def _nics(ctx: BomContext) -> list[BomLine]:
             f"NIC {ctx.nic_item!r} has {fmt_rate(item.port_rate)} ports, but the graph's NIC "
             f"links run at {fmt_rate(fastest)}; choose a faster cost.nic"
         )
+    if ctx.network not in item.networks:
+        fits = [n for n, it in ctx.catalog.of_kind("nic").items() if ctx.network in it.networks]
+        raise BomError(
+            f"NIC {ctx.nic_item!r} serves {' and '.join(item.networks)}, not the {ctx.network} "
+            f"fabric being priced; choose cost.nic (NICs for {ctx.network}: {', '.join(fits)})"
+        )
     planes = {d.get("plane", 0) for _, d in ctx.graph.nodes(data=True) if d.get("role") == "nic"}
-    detail = f"{n} cards, {len(planes)} port(s) each"
+    detail = f"{n} cards, {len(planes)} port(s) each, {ctx.network}"
     if ctx.nic_note:
         detail += f" ({ctx.nic_note})"
+    if ctx.network_note:
+        detail += f" ({ctx.network_note})"
     return [ctx.line("nic", ctx.nic_item, n, detail)]
 
 
@@ -414,7 +481,7 @@ def _switches(ctx: BomContext) -> list[BomLine]:
         fabric = "scaleup" if role == "scaleup" else "scaleout"
         try:
             item, speed, ports, boxes = choose_switch(
-                radix, rate, fabric, ctx.catalog, ctx.spec.switches
+                radix, rate, fabric, ctx.catalog, ctx.spec.switches, ctx.network
             )
         except BomError as exc:
             raise BomError(f"switch {n!r} ({role}): {exc}") from None
@@ -434,12 +501,13 @@ def _switches(ctx: BomContext) -> list[BomLine]:
                 f"{role}: {used} ports on {boxes} boxes of {ports} x {fmt_rate(speed)} "
                 f"(box-to-box links not priced: a lower bound)"
             )
+        bought = (count * used, count * boxes * ports)
         if ctx.spec.switch_pricing == "port":
             share = used / (boxes * ports)
             detail += f"; priced per used port ({share:.0%} of {boxes} box(es))"
-            out.append(ctx.line(category, item, count * boxes, detail, scale=share))
+            out.append(ctx.line(category, item, count * boxes, detail, share, bought))
         else:
-            out.append(ctx.line(category, item, count * boxes, detail))
+            out.append(ctx.line(category, item, count * boxes, detail, ports=bought))
     return out
 
 
@@ -451,7 +519,7 @@ def _packed_lines(
     for (role, plane, pod, fabric), (radix, rate, nodes) in sorted(packed.items()):
         try:
             item, speed, ports, boxes = choose_switch(
-                radix, rate, fabric, ctx.catalog, ctx.spec.switches
+                radix, rate, fabric, ctx.catalog, ctx.spec.switches, ctx.network
             )
         except BomError as exc:
             raise BomError(f"{role} tier, plane {plane}: {exc}") from None
@@ -461,13 +529,13 @@ def _packed_lines(
             f"{role} ({where}): {nodes} graph nodes packed, {used} ports on {boxes} box(es) of "
             f"{ports} x {fmt_rate(speed)}"
         )
-        out.append(ctx.line("switch", item, boxes, detail))
+        out.append(ctx.line("switch", item, boxes, detail, ports=(used, boxes * ports)))
     return out
 
 
 @COST_ITEMS.register("links", "cables, and optics (two per optical link) by reach class")
 def _links(ctx: BomContext) -> list[BomLine]:
-    cache: dict[tuple[float, float], LinkChoice] = {}
+    cache: dict[tuple[str | None, float, float], LinkChoice] = {}
     groups: Counter[tuple[str, str, float, float]] = Counter()
     for u, v, d in ctx.graph.edges(data=True):
         kind = d.get("kind", "scaleout")
@@ -483,15 +551,18 @@ def _links(ctx: BomContext) -> list[BomLine]:
                 )
             length = ctx.spec.lengths[tier]
         key = (float(length), float(d["rate_bps"]))
-        if key not in cache:
+        # scale-up links are the scale-up fabric's own (NVLink/UB-style); the scale-out
+        # network's kind does not apply to them
+        net = None if kind == "scaleup" else ctx.network
+        if (net, *key) not in cache:
             try:
-                cache[key] = choose_link(*key, ctx.catalog, ctx.spec.links)
+                cache[(net, *key)] = choose_link(*key, ctx.catalog, ctx.spec.links, net)
             except BomError as exc:
                 raise BomError(f"link {u!r}-{v!r} ({tier}): {exc}") from None
         groups[(kind, tier, *key)] += 1
     out = []
     for (kind, tier, length, rate), links in sorted(groups.items()):
-        choice = cache[(length, rate)]
+        choice = cache[(None if kind == "scaleup" else ctx.network, length, rate)]
         where = f"{tier} {fmt_length(length)} @ {fmt_rate(rate)}"
         up = kind == "scaleup"
         n = links * choice.lanes
@@ -588,6 +659,9 @@ def bom_frame(lines: list[BomLine]) -> pd.DataFrame:
             "capex_usd": ln.capex_usd,
             "power_w": ln.power_w,
             "estimate": ln.estimate,
+            "confidence": ln.confidence,
+            "ports_used": ln.ports_used,
+            "ports_bought": ln.ports_bought,
         }
         for ln in lines
     ]

@@ -20,10 +20,19 @@ from typing import Annotated, Any, Literal
 import yaml
 from podsim.fabric.units import parse_length, parse_rate
 from podsim.scenarios.input.yamltext import read_yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
+    "CONFIDENCE_LEVELS",
     "DEFAULT_CATALOG_PATH",
+    "NETWORKS",
     "Catalog",
     "CatalogError",
     "CatalogItem",
@@ -31,6 +40,32 @@ __all__ = [
 ]
 
 DEFAULT_CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+#: Scale-out network kinds a catalog item can serve.
+NETWORKS = ("ethernet", "infiniband")
+Network = Literal["ethernet", "infiniband"]
+#: Confidence of a price, best first; "user" is a price a scenario or study set.
+CONFIDENCE_LEVELS = ("high", "medium", "low", "none", "user")
+_RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}
+
+
+def price_level(confidence: str) -> str:
+    """The price's level (high | medium | low | none) from a catalog ``confidence`` text.
+
+    ``"medium(power)/low(price)"`` -> ``low`` (the ``(price)`` part wins); a text that qualifies
+    only other figures (``"medium(power)"``) says nothing of the price -> ``none``; otherwise
+    the weakest level named (``"medium-low"`` -> ``low``)."""
+    text = confidence.lower()
+    parts = [p.strip() for p in text.replace(",", "/").split("/") if p.strip()]
+    priced = [p.split("(")[0] for p in parts if "(price)" in p]
+    if priced:
+        words = priced
+    elif any("(" in p for p in parts):
+        words = [p.split("(")[0] for p in parts if "(" not in p] or ["none"]
+    else:
+        words = parts
+    found = [w for p in words for w in p.replace("-", " ").split() if w in _RANK]
+    return max(found, key=_RANK.__getitem__) if found else "none"
 
 
 class CatalogError(ValueError):
@@ -45,7 +80,15 @@ class _Item(BaseModel):
     source: str = Field(min_length=1)
     date: str
     confidence: str
+    #: high | medium | low | none (read from ``confidence`` when not given) | user (overridden)
+    price_confidence: Literal["high", "medium", "low", "none", "user"] | None = None
     overridden: bool = False
+
+    @model_validator(mode="after")
+    def _level(self) -> _Item:
+        if self.price_confidence is None:
+            object.__setattr__(self, "price_confidence", price_level(self.confidence))
+        return self
 
     @field_validator("date", mode="before")
     @classmethod
@@ -74,6 +117,9 @@ class NicItem(_Priced):
     port_rate: float
     ports: int = Field(1, ge=1)
     pcie_switch_on_card: bool = False
+    networks: tuple[Network, ...] = NETWORKS
+    #: ``cluster.nic.model`` names (``nic.NIC_MODELS``) this card is priced for
+    models: tuple[str, ...] = ()
 
     _v_rate = field_validator("port_rate", mode="before")(lambda cls, v: _rate(v))
 
@@ -83,7 +129,18 @@ class SwitchItem(_Priced):
 
     kind: Literal["switch"]
     fabric: Literal["scaleout", "scaleup"]
+    #: the network a scale-out box switches; a scale-up box has none
+    network: Network | None = None
     ports: dict[float, int]
+
+    @model_validator(mode="after")
+    def _network_of_scaleout(self) -> SwitchItem:
+        if self.fabric == "scaleout" and self.network is None:
+            raise ValueError(
+                f"a scale-out switch needs 'network' ({' or '.join(NETWORKS)}): the BOM buys "
+                "only boxes of the cluster's network"
+            )
+        return self
 
     @field_validator("ports", mode="before")
     @classmethod
@@ -105,6 +162,7 @@ class OpticItem(_Priced):
     rate: float
     reach: float
     media: Literal["mmf", "smf"]
+    networks: tuple[Network, ...] = NETWORKS
 
     _v_rate = field_validator("rate", mode="before")(lambda cls, v: _rate(v))
     _v_reach = field_validator("reach", mode="before")(lambda cls, v: _length(v))
@@ -117,6 +175,7 @@ class CableItem(_Priced):
     rate: float
     reach: float
     media: Literal["copper", "mmf", "smf"]
+    networks: tuple[Network, ...] = NETWORKS
 
     _v_rate = field_validator("rate", mode="before")(lambda cls, v: _rate(v))
     _v_reach = field_validator("reach", mode="before")(lambda cls, v: _length(v))
@@ -131,7 +190,11 @@ class SsdItem(_Priced):
 
 
 class GpuItem(_Priced):
+    """An accelerator; ``accelerator`` is the short name ``cost.accelerator`` and the cluster
+    presets use (``h100``, ``b200``, ``ascend-910c``...)."""
+
     kind: Literal["gpu"]
+    accelerator: str | None = None
 
 
 class ServerItem(_Priced):
@@ -211,6 +274,11 @@ class Catalog(BaseModel):
                 )
             if name in raw["items"]:
                 merged = {**_as_yaml(self.items[name]), **fields, "overridden": True}
+                if "price_confidence" not in fields:
+                    if "price_usd" in fields:
+                        merged["price_confidence"] = "user"
+                    elif "confidence" in fields:
+                        merged["price_confidence"] = None  # read again from the new text
                 if "source" not in fields:
                     merged["source"] = f"overridden by scenario (catalog: {merged['source']})"
                 raw["items"][name] = merged

@@ -63,6 +63,8 @@ class CostBreakdown:
     gpus: int
     servers: int
     rule_of_thumb: float | None = None
+    #: catalog unit price (USD) of every BOM item, before any line's scale
+    prices: tuple[tuple[str, float], ...] = ()
 
     @property
     def bom(self) -> pd.DataFrame:
@@ -89,6 +91,39 @@ class CostBreakdown:
     def power_by_category(self) -> dict[str, float]:
         """Power (W) per category."""
         return self._by("power_w")
+
+    def capex_by_confidence(self) -> dict[str, float]:
+        """Capex (USD) per price confidence level (high, medium, low, none, user; each
+        present, 0 if none): how much of the total rests on unsourced prices."""
+        from podsim.scenarios.cost.catalog import CONFIDENCE_LEVELS
+
+        out = {c: 0.0 for c in CONFIDENCE_LEVELS}
+        for ln in self.lines:
+            out[ln.confidence] = out.get(ln.confidence, 0.0) + ln.capex_usd
+        return out
+
+    def item_units(self) -> dict[str, dict[str, float]]:
+        """Per catalog item, the priced units per category (count x the line's price scale,
+        e.g. a chassis of 4 GPU slots is half a unit): capex is linear in each item's price,
+        d capex / d price = the units. The unit prices are in :meth:`item_prices`."""
+        out: dict[str, dict[str, float]] = {}
+        prices = self.item_prices()
+        for ln in self.lines:
+            base = prices[ln.item]
+            units = ln.count * (ln.unit_price_usd / base) if base > 0 else float(ln.count)
+            if ln.unit_price_usd == 0 and base > 0:
+                units = 0.0  # priced elsewhere (a PCIe chip on the NIC card)
+            cats = out.setdefault(ln.item, {})
+            cats[ln.category] = cats.get(ln.category, 0.0) + units
+        return out
+
+    def item_prices(self) -> dict[str, float]:
+        """Catalog unit price (USD) of every item in the BOM."""
+        return dict(self.prices)
+
+    def item_confidence(self) -> dict[str, str]:
+        """Price confidence of every item in the BOM."""
+        return {ln.item: ln.confidence for ln in self.lines}
 
     @property
     def interconnect_usd(self) -> float:
@@ -143,7 +178,19 @@ class CostBreakdown:
         }
         out.update({f"capex.{c}": v for c, v in self.capex_by_category().items()})
         out.update({f"power.{c}": v for c, v in self.power_by_category().items()})
+        out.update({f"capex_conf.{c}": v for c, v in self.capex_by_confidence().items()})
         return out
+
+    def items_row(self) -> dict[str, Any]:
+        """Per-item figures for a study row: ``units.<category>.<item>`` (priced units),
+        ``price.<item>`` (unit price, USD) and ``conf.<item>`` (price confidence); what a
+        price sensitivity (:mod:`podsim.scenarios.cost.sensitivity`) recomputes capex from."""
+        row: dict[str, Any] = {}
+        for item, cats in self.item_units().items():
+            row.update({f"units.{c}.{item}": u for c, u in cats.items()})
+        row.update({f"price.{n}": p for n, p in self.item_prices().items()})
+        row.update({f"conf.{n}": c for n, c in self.item_confidence().items()})
+        return row
 
 
 def cost_cluster(
@@ -176,6 +223,9 @@ def cost_cluster(
         gpus=len(gpu_ids),
         servers=len(servers),
         rule_of_thumb=getattr(rule, "value", None),
+        prices=tuple(
+            sorted({ln.item: float(catalog.get(ln.item).price_usd) for ln in lines}.items())
+        ),
     )
 
 

@@ -31,6 +31,10 @@ class CostSpec(BaseModel):
       ``prices``: per-item field overrides or new items,
       e.g. ``{nic-panmai-920: {price_usd: 2000}}``.
     - ``nic``: catalog item of the NIC cards (default: ``nic-<cluster.nic.model>``, or by layout).
+    - ``network``: ``ethernet`` or ``infiniband``, the kind of scale-out fabric to price (switch
+      boxes, optics, cables and NICs must serve it); default: the simulated fabric's, Ethernet
+      for every PHY profile podsim has (``fabric.phy.PHYS``: 200GbE ... 1.6TbE). ``infiniband``
+      prices the same graph as an InfiniBand fabric (e.g. the DeepEP paper's H800 cluster).
     - ``gpu`` / ``include_gpus``, ``server`` / ``include_servers``: per-node parts.
     - ``ssd`` / ``ssds_per_server``: SSDs per server (default: what the node layout holds, else 0).
     - ``pcie_chip`` / ``pcie_board`` / ``pcie_boards_per_server``: external PCIe switch boards
@@ -61,6 +65,11 @@ class CostSpec(BaseModel):
     )
     nic: str | None = Field(
         None, description="catalog item of the NIC cards (default: nic-<cluster.nic.model>)"
+    )
+    network: Literal["ethernet", "infiniband"] | None = Field(
+        None,
+        description="scale-out network to price: ethernet or infiniband (default: the "
+        "simulated fabric's, Ethernet for every podsim PHY)",
     )
     gpu: str = Field("gpu-h100-sxm", description="catalog item of the GPUs")
     include_gpus: bool = Field(True, description="count the GPUs in the cost")

@@ -10,7 +10,18 @@ from podsim.scenarios.cost.model import CostBreakdown
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["bom_table", "breakdown_table", "cost_tables", "savings_table", "usd", "usd_amount"]
+__all__ = [
+    "CONFIDENCE_MARK",
+    "bom_table",
+    "breakdown_table",
+    "confidence_table",
+    "cost_tables",
+    "idle_ports_note",
+    "ports_text",
+    "savings_table",
+    "usd",
+    "usd_amount",
+]
 
 
 def usd(x: float | None) -> str:
@@ -31,6 +42,41 @@ def usd_amount(x: float | None) -> str:
     return f"${x:.{decimals}f}"
 
 
+#: how the tables write a price confidence level (``none``: no source, a documented guess)
+CONFIDENCE_MARK = {"high": "high", "medium": "med", "low": "low", "none": "NONE", "user": "user"}
+CONFIDENCE_NOTE = (
+    "(conf) = confidence of the unit price (catalog `confidence`): high/med/low = a source "
+    "of that quality, NONE = no source (a documented guess), user = set by the scenario"
+)
+
+
+def ports_text(used: int, bought: int) -> str:
+    """``'8/64'`` (ports used / ports bought) for a switch line, else ``''``."""
+    return f"{used:,}/{bought:,}" if bought else ""
+
+
+def idle_ports_note(cost: CostBreakdown) -> str:
+    """A sentence on switch lines that buy whole boxes mostly idle (under half their ports
+    used), or ``''``."""
+    low = [
+        ln
+        for ln in cost.lines
+        if ln.ports_bought and ln.ports_used < ln.ports_bought / 2 and ln.unit_price_usd > 0
+    ]
+    if not low or cost.spec.switch_pricing == "port":
+        return ""
+    parts = [
+        f"{ln.detail.split(':')[0]} {ln.item} uses {ln.ports_used:,} of {ln.ports_bought:,} ports "
+        f"({ln.ports_used / ln.ports_bought:.0%}) for {usd(ln.capex_usd)}"
+        for ln in low
+    ]
+    return (
+        "Whole switch boxes are bought: "
+        + "; ".join(parts)
+        + ". cost.switch_pricing=port prices only the used ports (a lower bound)."
+    )
+
+
 def bom_table(cost: CostBreakdown, title: str = "Bill of materials") -> Table:
     # the detail goes under the item name, in the one column that may wrap: as a column of
     # its own it left no room on an 80-column terminal (or a pipe), where rich then shrank it to
@@ -39,22 +85,65 @@ def bom_table(cost: CostBreakdown, title: str = "Bill of materials") -> Table:
     t.add_column("category", no_wrap=True)
     t.add_column("item (detail)", overflow="fold", ratio=1)
     t.add_column("count", justify="right", no_wrap=True)
-    t.add_column("unit", justify="right", no_wrap=True)
+    # the price's confidence goes under the unit price: a column of its own left the item
+    # column no room on an 80-column terminal
+    t.add_column("unit (conf)", justify="right", no_wrap=True)
     t.add_column("capex", justify="right", no_wrap=True)
     t.add_column("power", justify="right", no_wrap=True)
     for ln in cost.lines:
         item = Text(ln.item + ("*" if ln.estimate else ""))
         if ln.detail:
             item.append("\n" + ln.detail, style="dim")
+        if ln.ports_bought:
+            item.append(
+                f"\nports used/bought {ports_text(ln.ports_used, ln.ports_bought)}", style="dim"
+            )
+        unit = Text(usd(ln.unit_price_usd) + "\n")
+        conf = CONFIDENCE_MARK.get(ln.confidence, ln.confidence)
+        unit.append(conf, style="bold red" if ln.confidence == "none" else "dim")
         t.add_row(
             ln.category,
             item,
             f"{ln.count:,}",
-            usd(ln.unit_price_usd),
+            unit,
             usd(ln.capex_usd),
             f"{ln.power_w:,.0f} W",
         )
-    t.caption = "* estimate: no public price or power (see scenarios/cost/catalog.yaml)"
+    caption = [
+        "* estimate: no public price or power (see scenarios/cost/catalog.yaml)",
+        CONFIDENCE_NOTE,
+    ]
+    note = idle_ports_note(cost)
+    if note:
+        caption.append(note)
+    t.caption = "\n".join(caption)
+    t.caption_justify = "left"
+    return t
+
+
+def confidence_table(cost: CostBreakdown, title: str = "Capex by price confidence") -> Table:
+    """Capex per price confidence level and the items at each level: how much of the total
+    rests on prices with no source."""
+    by = cost.capex_by_confidence()
+    total = cost.capex_usd
+    items: dict[str, set[str]] = {}
+    for ln in cost.lines:
+        if ln.capex_usd > 0:
+            items.setdefault(ln.confidence, set()).add(ln.item)
+    t = Table(title=title, title_justify="left")
+    t.add_column("price conf.", no_wrap=True)
+    t.add_column("capex", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    t.add_column("items", overflow="fold", ratio=1)
+    for level, v in by.items():
+        if v == 0:
+            continue
+        t.add_row(
+            CONFIDENCE_MARK.get(level, level),
+            usd(v),
+            f"{v / total:.1%}" if total else "-",
+            ", ".join(sorted(items.get(level, ()))),
+        )
     return t
 
 
@@ -64,9 +153,9 @@ def breakdown_table(cost: CostBreakdown, title: str = "Cost breakdown") -> Table
     t = Table(title=title, title_justify="left")
     t.add_column("category")
     t.add_column("capex", justify="right")
-    t.add_column("share", justify="right")
+    t.add_column("capex share", justify="right")
     t.add_column("power", justify="right")
-    t.add_column("share", justify="right")
+    t.add_column("power share", justify="right")
     for c in CATEGORIES:
         if capex.get(c, 0) == 0 and power.get(c, 0) == 0:
             continue
@@ -88,21 +177,29 @@ def breakdown_table(cost: CostBreakdown, title: str = "Cost breakdown") -> Table
         f"{tco['energy_kwh'] / 1e6:,.2f} GWh",
         "",
     )
-    rule = cost.rule_of_thumb
     t.add_row(
-        "interconnect fraction",
+        "interconnect fraction (scale-out NICs, switches, optics, cables)",
         usd(cost.interconnect_usd),
         f"{cost.interconnect_fraction:.1%}",
         "",
-        f"rule of thumb {rule:.0%}" if rule is not None else "",
+        "",
     )
     if cost.gpus:
         t.add_row("per GPU", usd(total / cost.gpus), "", f"{watts / cost.gpus:,.0f} W", "")
+    rule = cost.rule_of_thumb
+    if rule is not None:
+        # a share of capex, never of power: printed under the table, not in a power column
+        t.caption = (
+            f"Cross-check: published rule of thumb, interconnect = {rule:.0%} of cluster capex "
+            "(Epoch AI; catalog ref-interconnect-fraction); here "
+            f"{cost.interconnect_fraction:.1%}."
+        )
+        t.caption_justify = "left"
     return t
 
 
 def cost_tables(cost: CostBreakdown) -> list[Table]:
-    return [bom_table(cost), breakdown_table(cost)]
+    return [bom_table(cost), breakdown_table(cost), confidence_table(cost)]
 
 
 def savings_table(

@@ -73,7 +73,7 @@ def test_a_cluster_that_cannot_be_priced_still_runs(scenario_dir: Path, tmp_path
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "cost.json").read_text())
-    assert "no scaleout switch" in doc["error"]
+    assert "scaleout switch in the cost catalog" in doc["error"]
     assert not (out / "bom.csv").exists()
     assert "not priced" in r.output and (out / "messages.parquet").is_file()
 
