@@ -24,6 +24,7 @@ __all__ = [
     "CONTROL_KINDS",
     "DATA",
     "KIND_NAMES",
+    "MAX_DATA_WIRE_BYTES",
     "MIN_WIRE_BYTES",
     "NACK",
     "PAUSE",
@@ -43,6 +44,10 @@ RETH_BYTES = 16
 MIN_WIRE_BYTES = 84
 #: A PFC (802.1Qbb) pause frame is a minimum-size MAC control frame.
 PAUSE_FRAME_WIRE_BYTES = 84
+#: The largest DATA frame podsim builds: a 4096 B payload (the largest RoCE / InfiniBand path
+#: MTU, IBTA) with the 82 B overhead and a RETH. A credit-controlled link stops when fewer
+#: credits than this remain (:meth:`podsim.fabric.port.Port.enable_credits`).
+MAX_DATA_WIRE_BYTES = 4096 + ROCE_OVERHEAD + RETH_BYTES
 
 # Kinds: DATA is 0 so the hot path can test ``if pkt.kind`` for "control". Control kinds travel
 # in the port's strict-priority queue, are never ECN-marked, never paused by PFC and never

@@ -24,6 +24,17 @@ one event). Only when something is queued behind it does the port schedule one r
 packet-hop, on an idle path one.
 
 Queues: strict priority, control (ACK/NACK/CNP/PROBE) before DATA; PFC pause stops DATA only.
+
+Credit-based flow control (InfiniBand, IBTA vol. 1 section 7.9 "Flow control"; enabled per link
+by :meth:`Port.enable_credits`): the receiver grants the sender its input buffer as credits;
+the sender spends a DATA frame's wire bytes when it starts the frame and stops starting DATA
+while fewer than :data:`~podsim.fabric.packet.MAX_DATA_WIRE_BYTES` remain (so it never sends
+into a buffer that cannot take the frame: no drop, no overrun, no headroom); the receiver
+returns a frame's credits when the frame leaves its buffer (or at once when it never entered
+it, cut through to an idle egress), and they reach the sender one propagation later. Control
+packets are not credited (like PFC, which never pauses them). Assumed: credit updates take no
+link time (IB's flow-control packets are a few bytes) and are sent per frame rather than in
+the periodic FCCL updates; a link that comes back up starts with its full credit again.
 PFC pause/resume MAC frames go before both. A host-side (NIC) port has an unbounded queue; the
 NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model, below).
 
@@ -43,7 +54,7 @@ from heapq import heappush
 from typing import TYPE_CHECKING
 
 import simpy
-from podsim.fabric.packet import PAUSE, Packet
+from podsim.fabric.packet import MAX_DATA_WIRE_BYTES, PAUSE, Packet
 
 if TYPE_CHECKING:
     from podsim.fabric.switch import Switch
@@ -91,6 +102,8 @@ class Port:
     __slots__ = (
         "_after",
         "_busy_until",
+        "_cr",
+        "_cr0",
         "_deliver",
         "_eid",
         "_env",
@@ -107,6 +120,7 @@ class Port:
         "_tx_pending",
         "_txcb",
         "_txev",
+        "credit_stalls",
         "drop_bytes",
         "drop_wire",
         "drops",
@@ -205,6 +219,10 @@ class Port:
         self.pauses_rcvd = 0
         self.paused = False
         self.paused_s = 0.0
+        #: credit-based flow control (module docstring): credits left, as granted; None = off
+        self._cr: float | None = None
+        self._cr0 = 0.0
+        self.credit_stalls = 0
         self.up = True
         self.reverse: Port | None = None
         self.source: Callable[[], Packet | None] | None = None
@@ -228,6 +246,10 @@ class Port:
         self.up = up
         if up:
             self._deliver = self._saved
+            if self._cr is not None:  # the link re-initialises its flow control
+                self._cr = self._cr0
+                if self.paused:
+                    self._credit_resume()
         else:
             self._saved = self._deliver
             self._deliver = (self._lost,)
@@ -243,6 +265,8 @@ class Port:
 
     def _lost(self, pkt: Packet) -> None:
         self.count_lost(pkt)
+        if self._cr is not None and not pkt.kind:  # never reached the receiver's buffer
+            self.return_credit(pkt.wire)
         if self.on_lost is not None:
             self.on_lost(self, pkt)
 
@@ -326,6 +350,8 @@ class Port:
                     self._heap,
                     ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
                 )
+                if self._cr is not None and not kind:
+                    self.spend_credit(w)
                 if self.source is not None:  # queued DATA (if any) is paused: resume kicks
                     self._tx_pending = True
                     ev = self._txev
@@ -397,6 +423,8 @@ class Port:
             self._heap,
             ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
         )
+        if self._cr is not None and not pkt.kind:
+            self.spend_credit(pkt.wire)
         self._tx_pending = more
         if more:
             ev = self._txev
@@ -435,6 +463,45 @@ class Port:
         self._tx_pending = False
         self.qbytes -= pkt.wire
         self._start(pkt, self._env._now)
+
+    # ---- credit-based flow control -----------------------------------------------------------
+    def enable_credits(self, credit_bytes: int) -> None:
+        """Credit-based flow control on this link (module docstring): the receiver grants
+        ``credit_bytes`` of input buffer, at least one largest DATA frame."""
+        if not credit_bytes >= MAX_DATA_WIRE_BYTES:
+            raise ValueError(
+                f"port {self.name}: credit_bytes={credit_bytes!r} must hold at least one "
+                f"largest DATA frame ({MAX_DATA_WIRE_BYTES} B)"
+            )
+        self._cr = self._cr0 = float(credit_bytes)
+
+    @property
+    def credits(self) -> float | None:
+        """Credit bytes the sender holds now (None: no credit flow control on this link)."""
+        return self._cr
+
+    def spend_credit(self, wire: int) -> None:
+        """A DATA frame of ``wire`` bytes started: spend its credits; stop starting DATA when
+        fewer than one largest frame's worth remain."""
+        c = self._cr - wire
+        self._cr = c
+        if c < MAX_DATA_WIRE_BYTES and not self.paused:
+            self.paused = True
+            self.credit_stalls += 1
+            self._paused_at = self._env._now
+
+    def return_credit(self, wire: int) -> None:
+        """``wire`` bytes of credit came back from the receiver; resume when a largest frame
+        fits again."""
+        c = self._cr + wire
+        self._cr = c
+        if self.paused and c >= MAX_DATA_WIRE_BYTES:
+            self._credit_resume()
+
+    def _credit_resume(self) -> None:
+        self.paused = False
+        self.paused_s += self._env._now - self._paused_at
+        self.kick()
 
     # ---- PFC ------------------------------------------------------------------------------
     def send_mac(self, frame: Packet, target: Port) -> None:

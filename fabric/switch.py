@@ -57,7 +57,14 @@ from typing import Any
 
 import simpy
 from podsim.fabric import params
-from podsim.fabric.packet import PAUSE, PAUSE_FRAME_WIRE_BYTES, RESUME, Packet
+from podsim.fabric.kernel import call_at
+from podsim.fabric.packet import (
+    MAX_DATA_WIRE_BYTES,
+    PAUSE,
+    PAUSE_FRAME_WIRE_BYTES,
+    RESUME,
+    Packet,
+)
 from podsim.fabric.params import param
 from podsim.fabric.port import Port
 
@@ -177,6 +184,20 @@ class SwitchConfig:
         source="[E]",
     )
 
+    credit_buffer_bytes: int | None = param(
+        None,
+        key="credit_buffer",
+        kind="size",
+        minimum=1,
+        optional=True,
+        doc="InfiniBand credit-based link flow control: the input buffer each switch port "
+        "grants its upstream sender as credits (null: none, as Ethernet); the fabric is then "
+        "lossless without PFC, and a switch's buffer is these grants (buffer, "
+        "buffer_per_port and alpha do not apply)",
+        source="[S] IBTA vol. 1 section 7.9 (credit-based flow control); the size is [E]: "
+        "enough to cover a link's round trip at line rate (2 us x 400 Gb/s = 100 kB for "
+        "200 m) with room for bursts",
+    )
     adaptive: bool = param(
         False,
         key="adaptive_routing",
@@ -198,6 +219,18 @@ class SwitchConfig:
             raise bad("buffer_bytes", "a size > 0 bytes or None")
         if not self.buffer_per_port_bytes > 0:
             raise bad("buffer_per_port_bytes", "a size > 0 bytes")
+        if self.credit_buffer_bytes is not None:
+            if not self.credit_buffer_bytes >= MAX_DATA_WIRE_BYTES:
+                raise bad(
+                    "credit_buffer_bytes",
+                    f"a size >= {MAX_DATA_WIRE_BYTES} B (one largest DATA frame) or None",
+                )
+            if self.pfc:
+                raise ValueError(
+                    "switch config: credit_buffer (InfiniBand credit flow control) and "
+                    "pfc.enabled (Ethernet PFC) exclude each other; credits are lossless "
+                    "already"
+                )
         if self.dt_alpha is not None and not self.dt_alpha > 0:
             raise bad("dt_alpha", "a number > 0, or None (no dynamic threshold)")
         if not self.ecn_kmin_bytes >= 0:
@@ -230,14 +263,16 @@ class SwitchConfig:
 
 class Ingress:
     """A switch's accounting of one incoming link: the bytes it has buffered from that link
-    (``rx_bytes``) and whether it has paused the link with PFC (``xoff``). Owned by the switch
-    (:attr:`Switch.ingresses`); ``port`` is the far end's egress port, which a PAUSE stops."""
+    (``rx_bytes``, its peak ``max_rx_bytes``) and whether it has paused the link with PFC
+    (``xoff``). Owned by the switch (:attr:`Switch.ingresses`); ``port`` is the far end's egress
+    port, which a PAUSE stops (or whose credits this input grants)."""
 
-    __slots__ = ("port", "rx_bytes", "xoff")
+    __slots__ = ("max_rx_bytes", "port", "rx_bytes", "xoff")
 
     def __init__(self, port: Port) -> None:
         self.port = port
         self.rx_bytes = 0
+        self.max_rx_bytes = 0
         self.xoff = False
 
 
@@ -270,6 +305,8 @@ class SwitchPort(Port):
             sw._send_resume(ing)
         now = self._env._now
         if not pkt.kind:
+            if ing.port._cr is not None:  # the frame left the buffer: its credits go back
+                sw._credit_back(ing.port, w)
             if (
                 q > self._kmin
                 and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope)
@@ -288,6 +325,8 @@ class SwitchPort(Port):
         pkt.callbacks = self._deliver
         heap = self._heap
         heappush(heap, ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt))
+        if self._cr is not None and not pkt.kind:
+            self.spend_credit(w)
         if q or self._macq:  # anything still queued (a switch port has no source)
             self._tx_pending = True  # already True unless called from kick()
             ev = self._txev
@@ -310,6 +349,8 @@ class SwitchPort(Port):
         if ing.xoff and ing.rx_bytes <= sw._xon:
             sw._send_resume(ing)
         if not pkt.kind:
+            if ing.port._cr is not None:  # the frame left the buffer: its credits go back
+                sw._credit_back(ing.port, w)
             if (
                 q > self._kmin
                 and (q > self._kmax or self._rand() < (q - self._kmin) * self._slope)
@@ -368,7 +409,7 @@ class Switch:
         self._heap = env._queue
         self._eid = env._eid
         self._alpha = math.inf if config.dt_alpha is None else config.dt_alpha
-        self._lossy = not config.pfc
+        self._lossy = not (config.pfc or config.credit_buffer_bytes is not None)
         self._ar = config.adaptive
         self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
         self._xon = config.pfc_xon_bytes
@@ -382,6 +423,11 @@ class Switch:
         per incoming link) and deliver its packets here."""
         self.ingresses[port] = Ingress(port)
         port.connect(self.receive)
+        credit = self.config.credit_buffer_bytes
+        if credit is not None:
+            port.enable_credits(credit)
+            # an InfiniBand switch buffers per input port: the grants are the whole buffer
+            self.buffer_bytes = credit * len(self.ingresses)
 
     def add_port(self, port: SwitchPort) -> None:
         """Adopt an egress port (the network calls this once per link)."""
@@ -397,7 +443,8 @@ class Switch:
             port._slope = 0.0
         port._rand = self._rng.random
         self.ports.append(port)
-        self.buffer_bytes = cfg.buffer_for(len(self.ports))
+        if cfg.credit_buffer_bytes is None:
+            self.buffer_bytes = cfg.buffer_for(len(self.ports))
 
     # ---- hot path -------------------------------------------------------------------------
     def receive(self, pkt: Packet) -> None:
@@ -416,6 +463,8 @@ class Switch:
             self.noroute_drops += 1
             self.noroute_bytes += pkt.size
             self.noroute_wire += pkt.wire
+            if pkt.link._cr is not None and not pkt.kind:
+                self._credit_back(pkt.link, pkt.wire)
             return
         kind = pkt.kind
         if not port._tx_pending and (kind or not port.paused):
@@ -430,12 +479,18 @@ class Switch:
                 port._busy_until = end
                 port.tx_bytes += w
                 port.tx_pkts += 1
+                inp = pkt.link
                 pkt.link = port
                 pkt.callbacks = port._deliver
                 heappush(
                     self._heap,
                     ((end if port._rx_ser else now) + port._after, 1, next(self._eid), pkt),
                 )
+                if not kind:  # credit flow control: never buffered here, so credit back now
+                    if inp._cr is not None:
+                        self._credit_back(inp, w)
+                    if port._cr is not None:
+                        port.spend_credit(w)
                 # a switch port has no source, and queued DATA here is paused: resume kicks it
                 return
         w = pkt.wire
@@ -447,6 +502,8 @@ class Switch:
             port.drops += 1
             port.drop_bytes += pkt.size
             port.drop_wire += w
+            if pkt.link._cr is not None and not kind:
+                self._credit_back(pkt.link, w)
             return
         self.used = used
         if used > self.max_used:
@@ -457,6 +514,8 @@ class Switch:
         ing = self.ingresses[pkt.link]
         r = ing.rx_bytes + w
         ing.rx_bytes = r
+        if r > ing.max_rx_bytes:
+            ing.max_rx_bytes = r
         if kind:
             port._hq.append(pkt)
         else:
@@ -480,7 +539,10 @@ class Switch:
         if not port._tx_pending and (kind or not port.paused) and now >= port._busy_until:
             if pkt.int_rec is not None and not kind:
                 pkt.int_rec.append((port.qbytes, port.tx_bytes, now, port.rate_bps))
+            inp = pkt.link
             port._launch(pkt, now, False)  # a switch port has no source
+            if inp._cr is not None and not kind:  # never buffered here: credit back now
+                self._credit_back(inp, pkt.wire)
             return
         self._admit(port, pkt)
 
@@ -500,6 +562,8 @@ class Switch:
         self.noroute_drops += 1
         self.noroute_bytes += pkt.size
         self.noroute_wire += pkt.wire
+        if pkt.link._cr is not None and not pkt.kind:
+            self._credit_back(pkt.link, pkt.wire)
         return None
 
     def _admit(self, port: SwitchPort, pkt: Packet) -> None:
@@ -515,6 +579,8 @@ class Switch:
             port.drops += 1
             port.drop_bytes += pkt.size
             port.drop_wire += w
+            if pkt.link._cr is not None and not kind:
+                self._credit_back(pkt.link, w)
             return
         self.used = used
         self.max_used = max(self.max_used, used)
@@ -522,6 +588,7 @@ class Switch:
         port.max_qbytes = max(port.max_qbytes, q)
         ing = self.ingresses[pkt.link]
         ing.rx_bytes += w
+        ing.max_rx_bytes = max(ing.max_rx_bytes, ing.rx_bytes)
         (port._hq if kind else port._q).append(pkt)
         if not port._tx_pending and (kind or not port.paused):
             port._tx_pending = True
@@ -552,6 +619,14 @@ class Switch:
                 if self._rng.random() * ties < 1.0:  # reservoir sampling: each tie 1/ties
                     best = p
         return best
+
+    # ---- credit flow control --------------------------------------------------------------
+    def _credit_back(self, upstream: Port, wire: int) -> None:
+        """``wire`` bytes of the input buffer of the link from ``upstream`` are free again:
+        the credit update reaches the sender one propagation (and FEC) later."""
+        back = upstream.reverse
+        delay = back._mac_after if back is not None else upstream._mac_after
+        call_at(self.env, self.env._now + delay, upstream.return_credit, wire)
 
     # ---- PFC ------------------------------------------------------------------------------
     def _send_pause(self, ing: Ingress) -> None:
