@@ -46,7 +46,7 @@ def test_credits_never_drop_and_never_overrun_the_granted_buffer(credit: int) ->
 def test_incast_through_credits_keeps_the_bottleneck_at_line_rate() -> None:
     """Credits do not cost throughput where the buffer covers the credit round trip: the
     incast's bottleneck delivers at the line-rate goodput P/(P+82) x 400 Gb/s (within 0.5 %)."""
-    net, hosts, msgs, dst = _incast(SwitchConfig(ecn=False, credit_buffer_bytes=256_000))
+    _, hosts, msgs, dst = _incast(SwitchConfig(ecn=False, credit_buffer_bytes=256_000))
     t0 = min(m.t_first_rx for m in msgs)
     t1 = max(m.t_last_rx for m in msgs)
     goodput = (hosts[dst].delivered_bytes - P) * 8 / (t1 - t0)
