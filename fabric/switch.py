@@ -227,9 +227,8 @@ class SwitchConfig:
                 )
             if self.pfc:
                 raise ValueError(
-                    "switch config: credit_buffer (InfiniBand credit flow control) and "
-                    "pfc.enabled (Ethernet PFC) exclude each other; credits are lossless "
-                    "already"
+                    "switch config: credit_buffer_bytes (InfiniBand credit flow control) and "
+                    "pfc (Ethernet PFC) exclude each other; credits are lossless already"
                 )
         if self.dt_alpha is not None and not self.dt_alpha > 0:
             raise bad("dt_alpha", "a number > 0, or None (no dynamic threshold)")

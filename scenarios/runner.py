@@ -279,6 +279,7 @@ def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False)
     if engine.check_size is not None:
         engine.check_size(sc, prep.cluster, prep.trace, prep.compute, force=force)
     _check_nic_params(sc, allow_plugins)
+    _check_link_layer(sc)
     _check_cost_lengths(sc, prep)
     _check_engine(sc, prep)
     if not force:
@@ -365,6 +366,34 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
         f"least {-(-int(need) // 2**20)}MiB (--force runs it anyway, to study the drops).",
         path="cluster.switch.pfc.xoff",
     )
+
+
+def _check_link_layer(sc: Scenario) -> None:
+    """The NIC's link layer and the switches' flow control belong together: InfiniBand runs
+    credit-based link flow control (``cluster.switch.credit_buffer``) and no PFC; Ethernet has
+    no credits."""
+    nic, sw = sc.cluster.nic, sc.cluster.switch
+    credits = sw.credit_buffer is not None
+    if nic.link_layer == "infiniband" and not credits:
+        raise ScenarioError(
+            "an InfiniBand NIC (cluster.nic.link_layer: infiniband) needs an InfiniBand fabric: "
+            "set cluster.switch.credit_buffer (the input buffer each switch port grants as "
+            "credits, e.g. 256KiB)",
+            path="cluster.switch.credit_buffer",
+        )
+    if nic.link_layer == "infiniband" and sw.pfc.enabled:
+        raise ScenarioError(
+            "PFC is Ethernet's flow control; an InfiniBand fabric (cluster.nic.link_layer: "
+            "infiniband) uses credits instead: set cluster.switch.pfc.enabled to false",
+            path="cluster.switch.pfc.enabled",
+        )
+    if nic.link_layer == "ethernet" and credits:
+        raise ScenarioError(
+            "credit_buffer is InfiniBand's link flow control, but the NIC is Ethernet "
+            "(cluster.nic.link_layer: ethernet); use an InfiniBand NIC (cluster.nic.model: "
+            "cx7-ib, or link_layer: infiniband) or remove cluster.switch.credit_buffer",
+            path="cluster.switch.credit_buffer",
+        )
 
 
 def _check_nic_params(sc: Scenario, allow_plugins: bool = False) -> None:

@@ -32,6 +32,8 @@ EXPLICIT = {
     "pfc.xon": ("500KB", 500_000),
     "store_and_forward": ("true", True),
     "adaptive_routing": ("true", True),
+    "credit_buffer": ("256KiB", 262_144),
+    "link_layer": ("infiniband", "infiniband"),
     "ecn.enabled": ("false", False),
     "pfc.enabled": ("true", True),
     "ecn.pmax": ("0.5", 0.5),

@@ -1,0 +1,48 @@
+"""InfiniBand and Ethernet in a scenario: the NIC's link layer and the switches' flow control
+must agree (credits for InfiniBand, PFC or lossy ECN for Ethernet), and an InfiniBand run with
+switch adaptive routing works end to end."""
+
+from __future__ import annotations
+
+import pytest
+from podsim.scenarios.cli.app import app
+from typer.testing import CliRunner
+
+IB = ["--set", "cluster.nic.model=cx7-ib", "--set", "cluster.switch.credit_buffer=256KiB"]
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "words"),
+    [
+        (["--set", "cluster.nic.model=cx7-ib"], "cluster.switch.credit_buffer", "needs an"),
+        (["--set", "cluster.switch.credit_buffer=256KiB"], "cluster.switch.credit_buffer",
+         "NIC is Ethernet"),
+        ([*IB, "--set", "cluster.switch.pfc.enabled=true"], "cluster.switch", "exclude"),
+        (["--set", "cluster.nic.link_layer=infiniban"], "cluster.nic.link_layer", "infiniband"),
+        (["--set", "cluster.nic.model=cx7ib"], "cluster.nic.model", "Did you mean 'cx7-ib'"),
+        ([*IB[:2], "--set", "cluster.switch.credit_buffer=1KiB"], "cluster.switch",
+         "one largest DATA frame"),
+    ],
+)  # fmt: skip
+def test_link_layer_mismatch_is_refused_with_the_key(args: list[str], key: str, words: str):
+    r = CliRunner().invoke(app, ["validate", "quickstart", *args])
+    assert r.exit_code == 2, r.output
+    assert f"key {key}" in r.output and words in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_infiniband_run_with_adaptive_routing_completes_without_drops(tmp_path) -> None:
+    """quickstart on a ConnectX-7-class InfiniBand fabric (credits, switch adaptive routing,
+    no congestion control): every message completes, no packet is dropped or paused by PFC."""
+    import json
+
+    r = CliRunner().invoke(
+        app,
+        ["run", "quickstart", *IB, "--set", "cluster.switch.adaptive_routing=true",
+         "--set", "outputs.plots=false", "--out", str(tmp_path), "-q"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["status"] == "complete"
+    c = s["counters"]
+    assert c["drops"] == 0 and c["pfc_pauses"] == 0 and c["retransmitted_packets"] == 0
