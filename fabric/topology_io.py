@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import networkx as nx
@@ -69,11 +69,19 @@ def _layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
 
 
 def draw_topology(
-    g: nx.Graph, path: str | Sequence[str], *, labels: bool | None = None, dpi: int = 150
+    g: nx.Graph,
+    path: str | Sequence[str],
+    *,
+    labels: bool | None = None,
+    dpi: int = 150,
+    below: Callable[[Any], None] | None = None,
+    min_font_pt: float = 8.0,
 ) -> None:
     """Draw ``g`` to ``path`` (PNG/SVG/PDF by extension; several paths: one drawing saved in
-    each format) in a layered layout by tier. Labels are drawn when asked, or by default when
-    the graph has at most 64 nodes."""
+    each format) in a layered layout by tier. Node names are drawn when asked, or by default
+    when the graph has at most 32 nodes. ``below``, when given, draws a second panel under the
+    fabric on the axes it is passed (the report draws one node's PCIe tree there). No text is
+    smaller than ``min_font_pt``; the canvas is 11 x 5.5 in (11 x 9 with ``below``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -81,7 +89,13 @@ def draw_topology(
     from matplotlib.collections import LineCollection
 
     pos = _layout(g)
-    fig, ax = plt.subplots(figsize=(12, 6))
+    if below is None:
+        fig, ax = plt.subplots(figsize=(11, 5.5))
+        low = None
+    else:
+        fig, (ax, low) = plt.subplots(
+            2, 1, figsize=(11, 9), gridspec_kw={"height_ratios": [1.15, 1.0]}
+        )
     segs_out = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k != "scaleup"]
     segs_up = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k == "scaleup"]
     ax.add_collection(LineCollection(segs_out, colors="0.55", linewidths=0.4, alpha=0.6))
@@ -92,16 +106,22 @@ def draw_topology(
         if nodes:
             xs, ys = zip(*(pos[n] for n in nodes), strict=True)
             ax.scatter(xs, ys, s=size, c=_COLOUR[role], label=f"{role} ({len(nodes)})", zorder=3)
-    if labels or (labels is None and g.number_of_nodes() <= 64):
+    if labels or (labels is None and g.number_of_nodes() <= 32):
         for n, (x, y) in pos.items():
-            ax.annotate(n, (x, y), fontsize=6, rotation=60, ha="left", va="bottom")
-    ax.set_title(str(g.graph.get("name", "topology")))
+            ax.annotate(n, (x, y), fontsize=min_font_pt, rotation=60, ha="left", va="bottom")
+    ax.set_title(f"fabric: {g.graph.get('name', 'topology')}", fontsize=min_font_pt + 2)
     ax.set_xlim(-0.02, 1.02)
     ax.set_yticks(sorted({_LAYER[r] for r in ROLES}))
     ax.set_yticklabels(["scale-up sw", "gpu", "nic", "leaf", "spine", "core"])
+    ax.tick_params(labelsize=max(min_font_pt, 9.0))
     ax.set_xticks([])
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
-    fig.tight_layout()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=max(min_font_pt, 9.0))
+    # fixed margins in inches (room for the legends on the right)
+    w, h = fig.get_size_inches()
+    fig.subplots_adjust(left=0.95 / w, right=1 - 2.0 / w, top=1 - 0.45 / h, bottom=0.55 / h,
+                        hspace=0.35)  # fmt: skip
+    if below is not None and low is not None:
+        below(low)
     for p in [path] if isinstance(path, str) else path:
         fig.savefig(p, dpi=dpi)
     plt.close(fig)

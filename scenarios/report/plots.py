@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +38,16 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from podsim.scenarios.report.style import (
+    FONT_PT,
+    SAVE_DPI,
+    STRIP_MAX,
+    TOP_K,
+    WIDTH_IN,
+    clamp_size,
+    extremes,
+    omission_note,
+)
 from podsim.scenarios.results.tables import Results
 
 __all__ = [
@@ -97,11 +108,52 @@ def _thin_series(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t[starts], np.maximum.reduceat(y, starts)
 
 
-def _title(res: Results, what: str) -> str:
+def _title(res: Results, what: str, note: str = "") -> str:
+    """Two lines (what, then run and engine), a third with ``note`` (what the figure omits)."""
     s = res.summary
     name = s.get("scenario", "run")
     variant = f" [{s['variant']}]" if s.get("variant") else ""
-    return f"{what}\n{name}{variant}, {s.get('engine', '')} engine"
+    head = f"{what}\n{name}{variant}, {s.get('engine', '')} engine"
+    return head + ("\n" + textwrap.fill(note, NOTE_CHARS) if note else "")
+
+
+#: characters per line of a figure's note (a 10 in figure at 12 pt holds about 110) [E]
+NOTE_CHARS = 95
+
+
+def _top_in(title: str, pt: float = 12.0) -> float:
+    """Top margin (inches) that holds ``title``'s lines at ``pt`` points (1.25 line spacing)."""
+    return 0.3 + (title.count("\n") + 1) * pt * 1.3 / 72
+
+
+def _summary_axes(fig: Figure, top_in: float = 1.05, bottom_in: float = 0.95) -> tuple[Any, Any]:
+    """Two axes side by side: the distribution over all ranks (left) and the extremes (right)."""
+    w, h = fig.get_size_inches()
+    grid = fig.add_gridspec(1, 2, width_ratios=[1.0, 1.5], left=0.8 / w, right=1 - 0.25 / w,
+                            top=1 - top_in / h, bottom=bottom_in / h, wspace=0.3)  # fmt: skip
+    return fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+
+
+def _rank_ticks(ax: Any, x: np.ndarray, ranks: Sequence[Any]) -> None:
+    """One tick per shown rank; the numbers turn upright when there are more than 16 or a
+    rank number has more than two digits (so they fit at :data:`FONT_PT`)."""
+    labels = [str(r) for r in ranks]
+    upright = len(labels) > 16 or max(map(len, labels), default=0) > 2
+    ax.set_xticks(x, labels, rotation=90 if upright else 0, fontsize=FONT_PT)
+
+
+def _gap(ax: Any, at: float, omitted: int, vertical: bool = True) -> None:
+    """A dotted line between the slowest and the fastest ranks, naming how many lie between."""
+    text = f"{omitted:,} ranks\nnot shown"
+    if vertical:
+        ax.axvline(at, color="0.3", ls=":", lw=1.0)
+        ax.text(at, 0.98, text, transform=ax.get_xaxis_transform(), ha="center", va="top",
+                fontsize=FONT_PT, bbox={"fc": "white", "ec": "0.6", "pad": 2})  # fmt: skip
+    else:
+        ax.axhline(at, color="0.3", ls=":", lw=1.0)
+        ax.text(0.99, at, text.replace("\n", " "), transform=ax.get_yaxis_transform(),
+                ha="right", va="center", fontsize=FONT_PT,
+                bbox={"fc": "white", "ec": "0.6", "pad": 2})  # fmt: skip
 
 
 def fig_fct_cdf(res: Results) -> Figure | None:
@@ -110,7 +162,7 @@ def fig_fct_cdf(res: Results) -> Figure | None:
     m = m[np.isfinite(m["fct_s"]) & (m["hop"] != "local")]
     if m.empty:
         return None
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
     for ph, grp in m.groupby("phase", sort=False):
         x, y = _thin_cdf(np.sort(grp["fct_s"].to_numpy()) * 1e6)
@@ -125,7 +177,7 @@ def fig_fct_cdf(res: Results) -> Figure | None:
     ax.set_ylabel("fraction of messages")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="lower right", fontsize=FONT_PT)
     ax.set_title(_title(res, "Message completion time CDF"))
     _margins(fig)
     return fig
@@ -156,7 +208,11 @@ def _node_roles(links: pd.DataFrame, graph: Any) -> dict[str, str]:
 
 
 def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
-    """Per tier: utilisation (%) of every link direction, as heatmaps."""
+    """Per tier: utilisation (%) of every link direction. A dense tier (leaf-spine, spine-core)
+    is a lower x upper node matrix per direction (cells averaged to fit when the matrix has
+    more rows or columns than the axes has pixels); a sparse tier (nic-leaf) is an up/down strip
+    of its ports up to :data:`~podsim.scenarios.report.style.STRIP_MAX` ports per direction,
+    above that the distribution of its ports' utilisation with the hottest port named."""
     links = res.links
     if links.empty:
         return None
@@ -167,7 +223,8 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
         if t in set(links["tier"])
     ]
     tiers += sorted(set(links["tier"]) - set(tiers))
-    fig = Figure(figsize=(10, 2.6 * len(tiers) + 1.2))
+    per_tier = min(2.6, (10.0 - 1.3) / len(tiers))
+    fig = Figure(figsize=clamp_size(WIDTH_IN, per_tier * len(tiers) + 1.3))
     vmax = max(100.0, float(np.nanmax(links["utilisation"].to_numpy(float) * 100, initial=0)))
     im = None
     # fixed margins: constrained layout costs more than all the drawing here
@@ -177,8 +234,8 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
         left=0.08,
         right=0.86,
         top=1 - 0.9 / fig.get_figheight(),
-        bottom=0.55 / fig.get_figheight(),
-        hspace=0.7,
+        bottom=0.6 / fig.get_figheight(),
+        hspace=0.9,
         wspace=0.25,
     )
     for i, tier in enumerate(tiers):
@@ -206,36 +263,63 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                 for a, b, uval in zip(part[rk], part[ck], part["utilisation"], strict=True):
                     if a in ri and b in ci:
                         mat[ri[a], ci[b]] = 100 * uval
-                im = ax.imshow(
-                    mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest"
-                )
-                ax.set_title(f"{tier} {label}", fontsize=9)
-                ax.set_ylabel(f"{roles.get(rows[0], 'lower')} index" if rows else "")
-                ax.set_xlabel(f"{roles.get(cols[0], 'upper')} index" if cols else "")
+                box = ax.get_position()
+                px = (box.width * fig.get_figwidth() * SAVE_DPI,
+                      box.height * fig.get_figheight() * SAVE_DPI)  # fmt: skip
+                fits = len(cols) <= px[0] and len(rows) <= px[1]
+                im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
+                               interpolation="nearest" if fits else "antialiased")  # fmt: skip
+                more = "" if fits else ", cells averaged to fit"
+                ax.set_title(f"{tier} {label} ({len(rows)} x {len(cols)}{more})", fontsize=FONT_PT)
+                ax.set_ylabel(f"{roles.get(rows[0], 'lower')} index" if rows else "",
+                              fontsize=FONT_PT)  # fmt: skip
+                ax.set_xlabel(f"{roles.get(cols[0], 'upper')} index" if cols else "",
+                              fontsize=FONT_PT)  # fmt: skip
         else:
             ax = fig.add_subplot(grid[i, :])
             ports = sorted(set(up["u"]) | set(down["v"]), key=_natural)
-            pi = {n: k for k, n in enumerate(ports)}
-            mat = np.full((2, len(ports)), np.nan)
-            for a, uval in zip(up["u"], up["utilisation"], strict=True):
-                mat[0, pi[a]] = 100 * uval
-            for b, uval in zip(down["v"], down["utilisation"], strict=True):
-                mat[1, pi[b]] = 100 * uval
-            im = ax.imshow(
-                mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest"
-            )
-            ax.set_yticks([0, 1], ["up", "down"])
-            ax.set_xlabel(f"{tier}: lower-tier port index ({len(ports)} ports)")
-            ax.set_title(f"{tier}", fontsize=9)
+            if len(ports) <= STRIP_MAX:
+                pi = {n: k for k, n in enumerate(ports)}
+                mat = np.full((2, len(ports)), np.nan)
+                for a, uval in zip(up["u"], up["utilisation"], strict=True):
+                    mat[0, pi[a]] = 100 * uval
+                for b, uval in zip(down["v"], down["utilisation"], strict=True):
+                    mat[1, pi[b]] = 100 * uval
+                im = ax.imshow(
+                    mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest"
+                )
+                ax.set_yticks([0, 1], ["up", "down"])
+                ax.set_xlabel(f"{tier}: lower-tier port index ({len(ports)} ports)",
+                              fontsize=FONT_PT)  # fmt: skip
+                ax.set_title(f"{tier}", fontsize=FONT_PT)
+            else:
+                bins = np.linspace(0.0, vmax, 41)
+                for part, label, colour in ((up, "up", "tab:blue"), (down, "down", "tab:orange")):
+                    vals = part["utilisation"].to_numpy(float) * 100
+                    ax.hist(vals, bins=bins, histtype="step", lw=1.5, color=colour,
+                            label=f"{label} ({len(vals):,} links)")  # fmt: skip
+                hot = grp.loc[grp["utilisation"].idxmax()]
+                ax.set_xlim(0.0, vmax)
+                ax.set_xlabel(f"{tier}: utilisation over the run (%)", fontsize=FONT_PT)
+                ax.set_ylabel("links", fontsize=FONT_PT)
+                ax.legend(fontsize=FONT_PT, loc="upper right")
+                ax.set_title(
+                    f"{tier}: distribution over {len(ports):,} ports (a strip above "
+                    f"{STRIP_MAX} ports would be unreadable); hottest {hot['u']} -> {hot['v']} "
+                    f"{100 * float(hot['utilisation']):.1f} %",
+                    fontsize=FONT_PT,
+                )
     from matplotlib.ticker import MaxNLocator
 
     for ax in fig.axes:
+        ax.tick_params(labelsize=FONT_PT)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if ax.get_ylabel():
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if im is not None:
         cbar = fig.colorbar(im, cax=fig.add_axes((0.9, 0.15, 0.02, 0.7)))
-        cbar.set_label("utilisation over the run (%)")
+        cbar.set_label("utilisation over the run (%)", fontsize=FONT_PT)
+        cbar.ax.tick_params(labelsize=FONT_PT)
     fig.suptitle(_title(res, "Link utilisation by tier"), fontsize=10)
     return fig
 
@@ -277,6 +361,8 @@ def contended_ports(res: Results, hottest: int = 8) -> tuple[list[str], float]:
     agg = stats.groupby("port").agg(area=("area", "sum"), peak=("peak", "max"))
     agg = agg[agg["peak"] > threshold]
     agg = agg.sort_values(["area", "peak"], ascending=[False, False], kind="stable")
+    if hottest < 0:  # every contended port (the figure's note counts them)
+        return [str(p) for p in agg.index], threshold
     return [str(p) for p in agg.index[:hottest]], threshold
 
 
@@ -286,9 +372,10 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
     None when the run recorded no queue samples."""
     if res.queues.empty:
         return None
-    top, threshold = contended_ports(res, hottest)
+    every, threshold = contended_ports(res, -1)
+    top = every[:hottest]
     q = res.queues
-    fig = Figure(figsize=(9, 4.5))
+    fig = Figure(figsize=(WIDTH_IN, 4.8))
     ax = fig.add_subplot()
     if not top:
         ax.text(
@@ -298,6 +385,7 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
             f"({threshold / 1024:.0f} KiB): no contention to show",
             ha="center",
             va="center",
+            fontsize=FONT_PT + 1,
             transform=ax.transAxes,
         )
         ax.set_axis_off()
@@ -313,57 +401,93 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
     ax.set_ylabel("queue depth (KiB)")
     ax.grid(alpha=0.3)
     # outside the axes: a legend inside covered the only spike of a run
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    ax.set_title(
-        _title(
-            res,
-            f"Queue depth of the {len(top)} most contended ports "
-            f"(peak above {CONTENDED_MTUS} MTU = {threshold / 1024:.0f} KiB, dotted)",
-        )
+    ax.legend(fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.tick_params(labelsize=FONT_PT)
+    note = omission_note(len(top), len(every), "contended ports",
+                         "the most queued byte-seconds")  # fmt: skip
+    title = _title(
+        res,
+        f"Queue depth of the {len(top)} most contended ports "
+        f"(peak above {CONTENDED_MTUS} MTU = {threshold / 1024:.0f} KiB, dotted)",
+        note,
     )
-    _margins(fig)
+    ax.set_title(title)
+    _margins(fig, right=1.7, top=_top_in(title))
     return fig
 
 
 def fig_gpu_bandwidth(res: Results) -> Figure | None:
-    """Per-GPU bandwidth of each communication phase (bytes sent / own phase time)."""
+    """Per-GPU bandwidth of each communication phase (bytes sent / own phase time): bars per
+    rank up to :data:`~podsim.scenarios.report.style.STRIP_MAX` ranks; above, the distribution
+    over all ranks (left) and bars of the ``TOP_K`` slowest and fastest ranks by their mean
+    over phases (right), the title saying how many ranks are not shown."""
     bw = res.gpu_bandwidth().dropna()
     if bw.empty:
         return None
     order = {"dispatch": 0, "combine": 1}  # in the order they run, not alphabetical
     phases = sorted(dict.fromkeys(bw["phase"]), key=lambda p: order.get(str(p), 2))
-    ranks = sorted(set(bw["rank"]))
-    fig = Figure(figsize=(max(6.0, 0.25 * len(ranks) * len(phases) + 2), 4.5))
-    ax = fig.add_subplot()
-    width = 0.8 / len(phases)
-    x = np.arange(len(ranks))
-    for k, ph in enumerate(phases):
-        s = bw[bw["phase"] == ph].set_index("rank")["bw_Bps"].reindex(ranks)
-        ax.bar(
-            x + k * width - 0.4 + width / 2,
-            s.to_numpy() / 1e9,
-            width,
-            label=str(ph),
-            color=_PHASE_COLOURS.get(str(ph)),
-        )
-    if len(ranks) <= 32:
-        ax.set_xticks(x, [str(r) for r in ranks])
-    else:  # a label per rank is unreadable and slow to lay out
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(16, integer=True))
-    ax.set_xlabel("rank (GPU)")
-    ax.set_ylabel("bandwidth per GPU (GB/s)")
-    ax.grid(axis="y", alpha=0.3)
-    # outside the axes: inside, the legend hid the bars of the last ranks
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.set_title(_title(res, "Per-GPU all-to-all bandwidth (bytes sent / own phase time)"))
-    _margins(fig, right=1.1)
+    table = bw.pivot_table(index="rank", columns="phase", values="bw_Bps")[phases] / 1e9
+    table = table.sort_index()
+    what = "Per-GPU all-to-all bandwidth (bytes sent / own phase time)"
+    if len(table) <= STRIP_MAX:
+        fig = Figure(figsize=(WIDTH_IN, 4.5))
+        ax = fig.add_subplot()
+        _phase_bars(ax, table, phases)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=FONT_PT)
+        ax.set_title(_title(res, what))
+        # outside the axes: inside, the legend hid the bars of the last ranks
+        _margins(fig, right=1.2)
+        return fig
+    n = len(table)
+    low, high = extremes(table.mean(axis=1).to_numpy(), TOP_K)
+    sel = table.iloc[np.r_[low, high[::-1]]]
+    note = omission_note(
+        len(sel),
+        n,
+        "ranks on the right",
+        f"the {len(low)} slowest and {len(high)} fastest by mean over phases",
+    )
+    title = _title(res, what, note)
+    fig = Figure(figsize=(WIDTH_IN, 5.2))
+    axd, ax = _summary_axes(fig, _top_in(title, 10) + 0.3)
+    top = float(np.nanmax(table.to_numpy()))
+    bins = np.linspace(0.0, top * 1.02 if top > 0 else 1.0, 41)
+    for ph in phases:
+        axd.hist(table[ph].dropna().to_numpy(), bins=bins, histtype="step", lw=1.5,
+                 color=_PHASE_COLOURS.get(str(ph)), label=str(ph))  # fmt: skip
+    axd.set_xlabel("bandwidth per GPU (GB/s)")
+    axd.set_ylabel("ranks")
+    axd.set_title(f"all {n:,} ranks", fontsize=FONT_PT + 1)
+    axd.legend(fontsize=FONT_PT, loc="upper left")
+    _phase_bars(ax, sel, phases)
+    _gap(ax, len(low) - 0.5, n - len(sel))
+    ax.set_title(f"the {len(low)} slowest | the {len(high)} fastest", fontsize=FONT_PT + 1)
+    ax.set_ylim(0.0, float(np.nanmax(sel.to_numpy())) * 1.3 or 1.0)
+    for a in (axd, ax):
+        a.tick_params(labelsize=FONT_PT)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
+def _phase_bars(ax: Any, table: pd.DataFrame, phases: Sequence[Any]) -> None:
+    """Grouped bars: one group per rank (row of ``table``), one bar per phase (column, GB/s)."""
+    width = 0.8 / len(phases)
+    x = np.arange(len(table))
+    for k, ph in enumerate(phases):
+        ax.bar(x + k * width - 0.4 + width / 2, table[ph].to_numpy(float), width,
+               label=str(ph), color=_PHASE_COLOURS.get(str(ph)))  # fmt: skip
+    _rank_ticks(ax, x, list(table.index))
+    ax.set_xlim(-0.6, len(table) - 0.4)
+    ax.set_xlabel("rank (GPU)")
+    ax.set_ylabel("bandwidth per GPU (GB/s)")
+    ax.grid(axis="y", alpha=0.3)
+
+
 def fig_layer_timeline(res: Results) -> Figure | None:
-    """Dispatch / compute / combine per rank for the slowest (step, layer)."""
+    """Dispatch / compute / combine per rank for the slowest (step, layer): one row per rank
+    up to :data:`~podsim.scenarios.report.style.STRIP_MAX` ranks; above, the ``TOP_K`` ranks
+    that finished the layer last and the ``TOP_K`` that finished first, with a marked gap for
+    the ranks between (the title says how many, and when they finished)."""
     ph = res.phases
     if ph.empty:
         return None
@@ -373,7 +497,28 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     sel = ph[(ph["step"] == step) & (ph["layer"] == layer)]
     t0 = float(span.loc[(step, layer), "t0"])
     ranks = sorted(set(sel["rank"]))
-    fig = Figure(figsize=(9, max(3.0, 0.22 * len(ranks) + 1.5)))
+    note = ""
+    gap_at = 0.0
+    if len(ranks) <= STRIP_MAX:
+        row = {r: float(r) for r in ranks}
+        labels = None
+    else:
+        end = sel.groupby("rank")["end_s"].max()
+        early, late = extremes(end.to_numpy(), TOP_K)
+        shown = [end.index[i] for i in late] + [end.index[i] for i in early[::-1]]
+        row = {r: float(k if k < len(late) else k + 1) for k, r in enumerate(shown)}
+        labels = shown
+        gap_at = float(len(late))  # the empty row between the last and the first to finish
+        between = end.drop(index=shown)
+        note = omission_note(
+            len(shown), len(ranks), "ranks",
+            f"the {len(late)} that finished last (top) and {len(early)} first; the other "
+            f"{len(between):,} finished between {(between.min() - t0) * 1e6:.1f} and "
+            f"{(between.max() - t0) * 1e6:.1f} us",
+        )  # fmt: skip
+        sel = sel[sel["rank"].isin(shown)]
+    rows = len(row) + (1 if labels is not None else 0)
+    fig = Figure(figsize=clamp_size(WIDTH_IN, max(3.5, 0.24 * rows + 2.0)))
     ax = fig.add_subplot()
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
@@ -383,7 +528,7 @@ def fig_layer_timeline(res: Results) -> Figure | None:
         # one collection of bars per phase: one artist however many ranks there are
         x0 = (grp["start_s"].to_numpy(float) - t0) * 1e6
         x1 = (grp["end_s"].to_numpy(float) - t0) * 1e6
-        y = grp["rank"].to_numpy(float)
+        y = grp["rank"].map(row).to_numpy(float)
         verts = np.stack(
             [np.c_[x0, y - 0.4], np.c_[x0, y + 0.4], np.c_[x1, y + 0.4], np.c_[x1, y - 0.4]], axis=1
         )
@@ -392,13 +537,19 @@ def fig_layer_timeline(res: Results) -> Figure | None:
         handles.append(Patch(color=colour, label=str(p)))
     x_end = float((sel["end_s"].max() - t0) * 1e6)
     ax.set_xlim(0.0, x_end * 1.02 if x_end > 0 else 1.0)
-    ax.set_ylim(max(ranks) + 0.6, min(ranks) - 0.6)  # rank 0 on top
+    ys = list(row.values())
+    ax.set_ylim(max(ys) + 0.6, min(ys) - 0.6)  # rank 0 (or the last to finish) on top
+    if labels is not None:
+        ax.set_yticks(ys, [str(r) for r in labels], fontsize=FONT_PT)
+        _gap(ax, gap_at, len(ranks) - len(labels), vertical=False)
     ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
+    ax.tick_params(labelsize=FONT_PT)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.set_title(_title(res, f"Timeline of step {step}, layer {layer} (the slowest)"))
-    _margins(fig, right=1.1)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=FONT_PT)
+    title = _title(res, f"Timeline of step {step}, layer {layer} (the slowest)", note)
+    ax.set_title(title)
+    _margins(fig, right=1.2, top=_top_in(title))
     return fig
 
 
@@ -406,7 +557,10 @@ def fig_gpu_idle(res: Results) -> Figure | None:
     """Per GPU over the run (us): idle (the run's span minus the GPU's expert compute), bubble
     (communication time beyond the fastest rank's in the same phase: waiting for others) and
     tail (idle at the end, waiting for the last rank); stragglers marked. From
-    ``res.analysis["gpu_time"]``, or computed from the phases when the run was not analysed."""
+    ``res.analysis["gpu_time"]``, or computed from the phases when the run was not analysed.
+    Bars per rank up to :data:`~podsim.scenarios.report.style.STRIP_MAX` ranks; above, box
+    plots over all ranks (left) and the ``TOP_K`` ranks with the longest and the shortest
+    bubble (right), the title saying how many are not shown."""
     g = res.analysis.get("gpu_time")
     if g is None:
         if res.phases.empty:
@@ -416,37 +570,72 @@ def fig_gpu_idle(res: Results) -> Figure | None:
         g = gpu_idle(res.phases)
     if g.empty:
         return None
-    ranks = g["rank"].to_numpy()
-    x = np.arange(len(ranks))
-    fig = Figure(figsize=(min(16.0, max(6.0, 0.5 * len(ranks) + 2)), 4.5))
-    ax = fig.add_subplot()
-    width = 0.8 / 3
     series = (("idle_s", "idle (not computing)", "tab:grey"),
               ("bubble_s", "bubble (waiting on others)", "tab:red"),
               ("tail_s", "tail (waiting for the last rank)", "tab:olive"))  # fmt: skip
+    slow = res.analysis.get("stragglers")
+    slow_ranks = slow["rank"].to_numpy() if slow is not None and len(slow) else np.array([])
+    what = "Per-GPU idle and bubble time"
+    n = len(g)
+    if n <= STRIP_MAX:
+        fig = Figure(figsize=(WIDTH_IN, 4.5))
+        ax = fig.add_subplot()
+        _idle_bars(ax, g, series, slow_ranks)
+        ax.legend(fontsize=FONT_PT, ncol=2, loc="upper center")
+        ax.set_title(_title(res, what))
+        _margins(fig)
+        return fig
+    low, high = extremes(g["bubble_s"].to_numpy(float), TOP_K)
+    sel = g.iloc[np.r_[high, low[::-1]]]
+    note = omission_note(
+        len(sel), n, "ranks on the right",
+        f"the {len(high)} that waited longest on others (bubble) and the {len(low)} that waited "
+        f"least; stragglers in all: {len(slow_ranks):,}",
+    )  # fmt: skip
+    title = _title(res, what, note)
+    fig = Figure(figsize=(WIDTH_IN, 5.6))
+    axd, ax = _summary_axes(fig, _top_in(title, 10) + 0.3, 1.35)
+    data = [g[c].to_numpy(float) * 1e6 for c, _, _ in series]
+    box = axd.boxplot(data, patch_artist=True, widths=0.6)
+    for patch, (_, _, colour) in zip(box["boxes"], series, strict=True):
+        patch.set_facecolor(colour)
+    axd.set_xticks([1, 2, 3], ["idle", "bubble", "tail"])
+    axd.set_ylabel("time over the run (us)")
+    axd.set_title(f"all {n:,} ranks", fontsize=FONT_PT + 1)
+    _idle_bars(ax, sel, series, slow_ranks)
+    _gap(ax, len(high) - 0.5, n - len(sel))
+    ax.set_title("longest bubble | shortest bubble", fontsize=FONT_PT + 1)
+    ax.set_ylabel("")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=FONT_PT, ncol=4, loc="lower center")
+    for a in (axd, ax):
+        a.tick_params(labelsize=FONT_PT)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _idle_bars(ax: Any, g: pd.DataFrame, series: Sequence[tuple[str, str, str]],
+               slow_ranks: np.ndarray) -> None:  # fmt: skip
+    """Idle, bubble and tail bars (us) of the ranks of ``g`` in its row order, stragglers
+    marked with a triangle."""
+    ranks = g["rank"].to_numpy()
+    x = np.arange(len(ranks))
+    width = 0.8 / 3
     for k, (col, label, colour) in enumerate(series):
         ax.bar(x + (k - 1) * width, g[col].to_numpy(float) * 1e6, width, label=label,
                color=colour)  # fmt: skip
-    slow = res.analysis.get("stragglers")
-    if slow is not None and len(slow):
-        at = np.flatnonzero(np.isin(ranks, slow["rank"].to_numpy()))
-        top = g["idle_s"].to_numpy(float)[at] * 1e6
-        ax.plot(x[at], top * 1.04, "v", color="black", label="straggler")
-    if len(ranks) <= 32:
-        ax.set_xticks(x, [str(r) for r in ranks])
-    else:
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(16, integer=True))
+    if len(slow_ranks):
+        at = np.flatnonzero(np.isin(ranks, slow_ranks))
+        if len(at):
+            top = g["idle_s"].to_numpy(float)[at] * 1e6
+            ax.plot(x[at], top * 1.04, "v", color="black", label="straggler")
+    _rank_ticks(ax, x, list(ranks))
+    ax.set_xlim(-0.6, len(ranks) - 0.4)
     ax.set_xlabel("rank (GPU)")
     ax.set_ylabel("time over the run (us)")
     ax.grid(axis="y", alpha=0.3)
     peak = float(g[["idle_s", "bubble_s", "tail_s"]].to_numpy(float).max()) * 1e6
-    ax.set_ylim(0.0, peak * 1.3 if peak > 0 else 1.0)  # room for the legend above the bars
-    ax.legend(fontsize=8, ncol=4, loc="upper center")
-    ax.set_title(_title(res, "Per-GPU idle and bubble time"))
-    _margins(fig)
-    return fig
+    ax.set_ylim(0.0, peak * 1.45 if peak > 0 else 1.0)  # room for the legend above the bars
 
 
 FIGURES: dict[str, Callable[..., Figure | None]] = {
@@ -466,9 +655,11 @@ def plot_all(
     formats: Sequence[str] = ("png", "svg"),
     graph: Any = None,
     hottest: int = 8,
-    dpi: int = 120,
+    dpi: int = SAVE_DPI,
 ) -> list[Path]:
-    """Write every figure as ``out_dir/NAME.{png,svg}``; returns the files written."""
+    """Write every figure as ``out_dir/NAME.{png,svg}``; returns the files written. The
+    topology figure draws the fabric ``graph`` and, under it, one node's PCIe tree from the
+    run's ``cluster.layout`` (:mod:`podsim.scenarios.report.node_figure`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -491,7 +682,7 @@ def plot_all(
                 fig.savefig(p, dpi=dpi)
                 written.append(p)
         if graph is not None:
-            written += _draw_topology(graph, out, formats, dpi)
+            written += _draw_topology(graph, out, formats, dpi, res.scenario)
     return written
 
 
@@ -506,20 +697,38 @@ def graph_key(graph: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _draw_topology(graph: Any, out: Path, formats: Sequence[str], dpi: int) -> list[Path]:
-    """``topology.<fmt>``: one drawing saved in every format, skipped while the files of the
-    same graph are there (``.topology.key`` holds the graph's fingerprint)."""
+def _draw_topology(
+    graph: Any,
+    out: Path,
+    formats: Sequence[str],
+    dpi: int,
+    scenario: dict[str, Any] | None = None,
+) -> list[Path]:
+    """``topology.<fmt>``: the fabric and one node's PCIe tree (from ``scenario``'s
+    ``cluster.layout``; a note when it sets none), one drawing saved in every format, skipped
+    while the files of the same graph and layout are there (``.topology.key`` holds their
+    fingerprint)."""
     from podsim.scenarios.build.cluster import topology_io
+    from podsim.scenarios.report.node_figure import draw_node_pcie, node_tree
+    from podsim.scenarios.report.style import MIN_FONT_PT
 
     draw_topology = topology_io("draw_topology")
     if draw_topology is None:
         return []
     paths = [out / f"topology.{fmt}" for fmt in formats]
     stamp = out / ".topology.key"
-    key = f"{graph_key(graph)} dpi={dpi}"
+    cluster = (scenario or {}).get("cluster") or {}
+    node = {k: cluster.get(k) for k in ("layout", "layout_params")}
+    key = f"{graph_key(graph)} dpi={dpi} node={json.dumps(node, sort_keys=True, default=str)}"
     fresh = stamp.is_file() and stamp.read_text() == key and all(p.is_file() for p in paths)
     if not fresh:
         stamp.unlink(missing_ok=True)
-        draw_topology(graph, [str(p) for p in paths], dpi=dpi)
+        try:
+            tree = node_tree(graph, scenario)
+        except (ValueError, TypeError, KeyError):
+            tree = None  # the run itself would have refused the layout; draw the fabric
+        layout = str(cluster.get("layout") or "")
+        draw_topology(graph, [str(p) for p in paths], dpi=dpi, min_font_pt=MIN_FONT_PT,
+                      below=lambda ax: draw_node_pcie(ax, tree, layout))  # fmt: skip
         stamp.write_text(key)
     return paths
