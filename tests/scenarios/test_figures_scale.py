@@ -36,9 +36,7 @@ BIG = {
         "layout": "on-card-switch",
         "nic": {"model": "smartnic-400g", "mtu": "4KiB"},
     },
-    "workload": {
-        "synthetic": {"pattern": "permutation", "size": "64KiB", "compute_time": "1us"}
-    },
+    "workload": {"synthetic": {"pattern": "permutation", "size": "64KiB", "compute_time": "1us"}},
     "outputs": {"plots": False},
 }
 
