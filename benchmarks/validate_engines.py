@@ -35,6 +35,7 @@ from podsim.scenarios.build.cluster import assign_hops, build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.engines.bound import bound_summary
 from podsim.scenarios.input.loader import load_scenario
+from podsim.scenarios.report.markdown import frame_to_markdown
 from podsim.scenarios.runner import prepare
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
@@ -188,7 +189,7 @@ def main() -> None:
         f"{args.tokens}, message size {args.size}; targets 5 % loss-free, 15 % congestion"
     )
     if args.markdown:
-        print(shown.to_markdown(index=False))
+        print(frame_to_markdown(shown, digits=1))
     else:
         print(shown.to_string(index=False))
     worst = df.groupby("regime")["err_time"].apply(lambda x: float(np.abs(x).max()))

@@ -71,6 +71,7 @@ import pandas as pd
 from podsim.scenarios.build.cluster import assign_hops, build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.input.loader import load_scenario
+from podsim.scenarios.report.markdown import frame_to_markdown
 from podsim.workloads import synthetic
 
 K = 8  # fat-tree radix: 128 hosts, 3 tiers
@@ -401,7 +402,7 @@ def main() -> None:
     fmt = {c: "{:.1f}" for c in df.columns if df[c].dtype.kind == "f"}
     print()
     if args.markdown:
-        print(df.to_markdown(index=False, floatfmt=".1f"))
+        print(frame_to_markdown(df, digits=1))
     else:
         print(df.to_string(index=False, formatters={c: f.format for c, f in fmt.items()}))
     if args.htsim is not None:

@@ -165,3 +165,21 @@ def test_small_dollar_amounts_print_without_an_exponent() -> None:
     assert _num(1.59e-06, "usd") == "$0.00000159"  # the cost of one MoE layer
     assert _num(0.0123, "usd") == "$0.0123" and _num(5.5, "usd") == "$5.50"
     assert _num(1234.5, "usd").startswith("$1,23") and _num(0.0, "usd") == "$0"
+
+
+def test_markdown_table_of_a_frame() -> None:
+    """frame_to_markdown: header, alignment row (numbers right-aligned), formatted cells; NaN
+    shown as '-', '|' escaped, one line per row."""
+    import math
+
+    import pandas as pd
+    from podsim.scenarios.report.markdown import frame_to_markdown
+
+    df = pd.DataFrame({"row": ["a|b", "c"], "n": [1200, 3], "x": [1.25, math.nan]})
+    text = frame_to_markdown(df, digits=1)
+    assert text.splitlines() == [
+        "| row | n | x |",
+        "| --- | ---: | ---: |",
+        "| a\\|b | 1,200 | 1.2 |",
+        "| c | 3 | - |",
+    ]
