@@ -4,7 +4,9 @@ and a sensitivity (tornado) plot of one metric against each swept parameter.
 All take the study table (``results.parquet``: one row per point, ``param:<key>`` columns, the
 performance metrics and ``capex.<category>`` columns) and return matplotlib figures;
 :func:`save_study_figures` writes them as PNG and SVG, and :func:`study_figures` is what the HTML
-report (scenarios/report.py) embeds.
+report (scenarios/report.py) embeds. Sizes and fonts follow :mod:`podsim.scenarios.report.style`
+(at most 1,600 x 1,000 px, no text under 8 pt); a study of many points labels only its Pareto
+front and breaks down the cost of its cheapest and costliest variants, saying so.
 """
 
 from __future__ import annotations
@@ -16,6 +18,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from podsim.scenarios.cost.bom import CATEGORIES
+from podsim.scenarios.report.style import (
+    FONT_PT,
+    MIN_FONT_PT,
+    SAVE_DPI,
+    TOP_K,
+    WIDTH_IN,
+    clamp_size,
+    extremes,
+    omission_note,
+)
 from podsim.scenarios.study.store import PARAM_PREFIX
 
 __all__ = [
@@ -29,6 +41,11 @@ __all__ = [
     "study_figures",
     "variant_labels",
 ]
+
+#: a Pareto plot labels every point up to this many points, only the front above [E]
+LABEL_ALL_MAX = 12
+#: the cost breakdown draws one bar per variant up to this many, the extremes above [E]
+BREAKDOWN_MAX = 2 * TOP_K
 
 
 def _plt() -> Any:
@@ -170,7 +187,7 @@ def fig_pareto(
 ) -> Any:
     """Scatter of ``cost_metric`` (x) against ``metric`` (y), Pareto front marked and joined."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     x = pd.to_numeric(df[cost_metric], errors="coerce").to_numpy(float)
     y = pd.to_numeric(df[metric], errors="coerce").to_numpy(float)
     front = pareto_front(x, y, maximize)
@@ -178,29 +195,35 @@ def fig_pareto(
     order = np.argsort(x[front])
     ax.plot(x[front][order], y[front][order], "-o", c="tab:red", ms=6, label="Pareto front")
     labels = variant_labels(df)
-    if len(df) <= 24:
-        finite = np.isfinite(x)
-        mid = (np.nanmin(x) + np.nanmax(x)) / 2 if finite.any() else 0.0
-        for xi, yi, lab, f in zip(x, y, labels, front, strict=True):
-            if np.isfinite(xi) and np.isfinite(yi):
-                # labels of the right half point left, so they stay inside the figure
-                right = xi > mid
-                ax.annotate(lab, (xi, yi), fontsize=6, xytext=(-3 if right else 3, 3),
-                            textcoords="offset points", ha="right" if right else "left",
-                            color="tab:red" if f else "0.35")  # fmt: skip
+    only_front = len(df) > LABEL_ALL_MAX
+    finite = np.isfinite(x)
+    mid = (np.nanmin(x) + np.nanmax(x)) / 2 if finite.any() else 0.0
+    for xi, yi, lab, f in zip(x, y, labels, front, strict=True):
+        if np.isfinite(xi) and np.isfinite(yi) and (f or not only_front):
+            # labels of the right half point left, so they stay inside the figure
+            right = xi > mid
+            ax.annotate(lab, (xi, yi), fontsize=MIN_FONT_PT, xytext=(-3 if right else 3, 3),
+                        textcoords="offset points", ha="right" if right else "left",
+                        color="tab:red" if f else "0.35")  # fmt: skip
+    if only_front:
+        title = (title or f"{metric} vs {cost_metric}") + (
+            f"\n{len(df)} points; labels on the {int(front.sum())} of the Pareto front only"
+        )
     ax.set_xlabel(_label(cost_metric))
     ax.set_ylabel(_label(metric) + (" - higher is better" if maximize else " - lower is better"))
     _axis_format(ax.xaxis, cost_metric)
     _axis_format(ax.yaxis, metric)
     ax.set_title(title or f"{metric} vs {cost_metric}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=FONT_PT)
     fig.tight_layout()
     return fig
 
 
 def fig_cost_breakdown(df: pd.DataFrame, title: str = "Capex by category per variant") -> Any:
-    """Stacked bars of ``capex.<category>`` per row (variant), in millions of USD."""
+    """Stacked horizontal bars of ``capex.<category>`` per row (variant), in millions of USD,
+    the variant's swept values as its label. Above :data:`BREAKDOWN_MAX` variants only the
+    ``TOP_K`` cheapest and the ``TOP_K`` costliest are drawn, the title says so."""
     plt = _plt()
     cats = [c for c in CATEGORIES if f"capex.{c}" in df.columns]
     extra = sorted(
@@ -210,20 +233,33 @@ def fig_cost_breakdown(df: pd.DataFrame, title: str = "Capex by category per var
     )
     cats += extra
     labels = variant_labels(df)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(df) + 3), 5))
-    bottom = np.zeros(len(df))
+    parts = {
+        c: pd.to_numeric(df[f"capex.{c}"], errors="coerce").fillna(0).to_numpy(float) / 1e6
+        for c in cats
+    }
+    rows = np.arange(len(df))
+    if len(df) > BREAKDOWN_MAX:
+        total = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(df))
+        low, high = extremes(total, TOP_K)
+        rows = np.r_[low, high[::-1]]
+        note = omission_note(len(rows), len(df), "variants",
+                             f"the {len(low)} cheapest and {len(high)} costliest")  # fmt: skip
+        title = f"{title}\n{note}"
+    fig, ax = plt.subplots(figsize=clamp_size(WIDTH_IN, 0.32 * len(rows) + 2.2))
+    left = np.zeros(len(rows))
     cmap = plt.get_cmap("tab10")
     for i, c in enumerate(cats):
-        v = pd.to_numeric(df[f"capex.{c}"], errors="coerce").fillna(0).to_numpy(float) / 1e6
+        v = parts[c][rows]
         if not v.any():
             continue
-        ax.bar(range(len(df)), v, bottom=bottom, label=c, color=cmap(i % 10))
-        bottom += v
-    ax.set_xticks(range(len(df)))
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("capex (million USD)")
+        ax.barh(range(len(rows)), v, left=left, label=c, color=cmap(i % 10))
+        left += v
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([labels[i] for i in rows], fontsize=FONT_PT)
+    ax.invert_yaxis()  # the first variant on top
+    ax.set_xlabel("capex (million USD)")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
@@ -256,26 +292,26 @@ def fig_tornado(df: pd.DataFrame, metric: str, title: str = "") -> Any:
     of ``metric``, widest on top, around the mean of all points."""
     plt = _plt()
     data = tornado_data(df, metric)
-    fig, ax = plt.subplots(figsize=(7.5, max(2.5, 0.6 * len(data) + 1.5)))
+    fig, ax = plt.subplots(figsize=clamp_size(8, max(2.5, 0.6 * len(data) + 1.5)))
     base = float(pd.to_numeric(df[metric], errors="coerce").mean())
     for i, r in data.iterrows():
         if r["span"] == 0:
             ax.plot([r["low"]], [i], "|", color="tab:blue", ms=14)
-            ax.annotate("no effect", (r["low"], i), fontsize=7, ha="left", va="center",
+            ax.annotate("no effect", (r["low"], i), fontsize=MIN_FONT_PT, ha="left", va="center",
                         xytext=(6, 0), textcoords="offset points")  # fmt: skip
             continue
         ax.barh(i, r["high"] - r["low"], left=r["low"], color="tab:blue", alpha=0.75)
-        ax.annotate(r["low_at"], (r["low"], i), fontsize=7, ha="right", va="center",
+        ax.annotate(r["low_at"], (r["low"], i), fontsize=MIN_FONT_PT, ha="right", va="center",
                     xytext=(-3, 0), textcoords="offset points")  # fmt: skip
-        ax.annotate(r["high_at"], (r["high"], i), fontsize=7, ha="left", va="center",
+        ax.annotate(r["high_at"], (r["high"], i), fontsize=MIN_FONT_PT, ha="left", va="center",
                     xytext=(3, 0), textcoords="offset points")  # fmt: skip
     ax.use_sticky_edges = False  # bars stick to their base; let labels at both ends fit
     ax.margins(x=0.2, y=0.15)
     if np.isfinite(base):
         ax.axvline(base, color="0.3", lw=1, ls="--", label="mean of all points")
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=FONT_PT, loc="best")
     ax.set_yticks(range(len(data)))
-    ax.set_yticklabels(list(data["param"]), fontsize=8)
+    ax.set_yticklabels(list(data["param"]), fontsize=FONT_PT)
     ax.set_xlabel(_label(metric))
     _axis_format(ax.xaxis, metric)
     ax.set_title(title or f"Sensitivity of {metric} to each swept parameter")
@@ -328,7 +364,7 @@ def save_study_figures(
         for stem, fig in study_figures(df, metric, cost_metric, maximize, name).items():
             for fmt in formats:
                 p = out / f"{stem}.{fmt}"
-                fig.savefig(p, dpi=130)
+                fig.savefig(p, dpi=SAVE_DPI)
                 written.append(p)
             plt.close(fig)
     return written

@@ -188,3 +188,57 @@ def test_node_tree_is_the_tree_the_run_built(big_run: Path) -> None:
     assert (len(tree.gpus), len(tree.nics), len(tree.devices("switch"))) == (8, 4, 4)
     assert all(tree.graph.nodes[s]["on_card"] for s in tree.devices("switch"))
     assert node_tree(read_graph(big_run), {"cluster": {}}) is None
+
+
+def _study_table(points: int) -> pd.DataFrame:
+    """A study table as the sweep writes it: swept keys, a metric and capex by category."""
+    rng = np.random.default_rng(7)
+    i = np.arange(points)
+    return pd.DataFrame(
+        {
+            "point": i,
+            "param:cluster.layout": np.where(i % 2, "on-card-switch", "external-switch"),
+            "param:cluster.nic.multipath.paths": 1 + i % 8,
+            "param:cluster.params.pods": 1 + i // 16,
+            "layer_time_s": rng.uniform(0.5e-3, 2e-3, points),
+            "capex_usd": 1e6 + 1e4 * i,
+            "capex.nic": 4e5 + 1e4 * i,
+            "capex.switch": np.full(points, 6e5),
+        }
+    )
+
+
+@pytest.mark.parametrize("points", [4, 100])
+def test_study_figures_fit_and_say_what_they_omit(
+    points: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PIL import Image
+    from podsim.scenarios.study.plots import save_study_figures
+
+    seen: dict[str, Figure] = {}
+    real = Figure.savefig
+
+    def checking(fig: Figure, fname: object, *a: object, **kw: object) -> None:
+        real(fig, fname, *a, **kw)
+        seen[Path(str(fname)).stem] = fig
+        assert not small_texts(fig), (fname, small_texts(fig)[:5])
+
+    monkeypatch.setattr(Figure, "savefig", checking)
+    df = _study_table(points)
+    written = save_study_figures(df, tmp_path, "layer_time_s", name="toy", formats=("png",))
+    assert {p.stem for p in written} == {"pareto", "cost_breakdown", "tornado"}
+    for p in written:
+        w, h = Image.open(p).size
+        assert w <= MAX_WIDTH_PX and h <= MAX_HEIGHT_PX, (p.name, w, h)
+    ax = seen["cost_breakdown"].axes[0]
+    shown = [t.get_text() for t in ax.get_yticklabels()]
+    if points == 4:
+        assert len(shown) == 4 and "showing" not in ax.get_title()
+        return
+    # capex grows with the point: the cheapest are points 0-7, the costliest 99 down to 92
+    from podsim.scenarios.study.plots import variant_labels
+
+    labels = variant_labels(df)
+    assert shown == [labels[i] for i in [*range(8), *range(92, 100)]]
+    assert "showing 16 of 100 variants" in ax.get_title()
+    assert "labels on the" in seen["pareto"].axes[0].get_title()
