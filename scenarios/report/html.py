@@ -31,8 +31,8 @@ FIGURE_TITLES = {
     "gpu_bandwidth": "Per-GPU dispatch/combine bandwidth",
     "gpu_idle": "Per-GPU idle, bubble and tail time (stragglers marked)",
     "link_utilisation": "Link utilisation by tier",
-    "queue_depth": "Queue depth of the hottest ports",
-    "topology": "Topology",
+    "queue_depth": "Queue depth of the most contended ports",
+    "topology": "Topology: the fabric and one node's PCIe tree",
 }
 
 STUDY_FIGURE_TITLES = {

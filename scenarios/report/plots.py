@@ -294,9 +294,12 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                 ax.set_title(f"{tier}", fontsize=FONT_PT)
             else:
                 bins = np.linspace(0.0, vmax, 41)
-                for part, label, colour in ((up, "up", "tab:blue"), (down, "down", "tab:orange")):
+                for part, label, colour, style in (
+                    (up, "up", "tab:blue", "-"),
+                    (down, "down", "tab:orange", "--"),  # dashed: visible where they coincide
+                ):
                     vals = part["utilisation"].to_numpy(float) * 100
-                    ax.hist(vals, bins=bins, histtype="step", lw=1.5, color=colour,
+                    ax.hist(vals, bins=bins, histtype="step", lw=1.5, color=colour, ls=style,
                             label=f"{label} ({len(vals):,} links)")  # fmt: skip
                 hot = grp.loc[grp["utilisation"].idxmax()]
                 ax.set_xlim(0.0, vmax)
@@ -304,8 +307,8 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                 ax.set_ylabel("links", fontsize=FONT_PT)
                 ax.legend(fontsize=FONT_PT, loc="upper right")
                 ax.set_title(
-                    f"{tier}: distribution over {len(ports):,} ports (a strip above "
-                    f"{STRIP_MAX} ports would be unreadable); hottest {hot['u']} -> {hot['v']} "
+                    f"{tier}: distribution over its {len(grp):,} link directions (more than "
+                    f"{STRIP_MAX} ports); hottest {hot['u']} -> {hot['v']} "
                     f"{100 * float(hot['utilisation']):.1f} %",
                     fontsize=FONT_PT,
                 )

@@ -142,7 +142,9 @@ def test_every_figure_of_a_2048_rank_run_fits_and_says_what_it_omits(
     assert "showing 8 of 40 contended ports" in q.get_title().replace("\n", " ")
     # the nic-leaf tier (4,096 links) is a distribution, the title names its hottest port
     tiers = [a.get_title() for a in figs["link_utilisation"].axes]
-    assert any(t.startswith("nic-leaf: distribution over") for t in tiers), tiers
+    assert any(
+        t.startswith("nic-leaf: distribution over its 4,096 link directions") for t in tiers
+    ), tiers
 
 
 def test_extremes_picks_both_ends_without_overlap() -> None:
