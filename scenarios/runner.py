@@ -451,8 +451,9 @@ def price(sc: Scenario, graph: Any, res: Results) -> tuple[dict[str, Any], pd.Da
 def write_outputs(
     res: Results, sc: Scenario, out: Path, graph: Any = None, stage: Stage | None = None
 ) -> list[Path]:
-    """Tables, summary, cost (``bom.csv``, ``cost.json``), resolved scenario, plots (and the
-    report when asked) under ``out``; ``stage`` hears which of them is being written.
+    """Tables, summary, cost (``bom.csv``, ``cost.json``), resolved scenario, the Perfetto
+    timeline (``timeline.json``), plots (and the report when asked) under ``out``; ``stage``
+    hears which of them is being written.
 
     Everything is written into a staging folder that replaces ``out`` only once complete
     (:func:`podsim.scenarios.results.folder.staged_folder`): an interrupted or killed write
@@ -467,6 +468,11 @@ def write_outputs(
             p = tmp / "topology.graphml"
             write_graphml(graph, str(p))
             written.append(p)
+        if sc.outputs.timeline:
+            from podsim.scenarios.results.trace_events import write_trace_events
+
+            tell("writing the timeline")
+            written.append(write_trace_events(res, tmp / "timeline.json"))
         if sc.outputs.plots:
             from podsim.scenarios.report.plots import plot_all
 

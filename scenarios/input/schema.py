@@ -982,6 +982,11 @@ class OutputsConfig(Strict):
         default_factory=lambda: ["png", "svg"], description="figure file formats"
     )
     report: bool = Field(False, description="also write report.html (podsim report)")
+    timeline: bool = Field(
+        True,
+        description="write timeline.json: per-rank phases, messages and queue depths as "
+        "Chrome/Perfetto trace events (open in ui.perfetto.dev or chrome://tracing)",
+    )
     hottest_ports: PositiveInt = Field(8, description="ports in the queue-depth figure")
     queue_series: bool = Field(True, description="record queue-depth time series")
 
