@@ -11,7 +11,8 @@ microseconds. What a run writes:
 - process 2, ``messages``: every message as an async slice (``ph: "b"`` / ``"e"``, ``cat``
   = its hop: rdma, scaleup or local) on its sender's async track, from post to delivery, named
   ``r<src> -> r<dst>`` with bytes, hop and status as arguments; a message that never completed
-  ends at the end of the run with status ``unfinished`` or ``failed``. At most
+  ends at the end of the run with status ``unfinished`` or ``failed`` (one never posted, e.g.
+  after a Ctrl-C, is left out). At most
   ``max_messages`` (default 200,000) are written, the longest first, and ``otherData`` says how
   many were left out;
 - process 3, ``queues``: one counter (``ph: "C"``) per sampled switch port with its queued
@@ -87,12 +88,14 @@ def _phase_events(phases: pd.DataFrame) -> list[dict[str, Any]]:
 def _message_events(
     messages: pd.DataFrame, end_s: float, max_messages: int
 ) -> tuple[list[dict[str, Any]], int]:
-    m = messages
+    m = messages[np.isfinite(messages["post_s"].to_numpy(float))]  # never posted: no slice
     if m.empty:
         return [], 0
     post = m["post_s"].to_numpy(float)
     end = m["end_s"].to_numpy(float)
-    end = np.where(np.isfinite(end), end, max(end_s, float(np.nanmax(post, initial=0.0))))
+    # an unfinished message ends with the run (or with the last post, if later)
+    last = max(float(np.max(post)), end_s if math.isfinite(end_s) else 0.0)
+    end = np.where(np.isfinite(end), end, last)
     left_out = 0
     order = np.arange(len(m))
     if len(m) > max_messages:
@@ -151,7 +154,8 @@ def trace_events(res: Results, *, max_messages: int = MAX_MESSAGES) -> dict[str,
         events += _meta(PID_RANKS, f"rank {r}", tid=r, sort=r)
         events += _meta(PID_MESSAGES, f"rank {r} sends", tid=r, sort=r)
     events += _phase_events(res.phases)
-    end_s = float(s.get("makespan_s") or res.phases["end_s"].max() or 0.0)
+    ends = res.phases["end_s"].to_numpy(float)
+    end_s = float(s.get("makespan_s") or np.nanmax(ends, initial=0.0))
     msg_events, left_out = _message_events(res.messages, end_s, max_messages)
     events += msg_events
     if not res.queues.empty:

@@ -79,7 +79,7 @@ def test_engine_reports_simulated_time_and_events(scenario_dir: Path) -> None:
     events = [n for _, n in calls if n is not None]
     assert times == sorted(times) and times[-1] <= res.summary["sim_time_s"] + 1e-12
     assert events and events == sorted(events) and events[-1] <= res.summary["events"]
-    assert stages == ["writing results"]  # the base scenario draws no plots
+    assert stages == ["writing results", "writing the timeline"]  # base draws no plots
 
 
 def test_ctrl_c_while_drawing_leaves_the_earlier_results_whole(
