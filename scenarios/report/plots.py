@@ -395,16 +395,21 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
         ax.set_title(_title(res, "Queue depth of the most contended ports"))
         _margins(fig)
         return fig
-    for p in top:
+    for k, p in enumerate(top):
         s = q[q["port"].astype(str) == p]
         t, d = _thin_series(s["time_s"].to_numpy(float), s["depth_bytes"].to_numpy(np.int64))
-        ax.plot(t * 1e6, d / 1024, label=str(p), drawstyle="steps-post")
+        # the ten colours repeat past ten ports: the next ten are dashed, then dotted
+        style = ("-", "--", ":")[min(k // 10, 2)]
+        ax.plot(t * 1e6, d / 1024, label=str(p), drawstyle="steps-post", ls=style)
     ax.axhline(threshold / 1024, color="0.5", lw=0.8, ls=":")
     ax.set_xlabel("simulated time (us)")
     ax.set_ylabel("queue depth (KiB)")
     ax.grid(alpha=0.3)
     # outside the axes: a legend inside covered the only spike of a run
-    ax.legend(fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    # a second legend column past 14 ports (outputs.hottest_ports may ask for more than 8)
+    cols = 1 if len(top) <= 14 else 2
+    ax.legend(fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              ncol=cols)  # fmt: skip
     ax.tick_params(labelsize=FONT_PT)
     note = omission_note(len(top), len(every), "contended ports",
                          "the most queued byte-seconds")  # fmt: skip
@@ -415,7 +420,7 @@ def fig_queue_depth(res: Results, hottest: int = 8) -> Figure | None:
         note,
     )
     ax.set_title(title)
-    _margins(fig, right=1.7, top=_top_in(title))
+    _margins(fig, right=1.7 if cols == 1 else 2.9, top=_top_in(title))
     return fig
 
 

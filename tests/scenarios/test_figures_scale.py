@@ -244,3 +244,23 @@ def test_study_figures_fit_and_say_what_they_omit(
     assert shown == [labels[i] for i in [*range(8), *range(92, 100)]]
     assert "showing 16 of 100 variants" in ax.get_title()
     assert "labels on the" in seen["pareto"].axes[0].get_title()
+
+
+def test_queue_figure_of_many_ports_keeps_each_line_distinct() -> None:
+    """outputs.hottest_ports may ask for 24: two legend columns, no repeated colour and style."""
+    rows = []
+    for i in range(40):
+        port = f"leaf{i}:p1"
+        rows += [(0.0, port, 0), (1e-6, port, 4096 * (3 + i)), (2e-6, port, 0)]
+    res = Results.__new__(Results)
+    res.queues = pd.DataFrame(rows, columns=["time_s", "port", "depth_bytes"])
+    res.scenario, res.summary = {}, {"scenario": "t"}
+    fig = plots.fig_queue_depth(res, 24)
+    fig.savefig(Path("/dev/null"), format="png", dpi=100)
+    assert not small_texts(fig)
+    lines = fig.axes[0].lines[:-1]  # the last is the threshold
+    assert len(lines) == 24
+    looks = {(ln.get_color(), ln.get_linestyle()) for ln in lines}
+    assert len(looks) == 24
+    legend = fig.axes[0].get_legend().get_window_extent()
+    assert legend.x1 <= fig.get_window_extent().x1 + 1
