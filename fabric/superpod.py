@@ -46,7 +46,14 @@ from podsim.fabric.topology import (
 )
 from podsim.fabric.units import parse_rate, parse_time
 
-__all__ = ["SCALEOUT_KINDS", "h800_deepep", "superpod", "superpod_128", "superpod_384"]
+__all__ = [
+    "PRESET_ACCELERATORS",
+    "SCALEOUT_KINDS",
+    "h800_deepep",
+    "superpod",
+    "superpod_128",
+    "superpod_384",
+]
 
 SCALEOUT_KINDS = ("rail", "fat-tree")
 
@@ -55,10 +62,25 @@ DEFAULT_SCALEUP_LATENCY = "500ns"
 DEFAULT_SCALEUP_CABLE = "1m"  # [E] copper inside the rack
 
 
+#: The accelerator class of each preset (graph attribute ``accelerator``; the cost model prices
+#: it, scenarios/cost/catalog.yaml item with that ``accelerator`` name; ``cost.accelerator``
+#: overrides): the DeepEP paper's H800 nodes [S, docs/physics.md]; CloudMatrix384 is built from
+#: Ascend 910C NPUs [public description]; the generic 128-accelerator pod names no vendor, so
+#: it is priced as an H100-class GPU [E].
+PRESET_ACCELERATORS: dict[str, str] = {
+    "h800-deepep": "h800",
+    "superpod-128": "h100",
+    "superpod-384": "ascend-910c",
+}
+
+
 def _preset(g: nx.Graph, builder: str, preset: dict[str, Any]) -> nx.Graph:
-    """Record that ``g`` came from preset ``builder`` called with ``preset`` arguments."""
+    """Record that ``g`` came from preset ``builder`` called with ``preset`` arguments, and
+    the preset's accelerator class (:data:`PRESET_ACCELERATORS`)."""
     g.graph["builder"] = builder
     g.graph["params"] = {**preset, **g.graph["params"]}
+    if builder in PRESET_ACCELERATORS:
+        g.graph["accelerator"] = PRESET_ACCELERATORS[builder]
     return g
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "BomError",
     "BomLine",
     "LinkChoice",
+    "accelerator_item",
     "bom_frame",
     "build_bom",
     "choose_link",
@@ -392,12 +393,62 @@ CostItemBuilder = Callable[[BomContext], list[BomLine]]
 COST_ITEMS: Registry[CostItemBuilder] = Registry("cost item")
 
 
+DEFAULT_ACCELERATOR = "h100"
+
+
+def accelerator_item(
+    catalog: Catalog, spec: CostSpec, graph: nx.Graph | None = None
+) -> tuple[str, str]:
+    """(catalog gpu item, where the choice came from) for ``cost.accelerator`` (a short name or
+    an item name), ``cost.gpu`` (an item name), the graph's preset ``accelerator`` attribute, or
+    :data:`DEFAULT_ACCELERATOR`. An unknown name raises a :class:`BomError` that names the key,
+    suggests close names and lists the choices."""
+    gpus = catalog.of_kind("gpu")
+    by_name = {str(it.accelerator).lower(): n for n, it in gpus.items() if it.accelerator}
+
+    def resolve(value: str, key: str) -> str:
+        v = value.strip().lower()
+        if v in by_name:
+            return by_name[v]
+        if value in gpus:
+            return value
+        import difflib
+
+        pool = sorted(by_name) + sorted(gpus)
+        close = difflib.get_close_matches(v, pool, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise BomError(
+            f"{key}: unknown accelerator {value!r}.{hint} Choices: {', '.join(sorted(by_name))} "
+            f"(or a catalog gpu item: {', '.join(sorted(gpus))})"
+        )
+
+    chosen = None
+    if spec.accelerator is not None:
+        chosen = resolve(spec.accelerator, "cost.accelerator"), "cost.accelerator"
+    if spec.gpu is not None:
+        item = resolve(spec.gpu, "cost.gpu")
+        if chosen is not None and chosen[0] != item:
+            raise BomError(
+                f"cost.accelerator {spec.accelerator!r} ({chosen[0]}) and cost.gpu "
+                f"{spec.gpu!r} name different accelerators; give one"
+            )
+        chosen = chosen or (item, "cost.gpu")
+    if chosen is not None:
+        return chosen
+    preset = graph.graph.get("accelerator") if graph is not None else None
+    if preset:
+        where = f"preset {graph.graph.get('builder', '?')}"
+        return resolve(str(preset), f"{where} accelerator"), where
+    return resolve(DEFAULT_ACCELERATOR, "default accelerator"), "default"
+
+
 @COST_ITEMS.register("gpus", "accelerators, one per GPU id in the graph (optional)")
 def _gpus(ctx: BomContext) -> list[BomLine]:
     n = sum(ctx.server_gpus.values())
     if not ctx.spec.include_gpus or n == 0:
         return []
-    return [ctx.line("gpu", ctx.spec.gpu, n, f"{n} GPUs")]
+    item, where = accelerator_item(ctx.catalog, ctx.spec, ctx.graph)
+    return [ctx.line("gpu", item, n, f"{n} accelerators ({where})")]
 
 
 @COST_ITEMS.register("servers", "server chassis without GPUs and NICs, priced per GPU slot")

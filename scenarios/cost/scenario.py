@@ -73,15 +73,19 @@ def cost_of_scenario(
 
 
 def check_catalog(scenario: Any) -> None:
-    """Load the catalog a scenario's ``cost:`` section names (with its price overrides), so
-    that a bad catalog file or price is reported before anything is simulated.
+    """Load the catalog a scenario's ``cost:`` section names (with its price overrides) and
+    resolve its ``cost.accelerator``, so that a bad catalog file, price or accelerator name is
+    reported before anything is simulated.
 
-    Raises :class:`podsim.scenarios.cost.catalog.CatalogError` (a ``ValueError``)."""
+    Raises :class:`podsim.scenarios.cost.catalog.CatalogError` or
+    :class:`podsim.scenarios.cost.bom.BomError` (both ``ValueError``)."""
+    from podsim.scenarios.cost.bom import accelerator_item
     from podsim.scenarios.cost.catalog import load_catalog
 
     spec = parse_cost_spec(scenario.cost)
-    if spec.catalog is not None or spec.prices:
-        load_catalog(spec.catalog, spec.prices)
+    if spec.catalog is not None or spec.prices or spec.accelerator or spec.gpu:
+        catalog = load_catalog(spec.catalog, spec.prices)
+        accelerator_item(catalog, spec)  # an unknown cost.accelerator fails before the run
 
 
 def cost_document(

@@ -35,7 +35,12 @@ class CostSpec(BaseModel):
       boxes, optics, cables and NICs must serve it); default: the simulated fabric's, Ethernet
       for every PHY profile podsim has (``fabric.phy.PHYS``: 200GbE ... 1.6TbE). ``infiniband``
       prices the same graph as an InfiniBand fabric (e.g. the DeepEP paper's H800 cluster).
-    - ``gpu`` / ``include_gpus``, ``server`` / ``include_servers``: per-node parts.
+    - ``accelerator``: the accelerator to price by its short name (``h100``, ``h800``, ``h200``,
+      ``b200``, ``gb200``, ``ascend-910c``: the ``accelerator`` of the catalog's gpu items) or
+      item name; default: the cluster preset's (graph attribute ``accelerator``,
+      ``fabric.superpod.PRESET_ACCELERATORS``), else ``h100``. ``gpu`` names the catalog item
+      directly (both given must agree).
+    - ``include_gpus``, ``server`` / ``include_servers``: per-node parts.
     - ``ssd`` / ``ssds_per_server``: SSDs per server (default: what the node layout holds, else 0).
     - ``pcie_chip`` / ``pcie_board`` / ``pcie_boards_per_server``: external PCIe switch boards
       (default count: from the node layout).
@@ -71,7 +76,14 @@ class CostSpec(BaseModel):
         description="scale-out network to price: ethernet or infiniband (default: the "
         "simulated fabric's, Ethernet for every podsim PHY)",
     )
-    gpu: str = Field("gpu-h100-sxm", description="catalog item of the GPUs")
+    accelerator: str | None = Field(
+        None,
+        description="accelerator to price, by short name (h100, h800, h200, b200, gb200, "
+        "ascend-910c; catalog gpu items) or item name; default: the cluster preset's, else h100",
+    )
+    gpu: str | None = Field(
+        None, description="catalog item of the GPUs (same as accelerator, by item name)"
+    )
     include_gpus: bool = Field(True, description="count the GPUs in the cost")
     server: str = Field("server-8gpu-chassis", description="catalog item of a server chassis")
     include_servers: bool = Field(True, description="count the server chassis in the cost")
