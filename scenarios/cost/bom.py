@@ -131,6 +131,7 @@ class BomContext:
         catalog: Catalog | None = None,
         nic_model: str | None = None,
         layout: str | None = None,
+        link_layer: str | None = None,
     ) -> BomContext:
         spec = parse_cost_spec(spec)
         if catalog is None:
@@ -155,7 +156,7 @@ class BomContext:
             server_nics={s: server_nics.get(s, 0) for s in servers},
             scaleup_in_chassis=all(len(s) <= 1 for s in pods.values()),
         )
-        ctx.network, ctx.network_note = _network(graph, spec)
+        ctx.network, ctx.network_note = _network(graph, spec, link_layer)
         if cards:
             ctx.nic_item, ctx.nic_note = _nic_item(catalog, spec, nic_model, layout)
         return ctx
@@ -194,12 +195,13 @@ class BomContext:
         )
 
 
-def _network(graph: nx.Graph, spec: CostSpec) -> tuple[str, str]:
-    """(network, note): ``cost.network`` when given, else the simulated fabric's. Every PHY
-    profile podsim simulates is Ethernet (``fabric.phy.PHYS``: IEEE 802.3 200GBASE-R to
-    1.6TBASE-R, RS(544,514)), so a graph's scale-out is Ethernet unless its ``network`` graph
-    attribute says otherwise. The note says when the price and the simulation differ."""
-    simulated = str(graph.graph.get("network", "ethernet"))
+def _network(graph: nx.Graph, spec: CostSpec, link_layer: str | None = None) -> tuple[str, str]:
+    """(network, note): ``cost.network`` when given, else the simulated fabric's: the NIC's
+    link layer (``cluster.nic.link_layer``: ethernet for the RoCE/UEC/SmartNIC models,
+    infiniband for ``cx7-ib``), else the graph's ``network`` attribute, else Ethernet (the PHY
+    profiles, ``fabric.phy.PHYS``, are IEEE 802.3 200GBASE-R to 1.6TBASE-R). The note says when
+    the price and the simulation differ."""
+    simulated = str(link_layer or graph.graph.get("network", "ethernet"))
     if spec.network is None or spec.network == simulated:
         return simulated, ""
     return spec.network, f"priced as {spec.network} (cost.network); simulated as {simulated}"
@@ -671,10 +673,13 @@ def build_bom(
     catalog: Catalog | None = None,
     nic_model: str | None = None,
     layout: str | None = None,
+    link_layer: str | None = None,
 ) -> list[BomLine]:
     """Every BOM line of the cluster ``graph`` (cost items in registry order, or
-    ``spec.items``). ``nic_model`` is the scenario's NIC model name, ``layout`` its node layout."""
-    ctx = BomContext.build(graph, spec, catalog=catalog, nic_model=nic_model, layout=layout)
+    ``spec.items``). ``nic_model`` is the scenario's NIC model name, ``layout`` its node layout,
+    ``link_layer`` its NIC link layer (the network priced unless ``cost.network`` says)."""
+    ctx = BomContext.build(graph, spec, catalog=catalog, nic_model=nic_model, layout=layout,
+                           link_layer=link_layer)  # fmt: skip
     names = ctx.spec.items if ctx.spec.items is not None else _registered_order()
     lines: list[BomLine] = []
     for name in names:

@@ -69,6 +69,7 @@ def cost_of_scenario(
         spec,
         nic_model=scenario.cluster.nic.model,
         layout=scenario.cluster.layout,
+        link_layer=getattr(scenario.cluster.nic, "link_layer", None),
     )
 
 

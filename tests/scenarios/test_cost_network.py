@@ -87,3 +87,16 @@ def test_scaleout_switch_without_network_is_refused() -> None:
            "confidence": "none"}  # fmt: skip
     with pytest.raises(CatalogError, match="needs 'network'"):
         load_catalog(overrides={"switch-x": new})
+
+
+def test_an_infiniband_nic_model_is_priced_as_an_infiniband_fabric() -> None:
+    # cluster.nic.model cx7-ib has link_layer infiniband: no cost.network needed
+    cat = load_catalog()
+    cost = cost_of_scenario("quickstart", ["cluster.nic.model=cx7-ib"])
+    switches = {ln.item for ln in cost.lines if ln.category == "switch"}
+    assert switches and all(cat.get(s).network == "infiniband" for s in switches)
+    for ln in cost.lines:
+        assert _networks(cat.get(ln.item)) != ("ethernet",), ln.item
+    nic = next(ln for ln in cost.lines if ln.category == "nic")
+    assert nic.item == "nic-cx7-400g" and "infiniband" in nic.detail
+    assert "priced as" not in nic.detail  # the simulation and the price agree
