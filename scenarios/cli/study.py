@@ -202,6 +202,11 @@ def sweep_command(
         if a != b:  # a comparison of two designs; points that cost the same have no saving
             names = variant_labels(df)
             console.print(savings_table(a, b, names[0], names[1]))
+    if not df.empty:
+        from podsim.scenarios.cost.tables import sensitivity_table
+
+        console.print(sensitivity_table(df, spec.metric, spec.cost_metric, spec.maximize,
+                                        spec.savings_threshold))  # fmt: skip
     if plots and not df.empty:
         paths = save_study_figures(
             df, out_dir / "plots", spec.metric, spec.cost_metric, spec.maximize, spec.name

@@ -94,13 +94,18 @@ def cost_document(
 ) -> dict[str, Any]:
     """What ``cost.json`` holds: ``summary`` (capex and power totals and per category, TCO,
     interconnect fraction next to the rule of thumb), ``tco``, ``capex_by_category``,
-    ``power_by_category`` and, given a run's figures (its summary or
+    ``power_by_category``, ``capex_by_confidence``, ``items`` (:meth:`CostBreakdown.items_row`)
+    and, given a run's figures (its summary or
     :meth:`podsim.scenarios.results.tables.Results.performance`), ``efficiency``."""
     doc: dict[str, Any] = {
         "summary": cost.summary(),
         "tco": cost.tco(),
         "capex_by_category": cost.capex_by_category(),
         "power_by_category": cost.power_by_category(),
+        "capex_by_confidence": cost.capex_by_confidence(),
+        # per item: priced units by category, unit price, price confidence (what a study's
+        # price sensitivity recomputes capex from, scenarios/cost/sensitivity.py)
+        "items": cost.items_row(),
     }
     if performance is not None:
         doc["efficiency"] = efficiency(cost, performance)

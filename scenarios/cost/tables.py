@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from podsim.scenarios.cost.bom import CATEGORIES, INTERCONNECT_CATEGORIES
 from podsim.scenarios.cost.model import CostBreakdown
@@ -19,6 +20,7 @@ __all__ = [
     "idle_ports_note",
     "ports_text",
     "savings_table",
+    "sensitivity_table",
     "usd",
     "usd_amount",
 ]
@@ -200,6 +202,57 @@ def breakdown_table(cost: CostBreakdown, title: str = "Cost breakdown") -> Table
 
 def cost_tables(cost: CostBreakdown) -> list[Table]:
     return [bom_table(cost), breakdown_table(cost), confidence_table(cost)]
+
+
+def sensitivity_table(
+    df: Any,
+    metric: str,
+    cost_metric: str,
+    maximize: bool,
+    threshold: float | None = None,
+    title: str = "Which unsourced prices decide the answer",
+) -> Table:
+    """The study's answers at catalog prices and, per low-confidence price an answer depends
+    on, the price at which it flips
+    (:func:`podsim.scenarios.cost.sensitivity.price_sensitivity`)."""
+    from podsim.scenarios.cost.sensitivity import price_sensitivity, study_answers
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("question (answer)", overflow="fold", ratio=1)
+    t.add_column("price (conf)", overflow="fold")
+    t.add_column("catalog", justify="right", no_wrap=True)
+    t.add_column("flips below", justify="right", no_wrap=True)
+    t.add_column("flips above", justify="right", no_wrap=True)
+    if not any(c.startswith("units.") for c in df.columns):
+        t.caption = "no per-item units in the results (made by an older podsim): run again"
+        return t
+    answers = study_answers(df, metric, cost_metric, maximize, threshold)
+    sens = price_sensitivity(df, metric, cost_metric, maximize, threshold)
+    for a in answers:
+        rows = sens[sens.question == a.question] if len(sens) else sens
+        first = True
+        for r in rows.itertuples():
+            mark = CONFIDENCE_MARK.get(r.confidence, r.confidence)
+            t.add_row(
+                f"{a.question} ({a.answer})" if first else "",
+                Text(f"{r.item} ({mark})", style="bold" if r.decides else ""),
+                usd(r.price_usd),
+                f"{usd(r.flip_below_usd)} -> {r.answer_below}" if r.answer_below else "never",
+                f"{usd(r.flip_above_usd)} -> {r.answer_above}" if r.answer_above else "never",
+            )
+            first = False
+        if first:
+            t.add_row(f"{a.question} ({a.answer})", "no low-confidence price changes it", "",
+                      "", "")  # fmt: skip
+        t.add_section()
+    t.caption = (
+        "Per price of confidence NONE or low: the nearest price below / above the catalog's at "
+        "which the answer changes (-> the new answer; never: it holds down to $0 / at any "
+        "price). Bold: the flip is within a factor of 2 of the catalog price. Capex is linear "
+        "in each price at the BOM's current choice of parts (scenarios/cost/sensitivity.py)."
+    )
+    t.caption_justify = "left"
+    return t
 
 
 def savings_table(

@@ -254,8 +254,8 @@ def _cost_html(res: Results) -> str:
         [
             f"TCO {tco.get('years', 0):g} y",
             "energy",
-            "interconnect share",
-            "rule of thumb",
+            "interconnect share of capex",
+            "rule of thumb (share of capex)",
             "capex per GPU",
             "$ per GB/s per GPU",
             "$ per MoE layer",
@@ -286,28 +286,65 @@ def _cost_html(res: Results) -> str:
         "thumb as a cross-check (scenarios/cost/model.py).</p>",
     ]
     if res.bom is not None and len(res.bom):
+        from podsim.scenarios.cost.tables import CONFIDENCE_MARK, ports_text
+
+        def conf(r: Any) -> str:
+            c = str(getattr(r, "confidence", "") or "")
+            return CONFIDENCE_MARK.get(c, c or "-")
+
+        def ports(r: Any) -> str:
+            bought = int(getattr(r, "ports_bought", 0) or 0)
+            return ports_text(int(getattr(r, "ports_used", 0) or 0), bought)
+
         bom_rows = [
             [
                 r.category,
                 r.item + ("*" if bool(r.estimate) else ""),
                 str(r.detail),
+                conf(r),
                 f"{int(r.count):,}",
                 usd(r.unit_price_usd),
                 usd(r.capex_usd),
                 _num(r.power_w, "W"),
+                ports(r),
             ]
             for r in res.bom.itertuples(index=False)
+        ]
+        by_conf = cost.get("capex_by_confidence") or {}
+        total = sum(float(v or 0) for v in by_conf.values())
+        conf_rows = [
+            [CONFIDENCE_MARK.get(k, k), usd(v), _num(float(v) / total, "pct")]
+            for k, v in by_conf.items()
+            if v and total
         ]
         parts += [
             "<h3>Bill of materials</h3>",
             _table(
-                ["category", "item", "detail", "count", "unit price", "capex", "power"],
+                [
+                    "category",
+                    "item",
+                    "detail",
+                    "price conf.",
+                    "count",
+                    "unit price",
+                    "capex",
+                    "power",
+                    "ports used/bought",
+                ],
                 bom_rows,
-                numeric_from=3,
+                numeric_from=4,
             ),
             '<p class="meta">* estimate: no public price or power (scenarios/cost/'
-            "catalog.yaml).</p>",
+            "catalog.yaml). Price conf.: confidence of the unit price, high/med/low = a source "
+            "of that quality, NONE = no source (a documented guess), user = set by the "
+            "scenario. Ports used/bought: switch ports the cluster uses over the ports of the "
+            "whole boxes bought.</p>",
         ]
+        if conf_rows:
+            parts += [
+                "<h3>Capex by price confidence</h3>",
+                _table(["price conf.", "capex", "share"], conf_rows),
+            ]
     return "".join(parts)
 
 
@@ -389,12 +426,14 @@ def _render_study(d: Path) -> str:
         rows,
         numeric_from=2,
     )
+    answers = _study_answers_html(df, study)
     direction = "higher" if maximize else "lower"
     meta = f"{len(df)} points - metric {metric} ({direction} is better) - cost {cost_metric}"
     desc = str(study.get("description") or "")
     body = (
         (f"<p>{_e(desc)}</p>" if desc else "")
         + _figures(plots, STUDY_FIGURE_TITLES)
+        + answers
         + "<h2>Points</h2>"
         + table
         + '<p class="meta">Capex columns are USD per category; a point is on the Pareto front '
@@ -405,6 +444,76 @@ def _render_study(d: Path) -> str:
         + "</pre>"
     )
     return _page(f"podsim study report: {name}", meta, body)
+
+
+def _study_answers_html(df: Any, study: dict[str, Any]) -> str:
+    """The study's answers, the savings by scope of a two-point study and the prices with no
+    (or a weak) source that decide each answer, with the price at which it flips."""
+    from podsim.scenarios.cost.compare import scope_savings
+    from podsim.scenarios.cost.sensitivity import price_sensitivity, study_answers
+    from podsim.scenarios.cost.tables import CONFIDENCE_MARK
+    from podsim.scenarios.study.plots import variant_labels
+
+    metric, cost_metric = study["metric"], study["cost_metric"]
+    maximize, threshold = study["maximize"], study.get("savings_threshold")
+    parts = []
+    capex = [c for c in df.columns if c.startswith("capex.")]
+    if len(df) == 2 and capex:
+        a, b = ({c[len("capex.") :]: float(r[c] or 0) for c in capex} for _, r in df.iterrows())
+        names = variant_labels(df)
+        sav = scope_savings(a, b)
+        parts += [
+            f"<h2>Capex saving by scope: {_e(names[1])} vs {_e(names[0])}</h2>",
+            _table(
+                ["scope", names[0], names[1], "saving", "saving %"],
+                [
+                    [
+                        r.scope,
+                        usd(r.baseline_usd),
+                        usd(r.variant_usd),
+                        usd(r.saving_usd),
+                        _num(r.saving_fraction, "pct"),
+                    ]
+                    for r in sav.itertuples()
+                ],
+            ),
+        ]
+    if not any(c.startswith("units.") for c in df.columns):
+        return "".join(parts)
+    answers = study_answers(df, metric, cost_metric, maximize, threshold)
+    sens = price_sensitivity(df, metric, cost_metric, maximize, threshold)
+    rows = []
+    for a in answers:
+        sub = sens[sens.question == a.question] if len(sens) else sens
+        if not len(sub):
+            rows.append([a.question, a.answer, "no low-confidence price changes it", "", "", ""])
+        rows.extend(
+            [
+                a.question,
+                a.answer,
+                f"{r.item} ({CONFIDENCE_MARK.get(r.confidence, r.confidence)})"
+                + (" - decides" if r.decides else ""),
+                usd(r.price_usd),
+                f"{usd(r.flip_below_usd)} -> {r.answer_below}" if r.answer_below else "never",
+                f"{usd(r.flip_above_usd)} -> {r.answer_above}" if r.answer_above else "never",
+            ]
+            for r in sub.itertuples()
+        )
+    parts += [
+        "<h2>Answers and the prices that decide them</h2>",
+        _table(
+            ["question", "answer", "price (confidence)", "catalog", "flips below", "flips above"],
+            rows,
+            numeric_from=3,
+        ),
+        '<p class="meta">Per price with confidence NONE (no source) or low: the nearest price '
+        "below / above the catalog's at which the answer changes, and the new answer; never = "
+        "it holds down to $0 / at any price; decides = the flip lies within a factor of 2 of "
+        "the catalog price. Best cost per performance = lowest cost x metric (cost / metric "
+        "when higher is better). Capex is linear in each price at the BOM's choice of parts "
+        "(scenarios/cost/sensitivity.py).</p>",
+    ]
+    return "".join(parts)
 
 
 def render_report(directory: str | Path) -> str:

@@ -12,7 +12,10 @@ The row holds
   bandwidth per GPU (NCCL definition, see :mod:`podsim.scenarios.results.tables`);
 - ``tokens_per_s``: for an MoE workload, ranks x tokens per rank / layer time;
 - the cost summary (:meth:`scenarios.cost.CostBreakdown.summary`: capex and power per category,
-  TCO, interconnect fraction) and the efficiency figures (:func:`podsim.scenarios.cost.efficiency`).
+  TCO, interconnect fraction) and the efficiency figures (:func:`podsim.scenarios.cost.efficiency`);
+- per BOM item ``units.<category>.<item>``, ``price.<item>`` and ``conf.<item>``
+  (:meth:`scenarios.cost.CostBreakdown.items_row`), for the price sensitivity of the study's
+  answer (:mod:`podsim.scenarios.cost.sensitivity`).
 """
 
 from __future__ import annotations
@@ -44,4 +47,5 @@ def run_scenario_point(resolved: dict[str, Any], allow_plugins: bool = False) ->
     row = results.performance()
     row.update(cost["summary"])
     row.update(cost["efficiency"])
+    row.update(cost.get("items") or {})
     return row

@@ -155,6 +155,14 @@ class Study(BaseModel):
     )
     maximize: bool = Field(False, description="true when a larger metric is better")
     cost_metric: str = Field("capex_usd", description="the cost figure of the Pareto front")
+    savings_threshold: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="two-point studies: the claim to test, the second point saves at least "
+        "this fraction of the first's capex (0.30 = 30 %), answered at every scope of system "
+        "cost, with the prices that decide it (scenarios/cost/sensitivity.py)",
+    )
     base_dir: str | None = Field(None, exclude=True)
     #: the study file it was loaded from (None for a mapping), for error messages
     _file: str | None = PrivateAttr(None)

@@ -1,0 +1,107 @@
+"""The price sensitivity of a study's answer (issue 16 item 4): for every low-confidence price
+that an answer depends on, the price at which the answer flips; substituting that price minus
+and plus a small epsilon, re-pricing both points from scratch (full BOM, ``cost.prices``),
+must give the original answer on one side and the new one on the other."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from podsim.scenarios.cost.scenario import cost_of_scenario
+from podsim.scenarios.cost.sensitivity import (
+    BEST,
+    answer_of,
+    price_sensitivity,
+    study_answers,
+)
+from podsim.scenarios.study.plots import variant_labels
+from podsim.scenarios.study.spec import load_study
+from podsim.scenarios.study.sweep import resolve_points, run_study
+
+THRESHOLD = 0.30
+
+
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory):
+    spec = load_study(
+        {
+            "name": "sens",
+            "base": "quickstart",
+            "set": {"workload.moe.layers": 1, "outputs.plots": False},
+            "list": [{"cluster.layout": "external-switch"}, {"cluster.layout": "on-card-switch"}],
+            "metric": "layer_time_s",
+            "cost_metric": "capex_usd",
+            "savings_threshold": THRESHOLD,
+        }
+    )
+    out = tmp_path_factory.mktemp("sens")
+    report = run_study(spec, out, workers=0, progress=False)
+    assert not report.failures
+    return spec, report.table, resolve_points(spec)
+
+
+def _repriced(spec, table, points, item: str, price: float) -> list[dict]:
+    rows = []
+    for (_, row), p in zip(table.iterrows(), points, strict=True):
+        cost = cost_of_scenario(p.resolved, cost={"prices": {item: {"price_usd": price}}})
+        fresh = dict(row)
+        fresh.update(cost.summary())
+        rows.append(fresh)
+    return rows
+
+
+def test_study_rows_carry_units_prices_and_confidence(study_run) -> None:
+    _spec, table, points = study_run
+    cost = cost_of_scenario(points[0].resolved)
+    row = table.iloc[0]
+    for item, cats in cost.item_units().items():
+        assert row[f"price.{item}"] == cost.item_prices()[item]
+        assert row[f"conf.{item}"] == cost.item_confidence()[item]
+        for c, u in cats.items():
+            assert row[f"units.{c}.{item}"] == pytest.approx(u)
+    # capex is units x price, summed over the items (the linear model the flips rest on)
+    total = sum(
+        row[f"units.{c}.{it}"] * row[f"price.{it}"]
+        for it, cats in cost.item_units().items()
+        for c in cats
+    )
+    assert total == pytest.approx(row["capex_usd"])
+
+
+def test_flip_prices_flip_the_answer_when_substituted(study_run) -> None:
+    spec, table, points = study_run
+    sens = price_sensitivity(table, spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)
+    assert len(sens), "some unsourced price decides an answer"
+    # the two prices with no source that the 30 % question rests on are in the table
+    node_io = sens[sens.question.str.endswith("node I/O (NICs + PCIe switching)")]
+    assert {"pcie-switch-board", "nic-panmai-920"} <= set(node_io.item)
+    assert set(sens.confidence) <= {"none", "low"}
+    labels = variant_labels(table)
+    checked = 0
+    for r in sens.itertuples():
+        for flip, after in ((r.flip_below_usd, r.answer_below), (r.flip_above_usd, r.answer_above)):
+            if not math.isfinite(flip):
+                continue
+            eps = 1e-4 * r.price_usd + 0.01
+            near, far = (flip + eps, flip - eps) if flip < r.price_usd else (flip - eps, flip + eps)
+            got = [
+                answer_of(r.question, _repriced(spec, table, points, r.item, p), labels,
+                          spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)
+                for p in (near, far)
+            ]  # fmt: skip
+            assert got == [r.answer, after], (r.question, r.item, flip)
+            checked += 1
+    assert checked >= 2
+
+
+def test_answers_at_catalog_prices(study_run) -> None:
+    spec, table, _points = study_run
+    answers = {a.question: a.answer for a in study_answers(
+        table, spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)}  # fmt: skip
+    assert BEST in answers and answers[BEST] in variant_labels(table)
+    a, b = (
+        sum(table.iloc[i][[c for c in table.columns if c.startswith("capex.")]]) for i in (0, 1)
+    )
+    saving = (a - b) / a
+    assert answers["saving >= 30% at cluster (all capex)"] == ("yes" if saving >= 0.30 else "no")
