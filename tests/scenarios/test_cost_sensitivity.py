@@ -38,7 +38,7 @@ def study_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("sens")
     report = run_study(spec, out, workers=0, progress=False)
     assert not report.failures
-    return spec, report.table, resolve_points(spec)
+    return spec, report.table, resolve_points(spec), out
 
 
 def _repriced(spec, table, points, item: str, price: float) -> list[dict]:
@@ -52,7 +52,7 @@ def _repriced(spec, table, points, item: str, price: float) -> list[dict]:
 
 
 def test_study_rows_carry_units_prices_and_confidence(study_run) -> None:
-    _spec, table, points = study_run
+    _spec, table, points, _out = study_run
     cost = cost_of_scenario(points[0].resolved)
     row = table.iloc[0]
     for item, cats in cost.item_units().items():
@@ -70,7 +70,7 @@ def test_study_rows_carry_units_prices_and_confidence(study_run) -> None:
 
 
 def test_flip_prices_flip_the_answer_when_substituted(study_run) -> None:
-    spec, table, points = study_run
+    spec, table, points, _out = study_run
     sens = price_sensitivity(table, spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)
     assert len(sens), "some unsourced price decides an answer"
     # the two prices with no source that the 30 % question rests on are in the table
@@ -96,7 +96,7 @@ def test_flip_prices_flip_the_answer_when_substituted(study_run) -> None:
 
 
 def test_answers_at_catalog_prices(study_run) -> None:
-    spec, table, _points = study_run
+    spec, table, _points, _out = study_run
     answers = {a.question: a.answer for a in study_answers(
         table, spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)}  # fmt: skip
     assert BEST in answers and answers[BEST] in variant_labels(table)
@@ -105,3 +105,19 @@ def test_answers_at_catalog_prices(study_run) -> None:
     )
     saving = (a - b) / a
     assert answers["saving >= 30% at cluster (all capex)"] == ("yes" if saving >= 0.30 else "no")
+
+
+def test_study_report_and_sweep_show_the_deciding_prices(study_run, tmp_path) -> None:
+    from podsim.scenarios.cost.tables import usd
+    from podsim.scenarios.report.html import render_report
+
+    spec, table, _points, out = study_run
+    html = render_report(out)
+    sens = price_sensitivity(table, spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)
+    part = html[html.index("Answers and the prices that decide them") :]
+    assert "Capex saving by scope" in html
+    for r in sens.itertuples():
+        assert f"{r.item} ({'NONE' if r.confidence == 'none' else r.confidence})" in part
+        for flip in (r.flip_below_usd, r.flip_above_usd):
+            if math.isfinite(flip):
+                assert usd(flip) in part
