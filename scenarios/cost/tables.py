@@ -248,8 +248,10 @@ def sensitivity_table(
     t.caption = (
         "Per price of confidence NONE or low: the nearest price below / above the catalog's at "
         "which the answer changes (-> the new answer; never: it holds down to $0 / at any "
-        "price). Bold: the flip is within a factor of 2 of the catalog price. Capex is linear "
-        "in each price at the BOM's current choice of parts (scenarios/cost/sensitivity.py)."
+        "price). A low-confidence price not listed under a question cannot change its answer "
+        "at any price >= $0. Bold: the flip is within a factor of 2 of the catalog price. "
+        "Capex is linear in each price at the BOM's current choice of parts "
+        "(scenarios/cost/sensitivity.py)."
     )
     t.caption_justify = "left"
     return t
