@@ -211,6 +211,14 @@ class Side:
 
 
 def podsim_scenario(row: Row, seed: int) -> Any:
+    """The row's podsim scenario (validated)."""
+    sc, _ = load_scenario(podsim_doc(row, seed))
+    return sc
+
+
+def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row's podsim scenario as a document (``workload`` replaces the placeholder; the
+    comparison itself hands the engine the trace directly)."""
     nic = {**row.nic, "mtu": f"{MSS}B", "multipath": {**row.nic.get("multipath", {})}}
     nic["multipath"]["paths"] = EVS
     if not row.roce:
@@ -221,32 +229,29 @@ def podsim_scenario(row: Row, seed: int) -> Any:
         nic["reorder_window"] = NO_REORDER_LOSS
         nic["cc"] = {"name": "nscc", "params": {"network_rtt_s": network_rtt_s()}}
     cable = f"{HOP_S / 5e-9:g}m"  # 5 ns/m (docs/physics.md)
-    sc, _ = load_scenario(
-        {
-            "name": f"htsim-{row.name}",
-            "seed": seed,
-            "engine": "packet",
-            "cluster": {
-                "topology": {
-                    "name": "fat-tree",
-                    "params": {
-                        "k": K,
-                        "nic_cable": cable,
-                        "leaf_spine_cable": cable,
-                        "spine_core_cable": cable,
-                    },
-                },
-                "nic": nic,
-                "switch": {
-                    **(roce_switch() if row.roce else uec_switch()),
-                    "adaptive_routing": row.adaptive,
+    return {
+        "name": f"htsim-{row.name}",
+        "seed": seed,
+        "engine": "packet",
+        "cluster": {
+            "topology": {
+                "name": "fat-tree",
+                "params": {
+                    "k": K,
+                    "nic_cable": cable,
+                    "leaf_spine_cable": cable,
+                    "spine_core_cable": cable,
                 },
             },
-            "workload": {"synthetic": {"pattern": "uniform"}},
-            "outputs": {"plots": False},
-        }
-    )
-    return sc
+            "nic": nic,
+            "switch": {
+                **(roce_switch() if row.roce else uec_switch()),
+                "adaptive_routing": row.adaptive,
+            },
+        },
+        "workload": workload or {"synthetic": {"pattern": "uniform"}},
+        "outputs": {"plots": False},
+    }
 
 
 def host_index(cluster: Any) -> np.ndarray:

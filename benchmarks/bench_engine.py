@@ -1,0 +1,147 @@
+"""Packet-engine speed on whole runs: CPU seconds, packet-hops per CPU-second and peak memory of
+a complete ``podsim run``, next to htsim's CPU on the same scenario (issue 18).
+
+Usage: python benchmarks/bench_engine.py [--htsim DIR] [--only ROW ...] [--deepep] [--keep DIR]
+
+Rows (``--only`` picks some):
+
+- ``fat-tree-perm``: the 128-host k=8 fat-tree permutation of 4 MiB per host (UEC NIC: REPS,
+  selective repeat, NSCC; 1 us links, no switch latency): validate_htsim.py's ``perm-reps``;
+- ``fat-tree-a2a``: the same fabric, every host sends 32 KiB to every other host (4 MiB per
+  host): validate_htsim.py's ``a2a-reps``;
+- ``deepep-ep64`` (with ``--deepep``; long): the ``deepep-h800`` library scenario at EP 64 with
+  DeepEP's published 4096 tokens per rank on the packet engine (``--force``: its size estimate
+  asks for it).
+
+Each row runs as a user runs it: the scenario (and its traffic, as a trace file) written to a
+folder, then ``podsim run FILE --out DIR -q`` in a child process with figures drawn, timed by
+the child's own resource usage (``os.wait4``: user + system CPU, peak resident memory). A
+packet-hop is one packet's transmission on one scale-out link, data, ACKs and control
+included: the sum of ``tx_packets`` over the scale-out links of ``links.parquet``. With
+``--htsim DIR`` (validate_htsim.py's binaries, benchmarks/README.md) the fabric rows also run
+on htsim_uec with validate_htsim.py's like-for-like flags, and the table gives htsim's CPU and
+podsim's CPU as a multiple of it. CPU, not wall time, because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import validate_htsim as vh  # a sibling script
+from podsim.scenarios.report.markdown import frame_to_markdown
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_s: float
+    max_rss_bytes: int
+    returncode: int
+    output: str
+
+
+def run_child(cmd: list[str], cwd: Path) -> Usage:
+    """Run ``cmd`` and return its own CPU time and peak memory (Linux reports KiB)."""
+    with tempfile.TemporaryFile(mode="w+") as log:
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        text = log.read()
+    return Usage(ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, text)
+
+
+def packet_hops(out: Path) -> int:
+    links = pd.read_parquet(out / "links.parquet")
+    return int(links.loc[links["kind"] == "scaleout", "tx_packets"].sum())
+
+
+def fabric_row(name: str, row_name: str, work: Path, seed: int) -> tuple[Path, str]:
+    """The validate_htsim row as a scenario file with its traffic as a trace; returns the
+    file and htsim's connection matrix for the same flows."""
+    from podsim.scenarios.build.cluster import build_cluster
+
+    row = next(r for r in vh.ROWS if r.name == row_name)
+    trace = vh.traffic(row.pattern, seed)
+    trace = trace[trace["bytes"] > 0].reset_index(drop=True)
+    trace_path = work / f"{name}.parquet"
+    trace.to_parquet(trace_path, index=False)
+    doc = vh.podsim_doc(row, seed, {"trace": {"path": trace_path.name, "ranks": vh.HOSTS}})
+    doc["name"] = name
+    doc["outputs"] = {"plots": True}
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    cluster = build_cluster(vh.podsim_scenario(row, seed), vh.HOSTS)
+    return path, vh.connection_matrix(trace, vh.host_index(cluster))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--htsim", type=Path, default=None, help="folder of htsim_uec")
+    ap.add_argument("--only", nargs="*", default=None,
+                    choices=["fat-tree-perm", "fat-tree-a2a", "deepep-ep64"])  # fmt: skip
+    ap.add_argument("--deepep", action="store_true", help="also run deepep-ep64 (long)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the scenarios and results")
+    args = ap.parse_args()
+    podsim = shutil.which("podsim")
+    if podsim is None:
+        raise SystemExit("the podsim command is not on PATH: pip install -e . first")
+    rows = ["fat-tree-perm", "fat-tree-a2a"] + (["deepep-ep64"] if args.deepep else [])
+    if args.only:
+        rows = [r for r in [*rows, "deepep-ep64"] if r in args.only]
+    table = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for name in rows:
+            out = work / f"out-{name}"
+            cm = None
+            if name == "deepep-ep64":
+                cmd = [podsim, "run", "deepep-h800", "--set", "variant=ep64", "--set",
+                       "workload.moe.tokens_per_rank=4096", "--force",
+                       "--out", str(out), "-q"]  # fmt: skip
+            else:
+                source = {"fat-tree-perm": "perm-reps", "fat-tree-a2a": "a2a-reps"}[name]
+                path, cm = fabric_row(name, source, work, args.seed)
+                cmd = [podsim, "run", str(path), "--out", str(out), "-q"]
+            u = run_child(cmd, work)
+            if u.returncode != 0:
+                raise SystemExit(f"{name}: podsim run failed ({u.returncode}):\n{u.output[-2000:]}")
+            hops = packet_hops(out)
+            rec = {
+                "row": name,
+                "podsim CPU s": u.cpu_s,
+                "packet-hops": hops,
+                "hops per CPU-s": hops / u.cpu_s,
+                "peak memory MiB": u.max_rss_bytes / 2**20,
+            }
+            if args.htsim is not None and cm is not None:
+                row = next(r for r in vh.ROWS if r.name == source)
+                h = vh.run_htsim(row, args.htsim, cm, args.seed, args.keep)
+                rec["htsim CPU s"] = h.cpu_s
+                rec["podsim / htsim CPU"] = u.cpu_s / h.cpu_s if h.cpu_s > 0 else math.nan
+            print(f"  {name}: {u.cpu_s:.1f} s CPU, {hops:,} packet-hops", flush=True)
+            table.append(rec)
+    df = pd.DataFrame(table)
+    print()
+    if args.markdown:
+        print(frame_to_markdown(df, digits=1))
+    else:
+        print(df.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+
+
+if __name__ == "__main__":
+    main()
