@@ -264,12 +264,14 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                     if a in ri and b in ci:
                         mat[ri[a], ci[b]] = 100 * uval
                 box = ax.get_position()
-                px = (box.width * fig.get_figwidth() * SAVE_DPI,
-                      box.height * fig.get_figheight() * SAVE_DPI)  # fmt: skip
-                fits = len(cols) <= px[0] and len(rows) <= px[1]
-                im = ax.imshow(mat, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
-                               interpolation="nearest" if fits else "antialiased")  # fmt: skip
-                more = "" if fits else ", cells averaged to fit"
+                px = (box.height * fig.get_figheight() * SAVE_DPI,
+                      box.width * fig.get_figwidth() * SAVE_DPI)  # fmt: skip
+                shown, fits = _fit_matrix(mat, int(px[0]), int(px[1]))
+                # extent keeps the axes in link indices when blocks of cells were averaged
+                im = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=0, vmax=vmax,
+                               interpolation="nearest",
+                               extent=(-0.5, len(cols) - 0.5, len(rows) - 0.5, -0.5))  # fmt: skip
+                more = "" if fits else ", blocks of cells averaged to fit"
                 ax.set_title(f"{tier} {label} ({len(rows)} x {len(cols)}{more})", fontsize=FONT_PT)
                 ax.set_ylabel(f"{roles.get(rows[0], 'lower')} index" if rows else "",
                               fontsize=FONT_PT)  # fmt: skip
@@ -293,19 +295,28 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
                               fontsize=FONT_PT)  # fmt: skip
                 ax.set_title(f"{tier}", fontsize=FONT_PT)
             else:
-                bins = np.linspace(0.0, vmax, 41)
+                u_all = grp["utilisation"].to_numpy(float) * 100
+                lo = float(np.nanmin(u_all)) if np.isfinite(u_all).any() else 0.0
+                top = float(np.nanmax(u_all)) if np.isfinite(u_all).any() else 0.0
+                pad = max(0.5, 0.1 * (top - lo))  # the data's range, not 0-100 %
+                lo, top = max(0.0, lo - pad), top + pad
+                bins = np.linspace(lo, top, 41)
+                peak = 0.0
                 for part, label, colour, style in (
                     (up, "up", "tab:blue", "-"),
                     (down, "down", "tab:orange", "--"),  # dashed: visible where they coincide
                 ):
                     vals = part["utilisation"].to_numpy(float) * 100
-                    ax.hist(vals, bins=bins, histtype="step", lw=1.5, color=colour, ls=style,
-                            label=f"{label} ({len(vals):,} links)")  # fmt: skip
+                    name = f"{label} ({len(vals):,} links)"
+                    counts, _, _ = ax.hist(vals, bins=bins, histtype="step", lw=1.5, color=colour,
+                                           ls=style, label=name)  # fmt: skip
+                    peak = max(peak, float(np.max(counts, initial=0.0)))
                 hot = grp.loc[grp["utilisation"].idxmax()]
-                ax.set_xlim(0.0, vmax)
+                ax.set_xlim(lo, top)
+                ax.set_ylim(0.0, 1.45 * peak if peak > 0 else 1.0)  # room for the legend on top
                 ax.set_xlabel(f"{tier}: utilisation over the run (%)", fontsize=FONT_PT)
                 ax.set_ylabel("links", fontsize=FONT_PT)
-                ax.legend(fontsize=FONT_PT, loc="upper right")
+                ax.legend(fontsize=FONT_PT, loc="upper center", ncol=2)
                 ax.set_title(
                     f"{tier}: distribution over its {len(grp):,} link directions (more than "
                     f"{STRIP_MAX} ports); hottest {hot['u']} -> {hot['v']} "
@@ -325,6 +336,22 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
         cbar.ax.tick_params(labelsize=FONT_PT)
     fig.suptitle(_title(res, "Link utilisation by tier"), fontsize=10)
     return fig
+
+
+def _fit_matrix(mat: np.ndarray, max_rows: int, max_cols: int) -> tuple[np.ndarray, bool]:
+    """``mat`` with blocks of rows / columns averaged (NaN-aware) so it has at most
+    ``max_rows`` x ``max_cols`` cells, one pixel each at least; and whether it fitted as is."""
+    rows, cols = mat.shape
+    fr = max(1, -(-rows // max(1, max_rows)))
+    fc = max(1, -(-cols // max(1, max_cols)))
+    if fr == 1 and fc == 1:
+        return mat, True
+    pad = np.full((-(-rows // fr) * fr, -(-cols // fc) * fc), np.nan)
+    pad[:rows, :cols] = mat
+    blocks = pad.reshape(pad.shape[0] // fr, fr, pad.shape[1] // fc, fc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN block stays NaN
+        return np.nanmean(blocks, axis=(1, 3)), False
 
 
 def _natural(name: str) -> tuple[Any, ...]:

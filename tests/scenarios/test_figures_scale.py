@@ -264,3 +264,17 @@ def test_queue_figure_of_many_ports_keeps_each_line_distinct() -> None:
     assert len(looks) == 24
     legend = fig.axes[0].get_legend().get_window_extent()
     assert legend.x1 <= fig.get_window_extent().x1 + 1
+
+
+def test_large_heatmaps_average_blocks_of_cells_not_smear_them() -> None:
+    """A matrix taller than the axes has pixels is averaged in blocks of rows (NaN-aware: an
+    absent link stays absent), never interpolated across the gap between two pods."""
+    mat = np.full((256, 16), np.nan)
+    mat[:128, :8] = 10.0
+    mat[128:, 8:] = np.arange(128, dtype=float)[:, None]
+    out, fits = plots._fit_matrix(mat, 100, 400)
+    assert not fits and out.shape == (86, 16)  # blocks of 3 rows, columns untouched
+    assert np.all(out[:42, :8] == 10.0) and np.all(np.isnan(out[:42, 8:]))
+    assert out[43, 8] == np.mean([1.0, 2.0, 3.0])  # rows 129-131
+    same, fits = plots._fit_matrix(mat, 300, 400)
+    assert fits and same is mat
