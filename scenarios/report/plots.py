@@ -487,13 +487,17 @@ def fig_gpu_bandwidth(res: Results) -> Figure | None:
     axd, ax = _summary_axes(fig, _top_in(title, 10) + 0.3)
     top = float(np.nanmax(table.to_numpy()))
     bins = np.linspace(0.0, top * 1.02 if top > 0 else 1.0, 41)
+    peak = 0.0
     for ph in phases:
-        axd.hist(table[ph].dropna().to_numpy(), bins=bins, histtype="step", lw=1.5,
-                 color=_PHASE_COLOURS.get(str(ph)), label=str(ph))  # fmt: skip
+        colour = _PHASE_COLOURS.get(str(ph))
+        counts, _, _ = axd.hist(table[ph].dropna().to_numpy(), bins=bins, histtype="step",
+                                lw=1.5, color=colour, label=str(ph))  # fmt: skip
+        peak = max(peak, float(np.max(counts, initial=0.0)))
+    axd.set_ylim(0.0, 1.35 * peak if peak > 0 else 1.0)  # the legend above the distributions
     axd.set_xlabel("bandwidth per GPU (GB/s)")
     axd.set_ylabel("ranks")
     axd.set_title(f"all {n:,} ranks", fontsize=FONT_PT + 1)
-    axd.legend(fontsize=FONT_PT, loc="upper left")
+    axd.legend(fontsize=FONT_PT, loc="upper center", ncol=min(3, len(phases)))
     _phase_bars(ax, sel, phases)
     _gap(ax, len(low) - 0.5, n - len(sel))
     ax.set_title(f"the {len(low)} slowest | the {len(high)} fastest", fontsize=FONT_PT + 1)
