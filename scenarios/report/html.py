@@ -256,6 +256,7 @@ def _cost_html(res: Results) -> str:
             "energy",
             "interconnect share of capex",
             "rule of thumb (share of capex)",
+            "capex on NONE prices",
             "capex per GPU",
             "$ per GB/s per GPU",
             "$ per MoE layer",
@@ -267,6 +268,12 @@ def _cost_html(res: Results) -> str:
                 usd(tco.get("energy_usd")),
                 _num(head.get("interconnect_fraction"), "pct"),
                 _num(head.get("interconnect_rule_of_thumb"), "pct"),
+                _num(
+                    (head.get("capex_conf.none") or 0) / head["capex_usd"]
+                    if head.get("capex_usd") and "capex_conf.none" in head
+                    else None,
+                    "pct",
+                ),
                 usd(eff.get("usd_per_gpu")),
                 usd(eff.get("usd_per_GBps_per_gpu")),
                 _num(eff.get("usd_per_moe_layer"), "usd"),

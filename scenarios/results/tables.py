@@ -752,11 +752,26 @@ class Results:
             f"TCO {tco.get('years', 0):g} y": usd(tco.get("tco_usd")),
             "interconnect": _pct(head.get("interconnect_fraction")),
             "$ per GB/s/GPU": usd(eff.get("usd_per_GBps_per_gpu")),
+            "on NONE prices": _pct(_share(head, "capex_conf.none")),
         }
         for col in cells:
             t.add_column(col, justify="right")
         t.add_row(*cells.values())
+        t.caption = (
+            "on NONE prices: share of capex priced with no source (a documented guess); "
+            "podsim cost marks every price by confidence"
+        )
+        t.caption_justify = "left"
         return t
+
+
+def _share(head: dict[str, Any], key: str) -> float | None:
+    """``head[key]`` over the capex, or None when either is missing (a run priced by an
+    older podsim has no confidence totals)."""
+    total, part = head.get("capex_usd"), head.get(key)
+    if not isinstance(total, int | float) or not isinstance(part, int | float) or total <= 0:
+        return None
+    return float(part) / float(total)
 
 
 def _t(x: float | None) -> str:

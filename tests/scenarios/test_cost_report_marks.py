@@ -28,3 +28,20 @@ def test_report_bom_marks_every_price_by_confidence(quickstart_dir: Path) -> Non
             assert usd(v) in conf and CONFIDENCE_MARK[level] in conf
     assert "NONE = no source" in part
     assert "rule of thumb (share of capex)" in html
+
+
+def test_run_summary_and_report_state_the_share_on_unsourced_prices(quickstart_dir: Path) -> None:
+    from podsim.scenarios.results.tables import Results
+    from rich.console import Console
+
+    doc = json.loads((quickstart_dir / "cost.json").read_text())
+    head = doc["summary"]
+    share = head["capex_conf.none"] / head["capex_usd"]
+    assert 0 < share < 1
+    res = Results.read(quickstart_dir)
+    console = Console(width=200, record=True)
+    console.print(res._cost_summary_table())
+    text = console.export_text()
+    assert "on NONE prices" in text and f"{100 * share:.1f} %" in text
+    html = render_report(quickstart_dir)
+    assert "capex on NONE prices" in html and f"{100 * share:.1f} %" in html
