@@ -752,15 +752,17 @@ class Results:
             f"TCO {tco.get('years', 0):g} y": usd(tco.get("tco_usd")),
             "interconnect": _pct(head.get("interconnect_fraction")),
             "$ per GB/s/GPU": usd(eff.get("usd_per_GBps_per_gpu")),
-            "on NONE prices": _pct(_share(head, "capex_conf.none")),
         }
         for col in cells:
             t.add_column(col, justify="right")
         t.add_row(*cells.values())
-        t.caption = (
-            "on NONE prices: share of capex priced with no source (a documented guess); "
-            "podsim cost marks every price by confidence"
-        )
+        none = _share(head, "capex_conf.none")
+        if none is not None:
+            # a caption, not a column: a seventh column broke the headers on 80 columns
+            t.caption = (
+                f"{_pct(none)} of capex on NONE prices (no source, a documented guess); "
+                "podsim cost marks every price by confidence"
+            )
         t.caption_justify = "left"
         return t
 
