@@ -251,10 +251,12 @@ def _run(
     res = _assemble(sc, prep, eo, wall)
     res.summary = _with_bound(res.summary, ctx)
     if len(res.phases):
+        # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
         from podsim.scenarios.results.analysis import analyse
 
-        # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
-        an = analyse(res, prep.cluster)
+        # the modelled compute without straggler faults: a straggler is slow for its load
+        expected = compute_table(sc, prep.cluster, prep.trace, with_faults=False)
+        an = analyse(res, prep.cluster, expected=expected)
         res.summary["analysis"] = an.summary()
         res.analysis = an.tables()
     res.cost, res.bom = price(sc, prep.cluster.graph, res)

@@ -605,13 +605,16 @@ def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     return check_trace(df, cluster.num_ranks, source, path, recorded=w.trace is not None)
 
 
-def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.DataFrame:
+def compute_table(
+    sc: Scenario, cluster: Cluster, trace: pd.DataFrame, *, with_faults: bool = True
+) -> pd.DataFrame:
     """Expert-compute time per (step, layer, rank), in seconds.
 
     A fixed ``compute_time`` from the scenario wins; otherwise the trace's own compute table
     (the workloads compute model prices the token copies each rank received:
     ``podsim.workloads.trace.compute_table``), otherwise zero. Straggler faults multiply a rank's
-    time.
+    time (``with_faults=False``: the modelled time alone, what the straggler analysis compares
+    the run with).
     """
     w = sc.workload
     part = w.moe or w.trace or w.synthetic
@@ -642,7 +645,7 @@ def compute_table(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> pd.Dat
                 "compute_s": np.full(n * len(layers), t),
             }
         )
-    for i, f in enumerate(sc.faults):
+    for i, f in enumerate(sc.faults if with_faults else ()):
         if isinstance(f, Straggler):
             if f.rank >= cluster.num_ranks:
                 raise ScenarioError(

@@ -15,8 +15,14 @@ rank; see :mod:`podsim.scenarios.results.tables`) and the ``messages`` and ``lin
   (the span of the run minus compute: the GPU's expert kernels were not running), the
   **bubble** (communication time beyond the fastest rank's in the same phase, summed: time
   lost waiting for others) and the **tail** (idle at the end, waiting for the last rank).
-* :func:`stragglers` - ranks whose compute is at least ``factor`` x the median rank's, or that
-  set the completion time of most phases, with the evidence.
+* :func:`stragglers` - ranks that compute slowly. Defined (:data:`STRAGGLER_DEFINITION`): with
+  the modelled compute of every rank known (the ``expected`` table: the workload's compute
+  model, which includes the configured expert skew), a straggler's compute is at least
+  ``factor`` (1.2) x what its load predicts, relative to the median rank's ratio; a rank that
+  computes longer only because it holds more tokens is load skew, reported as
+  ``load_vs_median`` and not as a straggler. Without that table (a recorded trace with a fixed
+  compute time), compute at least ``factor`` x the median rank's, or setting the completion
+  time of most phases.
 
 :func:`analyse` runs all three on a :class:`scenarios.results.tables.Results` and gives a compact
 summary (:meth:`Analysis.summary`) for ``summary.json``; every run also writes the three tables
@@ -38,7 +44,21 @@ if TYPE_CHECKING:
     from podsim.scenarios.build.cluster import Cluster
     from podsim.scenarios.results.tables import Results
 
-__all__ = ["Analysis", "analyse", "critical_path", "gpu_idle", "stragglers"]
+__all__ = [
+    "STRAGGLER_DEFINITION",
+    "Analysis",
+    "analyse",
+    "critical_path",
+    "gpu_idle",
+    "stragglers",
+]
+
+#: what the run reports call a straggler (printed with them)
+STRAGGLER_DEFINITION = (
+    "a rank whose compute takes at least {factor:g}x what its load predicts (the workload's "
+    "compute model, expert skew included), relative to the median rank; more tokens alone is "
+    "load skew, not a straggler"
+)
 
 _KEYS = ["step", "layer", "phase"]
 _MAX_PATHS = 64
@@ -176,11 +196,17 @@ def gpu_idle(phases: pd.DataFrame, makespan_s: float | None = None) -> pd.DataFr
 
 
 def stragglers(
-    phases: pd.DataFrame, crit: pd.DataFrame | None = None, *, factor: float = 1.2
+    phases: pd.DataFrame,
+    crit: pd.DataFrame | None = None,
+    *,
+    factor: float = 1.2,
+    expected: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Ranks that slow the run: compute >= ``factor`` x the median rank's, or critical in more
-    than half of the phases (with at least 2 ranks). Columns: rank, compute_s,
-    compute_vs_median, critical_phases, phases, reason; sorted worst first."""
+    """Ranks that slow the run (module docstring, :data:`STRAGGLER_DEFINITION`). ``expected``:
+    the modelled compute (columns rank, compute_s; summed per rank), or None. Columns: rank,
+    compute_s, compute_vs_median, load_vs_median (NaN without ``expected``), slowness (compute
+    over modelled compute, relative to the median rank; NaN without), critical_phases, phases,
+    reason; sorted worst first."""
     if not factor >= 1.0:
         raise ValueError(f"straggler factor={factor!r} must be >= 1")
     crit = critical_path(phases) if crit is None else crit
@@ -188,18 +214,41 @@ def stragglers(
     n_ranks = len(idle)
     med = float(idle["compute_s"].median()) if n_ranks else 0.0
     counts = crit["critical_rank"].value_counts() if len(crit) else pd.Series(dtype=int)
+    load = slow = None
+    if expected is not None and len(expected):
+        model = expected.groupby("rank")["compute_s"].sum()
+        model = idle["rank"].map(model).to_numpy(float)
+        actual = idle["compute_s"].to_numpy(float)
+        ok = np.isfinite(model) & (model > 0)
+        if ok.all():
+            ratio = actual / model
+            load = model / float(np.median(model))
+            slow = ratio / float(np.median(ratio))
     rows = []
-    for r, c in zip(idle["rank"], idle["compute_s"], strict=True):
+    for i, (r, c) in enumerate(zip(idle["rank"], idle["compute_s"], strict=True)):
         ratio = c / med if med > 0 else (np.inf if c > 0 else 1.0)
         k = int(counts.get(r, 0))
         reasons = []
-        if n_ranks >= 2 and ratio >= factor:
-            reasons.append(f"compute {ratio:.2f}x the median rank's")
-        if n_ranks >= 2 and len(crit) and k > len(crit) / 2:
-            reasons.append(f"set the completion time of {k} of {len(crit)} phases")
+        if slow is not None:
+            if n_ranks >= 2 and slow[i] >= factor:
+                reasons.append(
+                    f"compute {slow[i]:.2f}x what its load predicts (load {load[i]:.2f}x the "
+                    "median rank's)"
+                )
+        else:
+            if n_ranks >= 2 and ratio >= factor:
+                reasons.append(f"compute {ratio:.2f}x the median rank's")
+            if n_ranks >= 2 and len(crit) and k > len(crit) / 2:
+                reasons.append(f"set the completion time of {k} of {len(crit)} phases")
         if reasons:
-            rows.append((int(r), float(c), float(ratio), k, len(crit), "; ".join(reasons)))
-    cols = ["rank", "compute_s", "compute_vs_median", "critical_phases", "phases", "reason"]
+            rows.append((
+                int(r), float(c), float(ratio),
+                float(load[i]) if load is not None else np.nan,
+                float(slow[i]) if slow is not None else np.nan,
+                k, len(crit), "; ".join(reasons),
+            ))  # fmt: skip
+    cols = ["rank", "compute_s", "compute_vs_median", "load_vs_median", "slowness",
+            "critical_phases", "phases", "reason"]  # fmt: skip
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["compute_vs_median", "critical_phases", "rank"],
                           ascending=[False, False, True]).reset_index(drop=True)  # fmt: skip
@@ -212,6 +261,11 @@ class Analysis:
     critical: pd.DataFrame
     gpus: pd.DataFrame
     stragglers: pd.DataFrame
+    #: the straggler definition these tables used (:data:`STRAGGLER_DEFINITION` or the
+    #: fallback without a compute model)
+    definition: str = ""
+    #: the largest per-rank load over the median (the configured skew), NaN if unknown
+    load_skew: float = float("nan")
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables under the names a result folder stores them (``critical``,
@@ -225,6 +279,10 @@ class Analysis:
         crit_ranks = c["critical_rank"].value_counts().head(top) if len(c) else pd.Series()
         links = c["critical_link"].dropna().value_counts().head(top) if len(c) else pd.Series()
         return {
+            "straggler_definition": self.definition,
+            "load_skew_max_vs_median": (
+                float(self.load_skew) if np.isfinite(self.load_skew) else None
+            ),
             "stragglers": [
                 {"rank": int(r.rank), "reason": r.reason}
                 for r in self.stragglers.head(top).itertuples()
@@ -243,9 +301,27 @@ class Analysis:
         }
 
 
-def analyse(results: Results, cluster: Cluster | None = None, *, factor: float = 1.2) -> Analysis:
-    """Critical path, GPU idle time and stragglers of a run (see the module docstring)."""
+def analyse(
+    results: Results,
+    cluster: Cluster | None = None,
+    *,
+    factor: float = 1.2,
+    expected: pd.DataFrame | None = None,
+) -> Analysis:
+    """Critical path, GPU idle time and stragglers of a run (see the module docstring);
+    ``expected`` is the workload's modelled compute per (step, layer, rank)."""
     makespan = results.summary.get("makespan_s")
     crit = critical_path(results.phases, results.messages, results.links, cluster)
     gpus = gpu_idle(results.phases, makespan if isinstance(makespan, int | float) else None)
-    return Analysis(crit, gpus, stragglers(results.phases, crit, factor=factor))
+    slow = stragglers(results.phases, crit, factor=factor, expected=expected)
+    per_rank = expected.groupby("rank")["compute_s"].sum() if expected is not None else pd.Series()
+    if len(per_rank) and bool((per_rank > 0).all()):  # the same test stragglers() makes
+        skew = float(per_rank.max() / per_rank.median())
+        definition = STRAGGLER_DEFINITION.format(factor=factor)
+    else:
+        skew = float("nan")
+        definition = (
+            f"a rank whose compute takes at least {factor:g}x the median rank's, or that set "
+            "the completion time of most phases (no compute model to separate load skew)"
+        )
+    return Analysis(crit, gpus, slow, definition, skew)

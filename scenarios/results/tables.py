@@ -47,8 +47,9 @@ by the runner from the tables above; :data:`ANALYSIS_TABLES`, ``Results.analysis
 ``gpu_time`` - one row per rank: compute_s, comm_s, idle_s (run span minus compute), bubble_s
     (communication time beyond the fastest rank's in the same phase, summed), tail_s (idle at
     the end, waiting for the last rank), busy_fraction.
-``stragglers`` - ranks that slow the run: rank, compute_s, compute_vs_median,
-    critical_phases, phases, reason; worst first (empty when none).
+``stragglers`` - ranks that compute slowly for their load (the definition is
+    ``summary.json``'s ``analysis.straggler_definition``): rank, compute_s, compute_vs_median,
+    load_vs_median, slowness, critical_phases, phases, reason; worst first (empty when none).
 
 The summary (``summary.json`` and the printed table) defines its figures like this, per phase
 kind (dispatch, combine, other), averaged over steps and layers:

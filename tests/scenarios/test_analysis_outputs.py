@@ -102,3 +102,24 @@ def test_gpu_idle_figure_without_analysis_computes_it_and_empty_run_has_none() -
     heights = [b.get_height() for b in fig.axes[0].containers[1]]  # bubbles
     assert heights == pytest.approx([0.0, 2.0])
     assert fig_gpu_idle(mk(empty)) is None
+
+
+@pytest.mark.parametrize("slow_rank", [None, 3])
+def test_expert_skew_is_load_not_a_straggler_but_a_slow_gpu_is(tmp_path, slow_rank) -> None:
+    """quickstart with a strong expert skew (log-normal, max/mean 2.5) on the flow engine: the
+    loaded ranks compute longer, which the analysis reports as load skew (> 1.5x the median)
+    with no straggler; a straggler fault (2x) on one rank of the same run makes exactly that
+    rank a straggler. The definition is written in the summary."""
+    sets = ["engine=flow", "outputs.plots=false", "workload.moe.tokens_per_rank=64",
+            "workload.moe.skew.kind=lognormal", "workload.moe.skew.max_mean=2.5"]  # fmt: skip
+    doc_faults = (
+        []
+        if slow_rank is None
+        else [f"faults=[{{kind: straggler, rank: {slow_rank}, factor: 2.0}}]"]
+    )
+    res = podsim.run("quickstart", overrides=[*sets, *doc_faults])
+    a = res.summary["analysis"]
+    assert "what its load predicts" in a["straggler_definition"]
+    assert a["load_skew_max_vs_median"] > 1.5
+    ranks = [s["rank"] for s in a["stragglers"]]
+    assert ranks == ([] if slow_rank is None else [slow_rank])
