@@ -556,8 +556,16 @@ def render_report(directory: str | Path) -> str:
         )
     desc = (res.scenario or {}).get("description") or ""
     scen = yaml.safe_dump(res.scenario, sort_keys=False) if res.scenario else "(not recorded)"
+    from podsim.scenarios.report.findings import findings
+
+    found = findings(res)
     body = (
         (f"<p>{_e(desc)}</p>" if desc else "")
+        + (
+            "<h2>Findings</h2><ul>" + "".join(f"<li>{_e(x)}</li>" for x in found) + "</ul>"
+            if found
+            else ""
+        )
         + _summary_html(s)
         + _figures(plots, FIGURE_TITLES)
         + _cost_html(res)

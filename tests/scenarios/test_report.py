@@ -185,3 +185,34 @@ def test_markdown_table_of_a_frame() -> None:
         "| a\\|b | 1,200 | 1.2 |",
         "| c | 3 | - |",
     ]
+
+
+def test_findings_open_the_report_and_read_the_run(quickstart_dir) -> None:
+    """The report opens with findings generated from the run: each phase's time and fraction
+    of the bound with the tier that sets the bound (as summary.json has them), the compute
+    share, loss, and the cost with its unsourced share; congestion counters appear when set."""
+    import copy
+
+    from podsim.fabric.units import fmt_time
+    from podsim.scenarios.report.findings import findings
+    from podsim.scenarios.report.html import render_report
+    from podsim.scenarios.results.tables import Results
+
+    res = Results.read(quickstart_dir)
+    s = res.summary
+    text = findings(res)
+    d = s["phases"]["dispatch"]
+    tier = s["bound"]["phases"]["dispatch"]["limit_tier"]
+    assert any(
+        t.startswith(f"Dispatch takes {fmt_time(d['completion_time_s'])}")
+        and f"{d['fraction_of_bound']:.0%} of the physical bound" in t
+        and f"the {tier} tier" in t
+        for t in text
+    ), text
+    assert any(t.startswith("The fabric ran loss-free") for t in text)
+    assert any("capex" in t and "no source" in t for t in text)
+    html = render_report(quickstart_dir)
+    assert html.index("<h2>Findings</h2>") < html.index("<h2>Summary</h2>")
+    congested = copy.copy(res)
+    congested.summary = {**s, "counters": {**s["counters"], "drops": 12, "ecn_marks": 3400}}
+    assert "Congestion: 12 drops, 3,400 ECN marks." in findings(congested)
