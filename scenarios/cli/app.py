@@ -483,6 +483,48 @@ def plot(directory: Annotated[Path, typer.Argument(help="A result or study folde
 
 @app.command()
 @guarded
+def compare(
+    directories: Annotated[
+        list[Path], typer.Argument(help="Two or more result folders; the first is the baseline.")
+    ],
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the comparison as an HTML page.")
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option(help="Relative change that counts as a difference (0.05 = 5 %).")
+    ] = 0.05,
+) -> None:
+    """Compare result folders side by side: each figure per run, its change against the first
+    run, and the differences of at least --threshold marked better or worse."""
+    from podsim.scenarios.report.compare import compare as compare_runs
+    from podsim.scenarios.report.compare import formatted, write_compare_html
+    from podsim.scenarios.results.tables import Results
+    from rich.table import Table
+
+    if len(directories) < 2:
+        raise ScenarioError("podsim compare needs at least two result folders")
+    if not 0 <= threshold < 10:
+        raise ScenarioError(f"--threshold {threshold!r} must be a fraction in [0, 10)")
+    runs = [Results.read(d) for d in directories]
+    names = [d.name or str(d) for d in directories]
+    if len(set(names)) != len(names):
+        names = [str(d) for d in directories]
+    df = compare_runs(runs, names, threshold=threshold)
+    t = Table(title=f"podsim compare (baseline {names[0]})", title_justify="left")
+    for h in ["figure", *names, *[c for c in df.columns if str(c).startswith("change vs ")],
+              "verdict"]:  # fmt: skip
+        t.add_column(str(h), justify="left" if h in ("figure", "verdict") else "right")
+    for cells in formatted(df, names):
+        style = "red" if "worse" in cells[-1] else "green" if "better" in cells[-1] else None
+        t.add_row(*cells, style=style)
+    out_console.print(t)
+    if html is not None:
+        path = write_compare_html(runs, names, html, threshold=threshold)
+        out_console.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+@guarded
 def report(
     directory: Annotated[Path, typer.Argument(help="A result or study folder.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
