@@ -150,6 +150,29 @@ class Explodes(CongestionControl):
         raise RuntimeError("boom")
 
 
+def _fixed_window_transfer(packets: int, size: int, **nic: object):
+    """One message of ``size`` bytes between two hosts of a star under :class:`FixedWindow`
+    (``packets`` MTUs); returns the RDMA network, the message and the unloaded RTT (a data
+    packet there, an ACK back)."""
+    env = simpy.Environment()
+    net = Network(env, build_topology("star", hosts=2), seed=1)
+    cfg = NicConfig(
+        cc=f"{__name__}:FixedWindow",
+        cc_params={"packets": packets},
+        allow_plugins=True,
+        selector="ecmp",
+        **nic,
+    )
+    rdma = RdmaNetwork(net, cfg, seed=1)
+    m = rdma.post(0, 1, size)
+    rdma.run()
+    path = net.paths("nic0.p0", "nic1.p0")[0]
+    rtt = net.unloaded_latency(path, 4096 + ROCE_OVERHEAD) + net.unloaded_latency(
+        path[::-1], ROCE_OVERHEAD + ACK_WIRE_EXTRA
+    )
+    return rdma, m, rtt
+
+
 def test_user_plugin_fixed_window_drives_the_nic() -> None:
     """A window of W bytes and no other limit: one window per round trip, so a long message
     completes at W / RTT (RTT = data packet + ACK unloaded delays), within 1 %."""
@@ -158,17 +181,8 @@ def test_user_plugin_fixed_window_drives_the_nic() -> None:
         RdmaNetwork(
             Network(simpy.Environment(), build_topology("star", hosts=2)), NicConfig(cc=spec)
         )
-    env = simpy.Environment()
-    net = Network(env, build_topology("star", hosts=2), seed=1)
-    cfg = NicConfig(cc=spec, cc_params={"packets": 2}, allow_plugins=True, selector="ecmp")
-    rdma = RdmaNetwork(net, cfg, seed=1)
     size = 256 * 4096
-    m = rdma.post(0, 1, size)
-    rdma.run()
-    path = net.paths("nic0.p0", "nic1.p0")[0]
-    rtt = net.unloaded_latency(path, 4096 + ROCE_OVERHEAD) + net.unloaded_latency(
-        path[::-1], ROCE_OVERHEAD + ACK_WIRE_EXTRA
-    )
+    rdma, m, rtt = _fixed_window_transfer(packets=2, size=size)
     q = rdma.qp_table()
     assert q.window_bytes.iloc[0] == 2 * 4096
     assert size / (m.done_s - m.start_s) == pytest.approx(2 * 4096 / rtt, rel=0.01)
@@ -183,23 +197,8 @@ def test_ack_request_keeps_a_small_window_moving_under_ack_coalescing(coalesce: 
     the request a coalescing factor above 3 would stall every window until the retransmission
     timeout. Rate (within 1 %): W / RTT with an ACK per packet; with one ACK per window, a
     window every RTT plus the two packets' serialisation ahead of the one acknowledged."""
-    env = simpy.Environment()
-    net = Network(env, build_topology("star", hosts=2), seed=1)
-    cfg = NicConfig(
-        cc=f"{__name__}:FixedWindow",
-        cc_params={"packets": 3},
-        allow_plugins=True,
-        selector="ecmp",
-        ack_every=coalesce,
-    )
-    rdma = RdmaNetwork(net, cfg, seed=1)
     size = 300 * 4096
-    m = rdma.post(0, 1, size)
-    rdma.run()
-    path = net.paths("nic0.p0", "nic1.p0")[0]
-    rtt = net.unloaded_latency(path, 4096 + ROCE_OVERHEAD) + net.unloaded_latency(
-        path[::-1], ROCE_OVERHEAD + ACK_WIRE_EXTRA
-    )
+    rdma, m, rtt = _fixed_window_transfer(packets=3, size=size, ack_every=coalesce)
     q = rdma.qp_table()
     assert q.timeouts.sum() == 0 and q.retx_pkts.sum() == 0
     cycle = rtt if coalesce == 1 else rtt + 2 * (4096 + ROCE_OVERHEAD) * 8 / 400e9
