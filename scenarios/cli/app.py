@@ -528,6 +528,10 @@ def compare(
 def report(
     directory: Annotated[Path, typer.Argument(help="A result or study folder.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="A result folder the findings compare the run with."),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML report of a result folder (or of a study folder)."""
     from podsim.scenarios.report.html import write_report
@@ -535,7 +539,7 @@ def report(
 
     if out is None:
         check_within(directory, "report.html")
-    path = write_report(directory, out)
+    path = write_report(directory, out, baseline)
     out_console.print(f"wrote {path}", markup=False)
 
 

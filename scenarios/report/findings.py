@@ -111,7 +111,29 @@ def _cost(res: Results) -> list[str]:
     return [text + "."]
 
 
-def findings(res: Results) -> list[str]:
-    """The report's opening sentences for run ``res`` (module docstring)."""
+def _against(res: Results, baseline: Results, name: str, threshold: float) -> list[str]:
+    from podsim.scenarios.report.compare import compare, formatted
+
+    df = compare([baseline, res], [name, "this run"], threshold=threshold)
+    rows = [c for c in formatted(df, [name, "this run"]) if c[-1] in ("better", "worse")]
+    if not rows:
+        return [f"Against {name}: no figure changed by {threshold:.0%} or more."]
+    parts = [f"{c[0]} {c[3]} ({c[-1]})" for c in rows]
+    return [f"Against {name}: " + "; ".join(parts) + "."]
+
+
+def findings(
+    res: Results,
+    baseline: Results | None = None,
+    *,
+    baseline_name: str = "the baseline",
+    threshold: float = 0.05,
+) -> list[str]:
+    """The report's opening sentences for run ``res`` (module docstring); with a ``baseline``
+    run, one more sentence lists the figures that changed by ``threshold`` or more
+    (:mod:`podsim.scenarios.report.compare`)."""
     s = res.summary
-    return [*_timing(s), *_compute_share(res), *_skew(s), *_loss(s), *_cost(res)]
+    out = [*_timing(s), *_compute_share(res), *_skew(s), *_loss(s), *_cost(res)]
+    if baseline is not None:
+        out += _against(res, baseline, baseline_name, threshold)
+    return out

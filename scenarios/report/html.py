@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from podsim.fabric.units import fmt_rate, fmt_size, fmt_time
 from podsim.scenarios.cost.tables import usd, usd_amount
+from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.results.tables import Results
 
 __all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
@@ -523,13 +524,17 @@ def _study_answers_html(df: Any, study: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def render_report(directory: str | Path) -> str:
+def render_report(directory: str | Path, baseline: str | Path | None = None) -> str:
     """The HTML text of the report of result folder ``directory`` (plots drawn if missing):
-    a run's report, or a study's when ``directory`` is a ``podsim sweep`` folder."""
+    a run's report, or a study's when ``directory`` is a ``podsim sweep`` folder. With a
+    ``baseline`` result folder the findings say what changed against it."""
     d = Path(directory)
     if is_study_folder(d):
+        if baseline is not None:
+            raise ScenarioError("--baseline compares run result folders, not a study folder")
         return _render_study(d)
     res = Results.read(d)
+    base = Results.read(baseline) if baseline is not None else None
     plots = d / "plots"
     if not any(plots.glob("*.png")):
         from podsim.scenarios.build.cluster import read_graph
@@ -558,7 +563,7 @@ def render_report(directory: str | Path) -> str:
     scen = yaml.safe_dump(res.scenario, sort_keys=False) if res.scenario else "(not recorded)"
     from podsim.scenarios.report.findings import findings
 
-    found = findings(res)
+    found = findings(res, base, baseline_name=Path(baseline).name if baseline else "")
     body = (
         (f"<p>{_e(desc)}</p>" if desc else "")
         + (
@@ -575,11 +580,14 @@ def render_report(directory: str | Path) -> str:
     return _page(title, meta, body)
 
 
-def write_report(directory: str | Path, out: str | Path | None = None) -> Path:
-    """Write the report (default ``DIR/report.html``) and return its path."""
+def write_report(
+    directory: str | Path, out: str | Path | None = None, baseline: str | Path | None = None
+) -> Path:
+    """Write the report (default ``DIR/report.html``) and return its path; ``baseline``: a
+    result folder the findings compare the run with."""
     d = Path(directory)
     path = Path(out) if out is not None else d / "report.html"
-    text = render_report(d)
+    text = render_report(d, baseline)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

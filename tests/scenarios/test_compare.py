@@ -69,3 +69,23 @@ def test_bad_input_is_refused_with_exit_2(quickstart_dir, tmp_path, case, words)
     r = CliRunner().invoke(app, ["compare", *args])
     assert r.exit_code == 2, r.output
     assert words in r.output
+
+
+def test_report_findings_say_what_changed_against_a_baseline(
+    quickstart_dir, root_complex_dir, tmp_path
+) -> None:
+    from podsim.scenarios.report.findings import findings
+
+    a, b = Results.read(quickstart_dir), Results.read(root_complex_dir)
+    ta = a.summary["phases"]["dispatch"]["completion_time_s"]
+    tb = b.summary["phases"]["dispatch"]["completion_time_s"]
+    against = [t for t in findings(b, a, baseline_name="base") if t.startswith("Against base:")]
+    assert len(against) == 1
+    assert f"dispatch: completion time {(tb - ta) / ta:+.1%} (worse)" in against[0]
+    assert not any(t.startswith("Against") for t in findings(b))
+    page = tmp_path / "r.html"
+    r = CliRunner().invoke(
+        app, ["report", str(root_complex_dir), "--baseline", str(quickstart_dir), "-o", str(page)]
+    )
+    assert r.exit_code == 0, r.output
+    assert f"Against {quickstart_dir.name}:" in page.read_text()
