@@ -680,8 +680,11 @@ class Results:
         head.add_column("per phase (mean over layers)")
         for ph in phases:
             head.add_column(ph, justify="right")
+        wl = (self.scenario or {}).get("workload") or {}
+        syn = wl.get("synthetic") or {}
+        a2a = bool(wl.get("moe")) or (bool(syn) and syn.get("pattern", "uniform") == "uniform")
         rows = (
-            ("all-to-all completion time", "completion_time_s", _t),
+            ("all-to-all completion time" if a2a else "completion time", "completion_time_s", _t),
             ("algbw per GPU (NCCL)", "algbw_per_gpu_Bps", _gbs),
             ("busbw per GPU (NCCL)", "busbw_per_gpu_Bps", _gbs),
             ("RDMA send bw per GPU", "rdma_send_bw_per_gpu_Bps", _gbs),
@@ -699,6 +702,12 @@ class Results:
                 continue  # runs without the bound engine's module
             if key.startswith("deepep") and all(m.get(key) is None for m in phases.values()):
                 continue  # traffic DeepEP's scripts do not measure
+            if key == "busbw_per_gpu_Bps" and not a2a:
+                continue  # NCCL's bus-bandwidth factor (n-1)/n is the all-to-all's
+            if key in ("rdma_send_bw_per_gpu_Bps", "nvl_send_bw_per_gpu_Bps") and not any(
+                m.get(key) for m in phases.values()
+            ):
+                continue  # no traffic of that kind (e.g. no NVLink in a scale-out-only run)
             head.add_row(label, *(fmt(m.get(key)) for m in phases.values()))
         comp = s.get("phases", {}).get("compute")
         if comp and comp.get("max_rank_time_s"):  # no caption for traffic with no compute

@@ -216,3 +216,29 @@ def test_findings_open_the_report_and_read_the_run(quickstart_dir) -> None:
     congested = copy.copy(res)
     congested.summary = {**s, "counters": {**s["counters"], "drops": 12, "ecn_marks": 3400}}
     assert "Congestion: 12 drops, 3,400 ECN marks." in findings(congested)
+
+
+def test_summary_rows_only_where_they_apply(quickstart_dir) -> None:
+    """The printed summary names an all-to-all only for all-to-all traffic, shows NCCL's bus
+    bandwidth only there, and leaves out RDMA / NVLink rows when no such traffic ran."""
+    import copy
+
+    from podsim.scenarios.results.tables import Results
+    from rich.console import Console
+
+    def text(res) -> str:
+        con = Console(width=200, record=True)
+        for t in res.summary_tables():
+            con.print(t)
+        return con.export_text()
+
+    res = Results.read(quickstart_dir)
+    full = text(res)
+    assert "all-to-all completion time" in full and "busbw" in full and "NVLink send" in full
+    other = copy.copy(res)
+    other.scenario = {**res.scenario, "workload": {"synthetic": {"pattern": "incast"}}}
+    phases = {k: {**v, "nvl_send_bw_per_gpu_Bps": 0.0} for k, v in res.summary["phases"].items()}
+    other.summary = {**res.summary, "phases": phases}
+    out = text(other)
+    assert "all-to-all" not in out and "completion time" in out
+    assert "busbw" not in out and "NVLink send" not in out and "RDMA send" in out
