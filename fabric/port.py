@@ -24,6 +24,8 @@ one event). Only when something is queued behind it does the port schedule one r
 packet-hop, on an idle path one.
 
 Queues: strict priority, control (ACK/NACK/CNP/PROBE) before DATA; PFC pause stops DATA only.
+PFC pause/resume MAC frames go before both. A host-side (NIC) port has an unbounded queue; the
+NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model, below).
 
 Credit-based flow control (InfiniBand, IBTA vol. 1 section 7.9 "Flow control"; enabled per link
 by :meth:`Port.enable_credits`): the receiver grants the sender its input buffer as credits;
@@ -35,8 +37,6 @@ it, cut through to an idle egress), and they reach the sender one propagation la
 packets are not credited (like PFC, which never pauses them). Assumed: credit updates take no
 link time (IB's flow-control packets are a few bytes) and are sent per frame rather than in
 the periodic FCCL updates; a link that comes back up starts with its full credit again.
-PFC pause/resume MAC frames go before both. A host-side (NIC) port has an unbounded queue; the
-NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model, below).
 
 Pull model for NICs: set ``port.source = fn``; whenever the port is about to go idle (and is not
 paused) it calls ``fn()``, which returns the next packet to transmit or ``None``. After
@@ -248,8 +248,7 @@ class Port:
             self._deliver = self._saved
             if self._cr is not None:  # the link re-initialises its flow control
                 self._cr = self._cr0
-                if self.paused:
-                    self._credit_resume()
+                self.resume()
         else:
             self._saved = self._deliver
             self._deliver = (self._lost,)
@@ -475,11 +474,6 @@ class Port:
             )
         self._cr = self._cr0 = float(credit_bytes)
 
-    @property
-    def credits(self) -> float | None:
-        """Credit bytes the sender holds now (None: no credit flow control on this link)."""
-        return self._cr
-
     def spend_credit(self, wire: int) -> None:
         """A DATA frame of ``wire`` bytes started: spend its credits; stop starting DATA when
         fewer than one largest frame's worth remain."""
@@ -495,13 +489,8 @@ class Port:
         fits again."""
         c = self._cr + wire
         self._cr = c
-        if self.paused and c >= MAX_DATA_WIRE_BYTES:
-            self._credit_resume()
-
-    def _credit_resume(self) -> None:
-        self.paused = False
-        self.paused_s += self._env._now - self._paused_at
-        self.kick()
+        if c >= MAX_DATA_WIRE_BYTES:
+            self.resume()
 
     # ---- PFC ------------------------------------------------------------------------------
     def send_mac(self, frame: Packet, target: Port) -> None:

@@ -602,14 +602,8 @@ class Switch:
         plus the rest of the frame on the wire), ties broken uniformly at random by this
         switch's seeded generator (as htsim's ``adaptive_route`` does among equal loads)."""
         now = self.env._now
-        best = hops[0]
-        least = (
-            best.qbytes + (best._busy_until - now) / best._spb
-            if best._busy_until > now
-            else best.qbytes
-        )
-        ties = 1
-        for p in hops[1:]:
+        best, least, ties = hops[0], _INF, 0
+        for p in hops:
             load = p.qbytes + (p._busy_until - now) / p._spb if p._busy_until > now else p.qbytes
             if load < least:
                 best, least, ties = p, load, 1
