@@ -23,6 +23,7 @@ from podsim.scenarios.build.cluster import (
     compute_table,
     topology_io,
     trace_ranks,
+    with_stragglers,
 )
 from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.errors import ScenarioError
@@ -51,14 +52,18 @@ Stage = Callable[[str], None]
 
 
 class Prepared:
-    """A scenario with its cluster, trace and compute table built (what an engine needs)."""
+    """A scenario with its cluster, trace and compute table built (what an engine needs).
+    ``compute_model``: the compute table before straggler faults (what the straggler analysis
+    compares the run with), None when not built."""
 
     def __init__(self, scenario: Scenario, cluster: Cluster, trace: pd.DataFrame,
-                 compute: pd.DataFrame) -> None:  # fmt: skip
+                 compute: pd.DataFrame,
+                 compute_model: pd.DataFrame | None = None) -> None:  # fmt: skip
         self.scenario = scenario
         self.cluster = cluster
         self.trace = trace
         self.compute = compute
+        self.compute_model = compute_model
 
 
 def _as_scenario(
@@ -96,8 +101,9 @@ def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
              cluster.num_ranks, g.number_of_nodes(), g.number_of_edges())  # fmt: skip
     trace = build_trace(scenario, cluster)
     log.info("trace: %d messages, %d bytes", len(trace), int(trace["bytes"].sum()))
-    compute = compute_table(scenario, cluster, trace)
-    return Prepared(scenario, cluster, trace, compute)
+    model = compute_table(scenario, cluster, trace, with_faults=False)
+    compute = with_stragglers(scenario, cluster, model)
+    return Prepared(scenario, cluster, trace, compute, model)
 
 
 def output_dir(sc: Scenario, out: str | Path | None = None) -> Path:
@@ -254,9 +260,8 @@ def _run(
         # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
         from podsim.scenarios.results.analysis import analyse
 
-        # the modelled compute without straggler faults: a straggler is slow for its load
-        expected = compute_table(sc, prep.cluster, prep.trace, with_faults=False)
-        an = analyse(res, prep.cluster, expected=expected)
+        # against the compute modelled before straggler faults: a straggler is slow for its load
+        an = analyse(res, prep.cluster, expected=prep.compute_model)
         res.summary["analysis"] = an.summary()
         res.analysis = an.tables()
     res.cost, res.bom = price(sc, prep.cluster.graph, res)

@@ -645,12 +645,22 @@ def compute_table(
                 "compute_s": np.full(n * len(layers), t),
             }
         )
-    for i, f in enumerate(sc.faults if with_faults else ()):
+    return with_stragglers(sc, cluster, out) if with_faults else out
+
+
+def with_stragglers(sc: Scenario, cluster: Cluster, compute: pd.DataFrame) -> pd.DataFrame:
+    """``compute`` (a :func:`compute_table` without faults) with the scenario's straggler
+    faults applied: each multiplies its rank's time by its factor. ``compute`` is not
+    changed; without stragglers it is returned as it is."""
+    out = compute
+    for i, f in enumerate(sc.faults):
         if isinstance(f, Straggler):
             if f.rank >= cluster.num_ranks:
                 raise ScenarioError(
                     f"straggler rank {f.rank} is not one of the {cluster.num_ranks} ranks.",
                     path=f"faults[{i}].rank",
                 )
+            if out is compute:
+                out = compute.copy()
             out.loc[out["rank"] == f.rank, "compute_s"] *= f.factor
     return out

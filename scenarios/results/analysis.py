@@ -195,6 +195,15 @@ def gpu_idle(phases: pd.DataFrame, makespan_s: float | None = None) -> pd.DataFr
     return out
 
 
+def _modelled(ranks: pd.Series, expected: pd.DataFrame | None) -> np.ndarray | None:
+    """Each of ``ranks``' modelled compute (``expected`` summed per rank), or None when there
+    is no model or it gives some rank no positive time (then load cannot be told apart)."""
+    if expected is None or not len(expected) or not len(ranks):
+        return None
+    model = ranks.map(expected.groupby("rank")["compute_s"].sum()).to_numpy(float)
+    return model if bool((np.isfinite(model) & (model > 0)).all()) else None
+
+
 def stragglers(
     phases: pd.DataFrame,
     crit: pd.DataFrame | None = None,
@@ -215,15 +224,11 @@ def stragglers(
     med = float(idle["compute_s"].median()) if n_ranks else 0.0
     counts = crit["critical_rank"].value_counts() if len(crit) else pd.Series(dtype=int)
     load = slow = None
-    if expected is not None and len(expected):
-        model = expected.groupby("rank")["compute_s"].sum()
-        model = idle["rank"].map(model).to_numpy(float)
-        actual = idle["compute_s"].to_numpy(float)
-        ok = np.isfinite(model) & (model > 0)
-        if ok.all():
-            ratio = actual / model
-            load = model / float(np.median(model))
-            slow = ratio / float(np.median(ratio))
+    model = _modelled(idle["rank"], expected)
+    if model is not None:
+        ratio = idle["compute_s"].to_numpy(float) / model
+        load = model / float(np.median(model))
+        slow = ratio / float(np.median(ratio))
     rows = []
     for i, (r, c) in enumerate(zip(idle["rank"], idle["compute_s"], strict=True)):
         ratio = c / med if med > 0 else (np.inf if c > 0 else 1.0)
@@ -314,9 +319,9 @@ def analyse(
     crit = critical_path(results.phases, results.messages, results.links, cluster)
     gpus = gpu_idle(results.phases, makespan if isinstance(makespan, int | float) else None)
     slow = stragglers(results.phases, crit, factor=factor, expected=expected)
-    per_rank = expected.groupby("rank")["compute_s"].sum() if expected is not None else pd.Series()
-    if len(per_rank) and bool((per_rank > 0).all()):  # the same test stragglers() makes
-        skew = float(per_rank.max() / per_rank.median())
+    model = _modelled(gpus["rank"], expected)
+    if model is not None:
+        skew = float(model.max() / np.median(model))
         definition = STRAGGLER_DEFINITION.format(factor=factor)
     else:
         skew = float("nan")
