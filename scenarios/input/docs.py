@@ -28,7 +28,15 @@ from podsim.scenarios.input.schema import NameOf, Quantity, Scenario
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-__all__ = ["TOP_LEVEL_EXTRAS", "KeyDoc", "missing_descriptions", "models", "reference", "render"]
+__all__ = [
+    "TOP_LEVEL_EXTRAS",
+    "KeyDoc",
+    "md_cell",
+    "missing_descriptions",
+    "models",
+    "reference",
+    "render",
+]
 
 #: Keys the loader reads before validation (scenarios/loader.py), not model fields.
 TOP_LEVEL_EXTRAS = (
@@ -292,7 +300,8 @@ def missing_descriptions(root: type[BaseModel] = Scenario) -> list[str]:
 # --------------------------------------------------------------------------- rendering
 
 
-def _md_cell(text: str) -> str:
+def md_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: ``|`` escaped, line breaks as spaces."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -341,9 +350,9 @@ def render(rows: list[KeyDoc] | None = None, fmt: str = "md") -> str:
             for r in items:
                 key = f"**`{r.path}`**" if r.section else f"`{r.path}`"
                 table.append(
-                    f"| {key} | {_md_cell(r.type)} | "
-                    f"{_md_cell(r.default and f'`{r.default}`')} | "
-                    f"{_md_cell(r.unit)} | {_md_cell(r.description)} |"
+                    f"| {key} | {md_cell(r.type)} | "
+                    f"{md_cell(r.default and f'`{r.default}`')} | "
+                    f"{md_cell(r.unit)} | {md_cell(r.description)} |"
                 )
         return "\n".join(out + study) + "\n"
     if fmt == "text":

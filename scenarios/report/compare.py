@@ -6,7 +6,7 @@ counters; capex and capex per GB/s per GPU), one column per run, and each run's 
 the first (the baseline). A change of at least ``threshold`` (default 5 %) either way is a
 difference that matters: the table marks it, better or worse by the figure's direction (time,
 loss and cost: lower is better; bandwidth and fraction of the bound: higher). A figure one run
-lacks (a phase it does not have, an unpriced run) is blank, never zero.
+lacks (a phase it does not have, an unpriced run) is shown as -, never as zero.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from podsim.scenarios.report.html import _e, _page
+from podsim.scenarios.report.html import _num as _shown
 from podsim.scenarios.results.tables import Results
 
 __all__ = ["Figure", "compare", "compare_html", "figures_of"]
@@ -27,7 +29,8 @@ PHASES = ("dispatch", "combine", "other")
 
 @dataclass(frozen=True)
 class Figure:
-    """One compared figure: its label, unit kind (time, bw, fraction, count, usd), direction
+    """One compared figure: its label, unit kind (as the run report formats them: time, GBps,
+    pct, count, usd), direction
     (``lower`` or ``higher`` is better) and how to read it from a run."""
 
     label: str
@@ -61,8 +64,8 @@ def figures_of(runs: Sequence[Results]) -> list[Figure]:
     for ph in (p for p in PHASES if p in have):
         out += [
             Figure(f"{ph}: completion time", "time", "lower", _phase(ph, "completion_time_s")),
-            Figure(f"{ph}: algbw per GPU", "bw", "higher", _phase(ph, "algbw_per_gpu_Bps")),
-            Figure(f"{ph}: fraction of bound", "fraction", "higher",
+            Figure(f"{ph}: algbw per GPU", "GBps", "higher", _phase(ph, "algbw_per_gpu_Bps")),
+            Figure(f"{ph}: fraction of bound", "pct", "higher",
                    _phase(ph, "fraction_of_bound")),
         ]  # fmt: skip
     for key, label in (("drops", "drops"), ("ecn_marks", "ECN marks"),
@@ -120,27 +123,11 @@ def compare(
     return pd.DataFrame(rows)
 
 
-def _fmt(x: Any, kind: str) -> str:
-    from podsim.fabric.units import fmt_time
-
-    if not isinstance(x, int | float) or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    if kind == "time":
-        return fmt_time(x)
-    if kind == "bw":
-        return f"{x / 1e9:,.2f} GB/s"
-    if kind == "fraction":
-        return f"{x:.1%}"
-    if kind == "usd":
-        return f"${x:,.0f}"
-    return f"{x:,.0f}"
-
-
 def formatted(df: pd.DataFrame, names: Sequence[str]) -> list[list[str]]:
     """The comparison as display strings (values by kind, changes as signed percentages)."""
     out = []
     for _, r in df.iterrows():
-        cells = [str(r["figure"])] + [_fmt(r[n], r["kind"]) for n in names]
+        cells = [str(r["figure"])] + [_shown(r[n], r["kind"]) for n in names]
         for c in [c for c in df.columns if str(c).startswith("change vs ")]:
             v = r[c]
             cells.append("" if not isinstance(v, float) or math.isnan(v) else f"{v:+.1%}")
@@ -153,7 +140,6 @@ def compare_html(runs: Sequence[Results], names: Sequence[str], *, threshold: fl
     """A self-contained HTML page: the comparison table (differences that matter coloured) and
     one overlaid figure of the communication phases' completion times per run."""
     import base64
-    import html
     import io
 
     from matplotlib.figure import Figure as MplFigure
@@ -165,11 +151,12 @@ def compare_html(runs: Sequence[Results], names: Sequence[str], *, threshold: fl
     for cells in formatted(df, names):
         verdict = cells[-1]
         colour = "#fde0dc" if "worse" in verdict else "#e0f2e9" if "better" in verdict else "none"
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        tds = "".join(f"<td>{_e(c)}</td>" if i == 0 else f'<td class="n">{_e(c)}</td>'
+                      for i, c in enumerate(cells))  # fmt: skip
         body.append(f'<tr style="background:{colour}">{tds}</tr>')
     table = (
-        "<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in heads) + "</tr>"
-        + "".join(body) + "</table>"
+        "<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in heads) + "</tr></thead>"
+        + "<tbody>" + "".join(body) + "</tbody></table>"
     )  # fmt: skip
     fig = MplFigure(figsize=(10, 4.5))
     ax = fig.add_subplot()
@@ -185,18 +172,15 @@ def compare_html(runs: Sequence[Results], names: Sequence[str], *, threshold: fl
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     img = base64.b64encode(buf.getvalue()).decode()
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>podsim compare</title>"
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
-        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
-        "padding:3px 6px;text-align:right}td:first-child{text-align:left}</style></head><body>"
-        f"<h1>podsim compare: {html.escape(' vs '.join(names))}</h1>"
-        f"<p>Changes against {html.escape(names[0])}; a change of {threshold:.0%} or more "
-        "is marked better (green) or worse (red).</p>"
-        + table
-        + f'<h2>Figures</h2><img src="data:image/png;base64,{img}" style="max-width:100%">'
-        + "</body></html>"
+    intro = (
+        f"<p>Changes against {_e(names[0])}; a change of {threshold:.0%} or more is marked "
+        "better (green) or worse (red).</p>"
     )
+    figure = (
+        f'<h2>Figures</h2><figure><img src="data:image/png;base64,{img}" '
+        'alt="completion time per phase and run"></figure>'
+    )
+    return _page(f"podsim compare: {' vs '.join(names)}", "", intro + table + figure)
 
 
 def write_compare_html(

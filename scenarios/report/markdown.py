@@ -7,6 +7,7 @@ import math
 from numbers import Integral, Real
 
 import pandas as pd
+from podsim.scenarios.input.docs import md_cell
 
 __all__ = ["frame_to_markdown"]
 
@@ -21,7 +22,7 @@ def _cell(value: object, digits: int) -> str:
         text = "-" if math.isnan(x) else f"{x:,.{digits}f}"
     else:
         text = str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_cell(text)
 
 
 def frame_to_markdown(df: pd.DataFrame, digits: int = 1) -> str:
