@@ -9,16 +9,20 @@ fat-tree, one port per plane), built by the attachers of :mod:`podsim.fabric.top
 
 The generic builder ``superpod`` and the named presets register in
 :data:`podsim.fabric.topology.TOPOLOGIES` (one registry: a preset is a builder with defaults; its
-description starts with ``preset:``). Figures marked [S]/[D] come from
-docs/physics.md; [E] are estimates with no public source at hand, to be overridden
-by a scenario.
+description starts with ``preset:``). The presets are data, rows of
+:data:`podsim.fabric.superpod_presets.SUPERPOD_PRESETS` (each figure with its source, repeated in
+docs/physics.md "SuperPoD presets"), registered by the one generic :func:`register_presets`:
+every figure is a keyword argument a scenario overrides. [E] marks an estimate with no public
+source at hand.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import networkx as nx
+from podsim.fabric.superpod_presets import SUPERPOD_PRESETS, PresetSpec
 from podsim.fabric.topology import (
     DEFAULT_LEAF_SPINE_CABLE,
     DEFAULT_NIC_CABLE,
@@ -49,10 +53,10 @@ from podsim.fabric.units import parse_rate, parse_time
 __all__ = [
     "PRESET_ACCELERATORS",
     "SCALEOUT_KINDS",
-    "h800_deepep",
+    "build_preset",
+    "preset_arguments",
+    "register_presets",
     "superpod",
-    "superpod_128",
-    "superpod_384",
 ]
 
 SCALEOUT_KINDS = ("rail", "fat-tree")
@@ -60,28 +64,6 @@ SCALEOUT_KINDS = ("rail", "fat-tree")
 # [E] GPU-to-GPU one-way latency through one scale-up switch; no figure in docs/physics.md.
 DEFAULT_SCALEUP_LATENCY = "500ns"
 DEFAULT_SCALEUP_CABLE = "1m"  # [E] copper inside the rack
-
-
-#: The accelerator class of each preset (graph attribute ``accelerator``; the cost model prices
-#: it, scenarios/cost/catalog.yaml item with that ``accelerator`` name; ``cost.accelerator``
-#: overrides): the DeepEP paper's H800 nodes [S, docs/physics.md]; CloudMatrix384 is built from
-#: Ascend 910C NPUs [public description]; the generic 128-accelerator pod names no vendor, so
-#: it is priced as an H100-class GPU [E].
-PRESET_ACCELERATORS: dict[str, str] = {
-    "h800-deepep": "h800",
-    "superpod-128": "h100",
-    "superpod-384": "ascend-910c",
-}
-
-
-def _preset(g: nx.Graph, builder: str, preset: dict[str, Any]) -> nx.Graph:
-    """Record that ``g`` came from preset ``builder`` called with ``preset`` arguments, and
-    the preset's accelerator class (:data:`PRESET_ACCELERATORS`)."""
-    g.graph["builder"] = builder
-    g.graph["params"] = {**preset, **g.graph["params"]}
-    if builder in PRESET_ACCELERATORS:
-        g.graph["accelerator"] = PRESET_ACCELERATORS[builder]
-    return g
 
 
 def _rate(value: str | float, key: str) -> float:
@@ -272,163 +254,6 @@ def superpod(
     return g
 
 
-@TOPOLOGIES.register(
-    "h800-deepep", "preset: 8x H800 nodes, 400G NIC per GPU, NVLink 160 GB/s, rail-optimised"
-)
-@passes_to("superpod")
-def h800_deepep(
-    nodes: int = 4,
-    *,
-    scaleup_rate: str | float = "160GB/s",
-    scaleup_latency: str | float = DEFAULT_SCALEUP_LATENCY,
-    scaleout: str = "rail",
-    name: str | None = None,
-    **overrides: Any,
-) -> nx.Graph:
-    """The DeepEP paper setup (docs/physics.md, "DeepSeek-V3 internode dispatch"): nodes of 8 H800
-    GPUs, each node one NVLink scale-up domain (pod = node) at 160 GB/s per GPU [S], one 400G NIC
-    per GPU [S] (the paper uses 400 Gb/s InfiniBand; modelled here as 400GbE RoCE), rail-optimised
-    single-plane 1:1 scale-out, so GPU i of every node shares rail i. ``nodes`` = 2/4/8 gives
-    EP16/32/64. The HGX board's four NVSwitch chips are one logical scale-up switch here
-    (``scaleup_switches`` overrides); NVLink latency is an estimate [E]. Other ``superpod``
-    parameters pass through ``overrides``.
-    """
-    args = _h800_deepep_args(nodes, scaleup_rate=scaleup_rate, scaleup_latency=scaleup_latency,
-                             scaleout=scaleout, name=name, **overrides)  # fmt: skip
-    return _preset(superpod(**args), "h800-deepep", {"nodes": args["pods"]})
-
-
-def _h800_deepep_args(nodes: int, *, scaleup_rate: Any, scaleup_latency: Any, scaleout: str,
-                      name: str | None, **overrides: Any) -> dict[str, Any]:  # fmt: skip
-    """The :func:`superpod` arguments of :func:`h800_deepep` (its builder and its size)."""
-    nodes = int_param(nodes, "nodes")
-    kw: dict[str, Any] = {
-        "gpus_per_nic": 1,
-        "planes": 1,
-        "scaleup_switches": 1,
-        "nic_phy": "400GbE",
-        "fabric_phy": "400GbE",
-    }
-    kw.update(overrides)
-    return dict(pods=nodes, gpus_per_pod=8, gpus_per_server=8, scaleup_rate=scaleup_rate,
-                scaleup_latency=scaleup_latency, scaleout=scaleout,
-                name=name or f"h800-deepep-{nodes}n", **kw)  # fmt: skip
-
-
-def _pod_preset(
-    preset: str,
-    pods: int,
-    gpus_per_pod: int,
-    name: str | None,
-    overrides: dict[str, Any],
-    *,
-    nic_phy: str,
-    **kw: Any,
-) -> nx.Graph:
-    """``superpod`` of ``pods`` pods of ``gpus_per_pod`` accelerators in 8-accelerator servers,
-    recorded as preset ``preset``. The fabric PHY defaults to the NIC's and the scale-up latency
-    to :data:`DEFAULT_SCALEUP_LATENCY`; ``overrides`` may replace either or pass any other
-    ``superpod`` parameter."""
-    args = _pod_preset_args(preset, pods, gpus_per_pod, name, overrides, nic_phy=nic_phy, **kw)
-    return _preset(superpod(**args), preset, {"pods": args["pods"]})
-
-
-def _pod_preset_args(
-    preset: str,
-    pods: int,
-    gpus_per_pod: int,
-    name: str | None,
-    overrides: dict[str, Any],
-    *,
-    nic_phy: str,
-    **kw: Any,
-) -> dict[str, Any]:
-    """The :func:`superpod` arguments of a pod preset (its builder and its size)."""
-    pods = int_param(pods, "pods")
-    extra: dict[str, Any] = {"fabric_phy": nic_phy, "scaleup_latency": DEFAULT_SCALEUP_LATENCY}
-    extra.update(overrides)
-    return dict(pods=pods, gpus_per_pod=gpus_per_pod, gpus_per_server=8, nic_phy=nic_phy,
-                name=name or f"{preset}-{pods}p", **kw, **extra)  # fmt: skip
-
-
-@TOPOLOGIES.register(
-    "superpod-128", "preset: 128-accelerator pods, on-card-switch 400G SmartNIC per GPU pair"
-)
-@passes_to("superpod")
-def superpod_128(
-    pods: int = 2,
-    *,
-    gpus_per_nic: int = 2,
-    planes: int = 2,
-    nic_phy: str = "200GbE",
-    scaleup_rate: str | float = "400GB/s",
-    scaleup_switches: int = 8,
-    scaleout: str = "rail",
-    name: str | None = None,
-    **overrides: Any,
-) -> nx.Graph:
-    """A 128-accelerator SuperPoD in the brief's mould: each pod is one scale-up domain of 128
-    accelerators in 16 trays of 8 [E]; the scale-out NIC is the brief's 400G PAM4 SmartNIC with
-    an on-card PCIe switch (docs/physics.md, T-Head Panmai 920 [S]). Its host side is Gen5 x32, so
-    by default two x16 accelerators share one NIC (``gpus_per_nic=2``; 1 gives a NIC per GPU) [E].
-    The 400G port is split into two 200GbE planes (``planes=2``, ``nic_phy="200GbE"``) [E];
-    ``planes=1, nic_phy="400GbE"`` gives one plane. Scale-up bandwidth 400 GB/s per accelerator
-    over 8 switches and its latency are estimates [E] (no public figure in docs/physics.md).
-    Rail-optimised 1:1 scale-out by default. Other ``superpod`` parameters pass through
-    ``overrides``.
-    """
-    return _pod_preset(
-        "superpod-128",
-        pods,
-        128,
-        name,
-        overrides,
-        gpus_per_nic=gpus_per_nic,
-        planes=planes,
-        nic_phy=nic_phy,
-        scaleup_rate=scaleup_rate,
-        scaleup_switches=scaleup_switches,
-        scaleout=scaleout,
-    )
-
-
-@TOPOLOGIES.register(
-    "superpod-384", "preset: 384-accelerator pods (48 servers x 8), 400G NIC per accelerator"
-)
-@passes_to("superpod")
-def superpod_384(
-    pods: int = 2,
-    *,
-    gpus_per_nic: int = 1,
-    planes: int = 1,
-    nic_phy: str = "400GbE",
-    scaleup_rate: str | float = "392GB/s",
-    scaleup_switches: int = 7,
-    scaleout: str = "rail",
-    name: str | None = None,
-    **overrides: Any,
-) -> nx.Graph:
-    """A 384-accelerator pod modelled on public descriptions of Huawei's CloudMatrix384 (48
-    servers of 8 NPUs in one unified-bus scale-up domain): 392 GB/s scale-up per accelerator
-    over 7 switch planes [E, public description, not in docs/physics.md], one 400G scale-out NIC per
-    accelerator (docs/physics.md 400GbE), rail-optimised 1:1 scale-out joining ``pods`` pods.
-    Scale-up latency is an estimate [E]. Other ``superpod`` parameters pass through ``overrides``.
-    """
-    return _pod_preset(
-        "superpod-384",
-        pods,
-        384,
-        name,
-        overrides,
-        gpus_per_nic=gpus_per_nic,
-        planes=planes,
-        nic_phy=nic_phy,
-        scaleup_rate=scaleup_rate,
-        scaleup_switches=scaleup_switches,
-        scaleout=scaleout,
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # closed-form sizes (podsim.fabric.topology.topology_size): the arguments of the builders above
 
@@ -477,19 +302,106 @@ def superpod_size(
     return fat_tree_size(cards, k_ft, planes, su_nodes, su_edges)
 
 
-@sizer("h800-deepep")
-def _h800_deepep_size(**args: Any) -> TopologySize:
-    return superpod_size(**builder_arguments("superpod", _h800_deepep_args(**args)))
+# --------------------------------------------------------------------------------------------
+# the presets: rows of podsim.fabric.superpod_presets.SUPERPOD_PRESETS, one generic builder
 
 
-def _pod_preset_size(preset: str, gpus_per_pod: int) -> Any:
-    def size(pods: int, *, name: Any, nic_phy: str, **rest: Any) -> TopologySize:
-        # named parameters and overrides alike become superpod arguments, as in the builder
-        args = _pod_preset_args(preset, pods, gpus_per_pod, name, rest, nic_phy=nic_phy)
-        return superpod_size(**builder_arguments("superpod", args))
+def preset_arguments(preset: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`superpod` arguments of table preset ``preset`` called with ``params`` (its
+    size key, any of its figures, ``name``, any other ``superpod`` parameter): the table's
+    figures, overridden by ``params``; ``fabric_phy`` defaults to ``nic_phy``."""
+    spec = SUPERPOD_PRESETS[preset]
+    params = dict(params)
+    size = int_param(params.pop(spec.size_key, spec.size.value), spec.size_key)
+    if spec.size_key != "pods" and "pods" in params:
+        raise TopologyError(f"preset {preset!r} is sized by {spec.size_key}, not pods")
+    name = params.pop("name", None)
+    args: dict[str, Any] = {key: fig.value for key, fig in spec.figures.items()}
+    args.update(params)
+    args.setdefault("fabric_phy", args.get("nic_phy", "400GbE"))
+    args["pods"] = size
+    args["name"] = name or spec.name_format.format(preset=preset, size=size)
+    return args
+
+
+def build_preset(preset: str, params: dict[str, Any]) -> nx.Graph:
+    """Build table preset ``preset`` (:func:`preset_arguments`); the graph records the preset
+    as its ``builder``, its size under the preset's size key, and the preset's accelerator."""
+    spec = SUPERPOD_PRESETS[preset]
+    args = preset_arguments(preset, params)
+    g = superpod(**args)
+    g.graph["builder"] = preset
+    g.graph["params"] = {spec.size_key: args["pods"], **g.graph["params"]}
+    g.graph["accelerator"] = spec.accelerator.value
+    return g
+
+
+def _preset_signature(spec: PresetSpec) -> inspect.Signature:
+    """Size key (positional or keyword), every figure (keyword, default from the table),
+    ``name`` and ``**overrides`` (other :func:`superpod` parameters)."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                spec.size_key, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=spec.size.value
+            ),
+            *(inspect.Parameter(k, kw, default=f.value) for k, f in spec.figures.items()),
+            inspect.Parameter("name", kw, default=None),
+            inspect.Parameter("overrides", inspect.Parameter.VAR_KEYWORD),
+        ]
+    )
+
+
+def _preset_doc(preset: str, spec: PresetSpec) -> str:
+    rows = "\n".join(f"    {k} = {f.value!r}: {f.source}" for k, f in spec.figures.items())
+    return (
+        f"{spec.about}\n\nFigures (podsim.fabric.superpod_presets, docs/physics.md "
+        f"'SuperPoD presets'); each is a keyword argument, a scenario overrides it in "
+        f"cluster.params; other superpod parameters pass through:\n"
+        f"    {spec.size_key} = {spec.size.value!r}: {spec.size.source}\n{rows}\n"
+        f"    accelerator = {spec.accelerator.value!r}: {spec.accelerator.source} "
+        f"(cost.accelerator overrides)"
+    )
+
+
+def _preset_builder(preset: str, spec: PresetSpec) -> Any:
+    """The registry entry of table row ``preset``: a builder with the row's signature."""
+    sig = _preset_signature(spec)
+
+    def build(*args: Any, **kwargs: Any) -> nx.Graph:
+        bound = sig.bind(*args, **kwargs)
+        params = dict(bound.arguments)
+        params.update(params.pop("overrides", {}))
+        return build_preset(preset, params)
+
+    build.__signature__ = sig  # type: ignore[attr-defined]
+    build.__name__ = build.__qualname__ = "preset_" + preset.replace("-", "_")
+    build.__doc__ = _preset_doc(preset, spec)
+    return passes_to("superpod")(build)
+
+
+def _preset_sizer(preset: str) -> Any:
+    def size(**args: Any) -> TopologySize:
+        return superpod_size(**builder_arguments("superpod", preset_arguments(preset, args)))
 
     return size
 
 
-sizer("superpod-128")(_pod_preset_size("superpod-128", 128))
-sizer("superpod-384")(_pod_preset_size("superpod-384", 384))
+def register_presets(table: dict[str, PresetSpec]) -> None:
+    """Register every row of ``table`` in :data:`TOPOLOGIES` (a builder taking the row's
+    figures as keyword arguments, marked as passing the rest to ``superpod``) with its
+    closed-form size function: the one generic path from preset data to the registry."""
+    for preset, spec in table.items():
+        TOPOLOGIES.add(preset, _preset_builder(preset, spec), spec.description)
+        sizer(preset)(_preset_sizer(preset))
+
+
+#: the accelerator class of each preset (graph attribute ``accelerator``; the cost model prices
+#: the scenarios/cost/catalog.yaml gpu item of that ``accelerator`` name; ``cost.accelerator``
+#: overrides), from the table with its source
+PRESET_ACCELERATORS: dict[str, str] = {
+    name: spec.accelerator.value for name, spec in SUPERPOD_PRESETS.items()
+}
+
+
+register_presets(SUPERPOD_PRESETS)

@@ -109,12 +109,21 @@ def build_graph(sc: Scenario, *, force: bool = False) -> nx.Graph:
         g = build_topology(name, **params)
     except (ValueError, TypeError) as exc:
         named = str(exc).startswith(f"topology {name!r}")
-        with at(path, "" if named else f"topology {name!r}"):
+        with at(_param_path(path, params, str(exc)), "" if named else f"topology {name!r}"):
             raise
     with at(path, f"topology {name!r}"):
         validate_graph(g)
     _apply_phy_overrides(sc, g)
     return g
+
+
+def _param_path(path: str, params: dict[str, Any], message: str) -> str:
+    """``path.<key>`` when the builder's ``message`` starts with a parameter the scenario wrote
+    (builders name the culprit first: ``scaleup_rate='0GB/s' must be > 0``), else ``path``."""
+    for key in params:
+        if message.startswith((f"{key}=", f"{key}:")):
+            return f"{path}.{key}"
+    return path
 
 
 def _apply_phy_overrides(sc: Scenario, g: nx.Graph) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "md_cell",
     "missing_descriptions",
     "models",
+    "preset_figures_markdown",
     "reference",
     "render",
 ]
@@ -303,6 +304,23 @@ def missing_descriptions(root: type[BaseModel] = Scenario) -> list[str]:
 def md_cell(text: str) -> str:
     """``text`` as one Markdown table cell: ``|`` escaped, line breaks as spaces."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def preset_figures_markdown() -> str:
+    """The SuperPoD preset figures (:data:`podsim.fabric.superpod_presets.SUPERPOD_PRESETS`) as
+    one Markdown table, one row per figure with its value and source; docs/physics.md
+    ("SuperPoD presets") holds this table verbatim (a test keeps them equal)."""
+    from podsim.fabric.superpod_presets import SUPERPOD_PRESETS
+
+    lines = ["| preset | figure | value | source |", "|---|---|---|---|"]
+    for name, spec in SUPERPOD_PRESETS.items():
+        rows = [(spec.size_key, spec.size), *spec.figures.items()]
+        rows += [("accelerator", spec.accelerator)]
+        rows += [(f"{key} (vendor, not built)", fig) for key, fig in spec.reference.items()]
+        for key, fig in rows:
+            cells = (name, key, str(fig.value), fig.source)
+            lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def study_rows(prefix: str = "") -> list[KeyDoc]:

@@ -26,6 +26,10 @@ CASES = [
     ("superpod-128", {"pods": 1, "planes": 1, "nic_phy": "400GbE"}),
     ("superpod-128", {"pods": 1, "oversubscription": 2}),
     ("superpod-384", {"pods": 1}),
+    ("nvl72", {}),
+    ("m890", {"pods": 1}),
+    ("atlas-a3", {"pods": 1}),
+    ("atlas-950", {"gpus_per_pod": 64, "pods": 2}),
 ]
 
 

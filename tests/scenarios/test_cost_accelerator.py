@@ -11,7 +11,9 @@ from podsim.scenarios.cost import BomError, build_bom, load_catalog
 from podsim.scenarios.cost.scenario import cost_of_scenario
 from typer.testing import CliRunner
 
-PRESETS = {"h800-deepep": {"nodes": 2}, "superpod-128": {"pods": 1}, "superpod-384": {"pods": 1}}
+PRESETS = {"h800-deepep": {"nodes": 2}, "superpod-128": {"pods": 1}, "superpod-384": {"pods": 1},
+           "nvl72": {"pods": 1}, "m890": {"pods": 1}, "atlas-a3": {"pods": 1},
+           "atlas-950": {"gpus_per_pod": 64}}  # fmt: skip
 
 
 def _gpu_line(lines):
