@@ -11,6 +11,14 @@ GPU share its egress evenly and a GPU that receives from k peers gets R/k from e
 last byte is delivered one path latency after it leaves: propagation at 5 ns/m plus the edge's
 ``latency_s`` on the GPU -> switch and switch -> GPU links, the packet engine's per-link rule.
 
+Faults: :meth:`ScaleUpPipes.set_link_rate` changes one scale-up link's rate (0 = down, a lower
+rate = degraded, the nominal rate = restored) and every active transfer is re-solved at once. A
+GPU's traffic is striped evenly over its links that are up (as NVLink stripes over its links,
+and as the flow engine spreads a scale-up flow over the switch planes), so its egress and
+ingress capacity is (links up) x (slowest link up): a link down moves the traffic to the other
+planes, a degraded link slows every stripe to its rate. A GPU with no scale-up link left holds
+its transfers until a link comes back.
+
 Scale-up links carry 3-4x the scale-out bandwidth per GPU (docs/physics.md: NVLink 160 GB/s vs
 IB 50 GB/s per GPU [S]), so this domain rarely sets a phase's time; the fluid model ignores
 packetisation and protocol overhead inside it (payload at the link rate).
@@ -42,6 +50,10 @@ class ScaleUpPipes:
         rate: dict[int, float] = defaultdict(float)
         self.latency: dict[int, float] = {}
         self.links: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        #: (gpu node, switch) -> nominal and current rate (bit/s) of every scale-up link
+        self.nominal: dict[tuple[str, str], float] = {}
+        self.current: dict[tuple[str, str], float] = {}
+        self._gid: dict[str, int] = {}
         for u, v, d in graph.edges(data=True):
             if d.get("kind") != "scaleup":
                 continue
@@ -53,6 +65,8 @@ class ScaleUpPipes:
             )
             self.latency[gid] = max(self.latency.get(gid, 0.0), hop)
             self.links[gid].append((gpu_node, sw))
+            self.nominal[gpu_node, sw] = self.current[gpu_node, sw] = float(d["rate_bps"])
+            self._gid[gpu_node] = gid
         self.gpus = sorted(rate)
         self._index = {g: i for i, g in enumerate(self.gpus)}
         self.rate = dict(rate)
@@ -102,6 +116,30 @@ class ScaleUpPipes:
         if not self._dirty:
             self._dirty = True
             call_later(self.env, 0.0, self._resolve)
+
+    def link_key(self, u: str, v: str) -> tuple[str, str]:
+        """(gpu node, switch) of the scale-up link between ``u`` and ``v``; KeyError if none."""
+        key = (u, v) if u in self._gid else (v, u)
+        if key not in self.nominal:
+            raise KeyError(f"no scale-up link {u!r}-{v!r}")
+        return key
+
+    def set_link_rate(self, u: str, v: str, rate_bps: float) -> None:
+        """Set the current rate of scale-up link ``u``-``v`` (both directions; 0 = down) and
+        re-solve every active transfer with the GPU's new egress/ingress capacity."""
+        key = self.link_key(u, v)
+        if not rate_bps >= 0:
+            raise ValueError(f"rate {rate_bps!r} of scale-up link {u}-{v} must be >= 0")
+        self.current[key] = float(rate_bps)
+        gid = self._gid[key[0]]
+        up = [self.current[link] for link in self.links[gid] if self.current[link] > 0]
+        total = len(up) * min(up) if up else 0.0  # striped over the links that are up
+        self.rate[gid] = total
+        i = self._index[gid]
+        self._advance()
+        self._capacity[i] = self._capacity[self._n + i] = total
+        self._merge()
+        self._reschedule(0.0)
 
     def _resolve(self, _arg: object) -> None:
         self._dirty = False

@@ -62,10 +62,13 @@ __all__ = [
     "CHECK_EVERY_EVENTS",
     "FaultSession",
     "RdmaEndpoints",
+    "ScaleUpFaults",
     "build_injector",
+    "check_scaleup_isolation",
     "check_targets",
     "check_termination",
     "fabric_faults",
+    "scaleup_targets",
 ]
 
 #: invariant checks run at progress points, at most once per this many simulated events
@@ -77,9 +80,10 @@ def fabric_faults(
 ) -> list[tuple[int, Fault]]:
     """(index in ``faults:``, fabric fault) for every fault the packet network acts on.
 
-    With the cluster's ``graph``, links and nodes are checked against it (and scale-up links,
-    which the packet engine does not simulate, are refused with a clear error unless
-    ``scaleup_ok``: the flow engine takes them as capacity changes)."""
+    With the cluster's ``graph``, links and nodes are checked against it. Scale-up links and
+    switches may be targeted by ``link_down``, ``link_degrade`` and ``switch_down`` on every
+    engine (capacity changes of the scale-up domain: :func:`scaleup_targets`); ``ber`` on a
+    scale-up link is refused. ``scaleup_ok`` is kept for callers that pass it."""
     out: list[tuple[int, Fault]] = []
     g = graph
     for i, f in enumerate(sc.faults):
@@ -117,8 +121,91 @@ def fabric_faults(
 
 def check_targets(sc: Scenario, graph: nx.Graph, *, scaleup_ok: bool = False) -> None:
     """Raise a ScenarioError at ``faults[i]...`` for a fault naming a link or node the cluster
-    does not have (what ``podsim validate`` checks without running)."""
+    does not have, or that cut a GPU off its scale-up domain for good (what ``podsim validate``
+    checks without running)."""
     fabric_faults(sc, graph, scaleup_ok=scaleup_ok)
+    check_scaleup_isolation(sc, graph)
+
+
+def scaleup_targets(f: Fault, g: nx.Graph) -> list[tuple[str, str]]:
+    """The scale-up links (gpu node, switch) fault ``f`` acts on in ``g``: its link if that is
+    a scale-up link, every link of a scale-up switch it takes down; [] for scale-out faults."""
+    link = getattr(f, "link", None)
+    if link is not None:
+        u, v = link
+        if g.has_edge(u, v) and g.edges[u, v].get("kind") == "scaleup":
+            return [(u, v) if g.nodes[u].get("role") == "gpu" else (v, u)]
+        return []
+    node = getattr(f, "node", None)
+    if isinstance(f, SwitchDown) and node in g and g.nodes[node].get("role") == "scaleup":
+        return [(gpu, node) for gpu in sorted(g.neighbors(node))]
+    return []
+
+
+def check_scaleup_isolation(sc: Scenario, graph: nx.Graph) -> None:
+    """Refuse faults without ``until`` that leave a GPU with no scale-up link for good: its
+    scale-up transfers would wait forever. The error names the last such fault and the GPU."""
+    cut: dict[str, int] = {}
+    for i, f in fabric_faults(sc, graph):
+        if f.until is None and isinstance(f, LinkDown | SwitchDown):
+            for gpu, sw in scaleup_targets(f, graph):
+                cut.setdefault(f"{gpu}|{sw}", i)
+    if not cut:
+        return
+    down: dict[str, list[int]] = {}
+    for key, i in cut.items():
+        gpu = key.split("|")[0]
+        down.setdefault(gpu, []).append(i)
+    for gpu, idx in down.items():
+        if len(idx) >= graph.degree(gpu):
+            raise ScenarioError(
+                f"faults without 'until' take down every scale-up link of {gpu!r} for good; its "
+                "scale-up transfers could never finish. Give the fault an 'until' or leave "
+                "the GPU a link.",
+                path=f"faults[{max(idx)}]",
+            )
+
+
+class ScaleUpFaults:
+    """The scenario's scale-up faults acting on the packet engine's scale-up pipes
+    (:class:`podsim.fabric.scaleup.ScaleUpPipes`): at ``at`` each targeted link runs at 0
+    (``link_down``, ``switch_down`` of a scale-up switch) or at the degraded rate
+    (``link_degrade``), at ``until`` it returns to its nominal rate. Overlapping faults on one
+    link: the lowest active rate holds. ``records`` lists what was applied, for the summary."""
+
+    def __init__(self, env: Any, pipes: Any, faults: list[tuple[int, Fault]], graph: nx.Graph):
+        from podsim.fabric.kernel import call_at
+
+        self.pipes = pipes
+        self.records: list[dict[str, Any]] = []
+        self._active: dict[tuple[str, str], dict[int, float]] = {}
+        for i, f in faults:
+            links = scaleup_targets(f, graph)
+            if not links:
+                continue
+            rate = float(f.rate_bps) if isinstance(f, LinkDegrade) else 0.0
+            for link in links:
+                call_at(env, float(f.at), self._start, (i, link, rate))
+                if f.until is not None:
+                    call_at(env, float(f.until), self._end, (i, link))
+            self.records.append({"fault": i, "kind": f.kind, "target": f.target(),
+                                 "links": len(links), "rate_bps": rate, "at_s": f.at,
+                                 "until_s": f.until})  # fmt: skip
+
+    def _apply(self, link: tuple[str, str]) -> None:
+        nominal = self.pipes.nominal[link]
+        active = self._active.get(link, {})
+        self.pipes.set_link_rate(*link, min([nominal, *active.values()]))
+
+    def _start(self, arg: tuple[int, tuple[str, str], float]) -> None:
+        i, link, rate = arg
+        self._active.setdefault(link, {})[i] = rate
+        self._apply(link)
+
+    def _end(self, arg: tuple[int, tuple[str, str]]) -> None:
+        i, link = arg
+        self._active.get(link, {}).pop(i, None)
+        self._apply(link)
 
 
 def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> None:
@@ -130,10 +217,10 @@ def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> No
             hint = f"; {u!r} links to {near}" if near else f"; {u!r} is not a node"
             raise ScenarioError(f"no link {u!r}-{v!r} in the cluster{hint}.",
                                 path=f"faults[{i}].link")  # fmt: skip
-        if g.edges[u, v].get("kind") == "scaleup" and not scaleup_ok:
+        if g.edges[u, v].get("kind") == "scaleup" and isinstance(f, LinkBer):
             raise ScenarioError(
-                f"{u!r}-{v!r} is a scale-up link; the packet engine simulates the scale-out "
-                "fabric only (faults on scale-up links are not modelled).",
+                f"{u!r}-{v!r} is a scale-up link; bit errors are modelled on scale-out links "
+                "only (the scale-up domain is a fluid pipe): use link_down or link_degrade.",
                 path=f"faults[{i}].link",
             )
         nominal = float(g.edges[u, v].get("rate_bps", math.inf))
@@ -152,14 +239,8 @@ def _check_target(i: int, f: Fault, g: nx.Graph, scaleup_ok: bool = False) -> No
         eg = next((n for n, r in g.nodes(data="role") if r == "nic"), "nic0.p0")
         raise ScenarioError(f"{node!r} is not a NIC port of the cluster (e.g. {eg!r}).",
                             path=f"faults[{i}].node")  # fmt: skip
-    if (
-        isinstance(f, SwitchDown)
-        and role not in SCALEOUT_SWITCH_ROLES
-        and not (scaleup_ok and role == "scaleup")
-    ):
-        what = "a scale-up switch (not simulated by the packet engine)" if role == "scaleup" \
-            else "not a switch of the cluster"  # fmt: skip
-        raise ScenarioError(f"{node!r} is {what}.", path=f"faults[{i}].node")
+    if isinstance(f, SwitchDown) and role not in (*SCALEOUT_SWITCH_ROLES, "scaleup"):
+        raise ScenarioError(f"{node!r} is not a switch of the cluster.", path=f"faults[{i}].node")
 
 
 def build_injector(sc: Scenario, network: Network, *, watch_flows: bool = True) -> FaultInjector:
@@ -171,6 +252,8 @@ def build_injector(sc: Scenario, network: Network, *, watch_flows: bool = True) 
         watch_flows=watch_flows,
     )
     for i, f in fabric_faults(sc, network.graph):
+        if scaleup_targets(f, network.graph):
+            continue  # the scale-up domain's faults act on its pipes (ScaleUpFaults)
         try:
             inj.add(f)
         except FaultError as exc:
@@ -316,6 +399,12 @@ class FaultSession:
             cl = ctx.cluster
             check_termination(sc, cl.graph, ctx.trace, cl.rank_ports)
         self.injector = build_injector(sc, net) if has_faults else None
+        pipes = getattr(transport, "scaleup", None)
+        self.scaleup_faults = (
+            ScaleUpFaults(net.env, pipes, fabric_faults(sc), ctx.cluster.graph)
+            if has_faults and pipes is not None
+            else None
+        )
         rdma = getattr(transport, "rdma", None)
         if rdma is not None:
             self.endpoints: Any = RdmaEndpoints(rdma, injector=self.injector)
@@ -372,6 +461,8 @@ class FaultSession:
             inj = self.injector
             extra["faults"] = _records(inj)
             extra["fault_summary"] = inj.summary()
+        if self.scaleup_faults is not None and self.scaleup_faults.records:
+            extra["scaleup_faults"] = self.scaleup_faults.records
         return extra
 
 

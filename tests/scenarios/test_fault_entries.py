@@ -36,10 +36,15 @@ def test_flow_engine_validate_checks_fault_targets() -> None:
     r = _cli("validate", "link-failure", "--set", "engine=flow", "--set", fault)
     assert r.exit_code == 2, r.output
     assert "key faults[0].link" in _flat(r) and "spine9" in _flat(r)
-    # the flow engine models scale-up faults: those stay valid there
-    ok = "faults=[{kind: switch_down, node: su0.0, at: 1us}]"
-    r = _cli("validate", "quickstart", "--set", "engine=flow", "--set", ok)
-    assert r.exit_code == 0, r.output
+    # every engine models scale-up faults: those stay valid (with an end: su0.0 is the node's
+    # only scale-up switch, and a GPU cut off its scale-up domain for good is refused)
+    ok = "faults=[{kind: switch_down, node: su0.0, at: 1us, until: 5us}]"
+    for engine in ("flow", "packet"):
+        r = _cli("validate", "quickstart", "--set", f"engine={engine}", "--set", ok)
+        assert r.exit_code == 0, r.output
+    r = _cli("validate", "quickstart", "--set", ok.replace(", until: 5us", ""))
+    assert r.exit_code == 2, r.output
+    assert "key faults[0]" in _flat(r) and "every scale-up link of 'gpu" in _flat(r)
 
 
 def test_fault_window_error_prints_times_with_units() -> None:
