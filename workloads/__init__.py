@@ -8,7 +8,9 @@ pool), ``workspace`` (their reusable
 buffers, as DeepEP's Buffer), ``compute`` (expert grouped-GEMM time), ``traffic`` (per-mode
 messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
 ``moe`` (moe_layer_trace), ``synthetic`` (fabric test patterns), ``splits`` (all-to-all split
-matrices) and ``catalog`` (the WORKLOADS registry).
+matrices), ``catalog`` (the WORKLOADS registry), ``graph`` (the operation graph) and the
+trace importers ``chakra`` (MLCommons Chakra ``.et``) and ``kineto`` (PyTorch profiler JSON),
+with ``trace_import`` (what they share) and ``example_traces`` (writes the shipped examples).
 
 Import rule: workloads imports none of the other podsim packages, with one exception decided by
 the lead: the stdlib-only leaf modules ``podsim.fabric.registry`` (the project's one Registry class)
