@@ -25,6 +25,7 @@ from podsim.scenarios.build.cluster import (
     trace_ranks,
     with_stragglers,
 )
+from podsim.scenarios.build.workload_graph import build_workload_graph, graph_trace
 from podsim.scenarios.engines import ENGINES, EngineOutput, RunContext
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.loader import Document, load_scenario
@@ -33,6 +34,7 @@ from podsim.scenarios.results.folder import MANIFEST, check_output_dir, staged_f
 from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
 from podsim.workloads.deepep_metrics import deepep_bytes_table
+from podsim.workloads.graph import OpGraph
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +60,14 @@ class Prepared:
 
     def __init__(self, scenario: Scenario, cluster: Cluster, trace: pd.DataFrame,
                  compute: pd.DataFrame,
-                 compute_model: pd.DataFrame | None = None) -> None:  # fmt: skip
+                 compute_model: pd.DataFrame | None = None,
+                 graph: OpGraph | None = None) -> None:  # fmt: skip
         self.scenario = scenario
         self.cluster = cluster
         self.trace = trace
         self.compute = compute
         self.compute_model = compute_model
+        self.graph = graph
 
 
 def _as_scenario(
@@ -99,6 +103,13 @@ def prepare(scenario: Scenario, *, force: bool = False) -> Prepared:
     g = cluster.graph
     log.info("cluster: %d ranks, %d nodes, %d links; building the workload trace",
              cluster.num_ranks, g.number_of_nodes(), g.number_of_edges())  # fmt: skip
+    graph = build_workload_graph(scenario, cluster)
+    if graph is not None:
+        # compute is inside the graph (straggler factors applied there)
+        trace = graph_trace(graph, cluster)
+        log.info("operation graph: %d nodes, %d messages", len(graph), len(trace))
+        model = compute = pd.DataFrame(columns=["step", "layer", "rank", "compute_s"])
+        return Prepared(scenario, cluster, trace, compute, None, graph)
     trace = build_trace(scenario, cluster)
     log.info("trace: %d messages, %d bytes", len(trace), int(trace["bytes"].sum()))
     model = compute_table(scenario, cluster, trace, with_faults=False)
@@ -234,6 +245,7 @@ def _run(
         cluster=prep.cluster,
         trace=prep.trace,
         compute=prep.compute,
+        graph=prep.graph,
         progress=_counting(progress, seen),
         allow_plugins=allow_plugins,
     )

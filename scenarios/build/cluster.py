@@ -175,6 +175,9 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
     elif w.synthetic is not None:
         n = w.synthetic.ranks or total
         path = "workload.synthetic.ranks"
+    elif w.collective is not None:
+        n = w.collective.ranks or total
+        path = "workload.collective.ranks"
     else:
         return -1  # from the trace
     if n > total:

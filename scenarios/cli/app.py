@@ -386,6 +386,7 @@ def list_(
         ("expert placements", "expert placement"),
         ("expert popularity (skew)", "expert popularity"),
         ("synthetic patterns", "synthetic pattern"),
+        ("collectives (op/algorithm)", "collective"),
         ("rank mappings", "rank mapping"),
         ("PHY profiles", "PHY profile"),
         ("engines", "engine"),

@@ -28,6 +28,7 @@ from podsim.scenarios.results.tables import conform, summarise
 if TYPE_CHECKING:
     from podsim.scenarios.build.cluster import Cluster
     from podsim.scenarios.input.schema import Scenario
+    from podsim.workloads.graph import OpGraph
 
 __all__ = [
     "ENGINES",
@@ -47,6 +48,7 @@ class RunContext:
     cluster: Cluster
     trace: pd.DataFrame
     compute: pd.DataFrame
+    graph: OpGraph | None = None
     progress: Callable[[float, int | None], None] = lambda t, n: None
     allow_plugins: bool = False
 
@@ -61,7 +63,9 @@ class Engine:
 
     ``faults`` are the fault kinds (``faults[].kind``) the engine models; a scenario with any
     other kind is refused before the run. ``storage``: it models GPUDirect Storage background
-    reads (``workload.storage``). ``per_packet``: every packet is simulated, so per-packet
+    reads (``workload.storage``). ``graphs``: it executes operation graphs
+    (:mod:`podsim.workloads.graph`: collectives, training steps, imported traces), not only the
+    layer timeline. ``per_packet``: every packet is simulated, so per-packet
     effects apply (PFC pauses and drops, ``sim.cell`` bursts). ``preflight(sc, cluster, trace)``
     makes the engine's own input checks (fault targets the cluster lacks, runs that could never
     end); ``check_size(sc, cluster, trace, compute, budget=, force=)`` refuses a run too large
@@ -74,6 +78,7 @@ class Engine:
     description: str = ""
     faults: frozenset[str] = frozenset()
     storage: bool = False
+    graphs: bool = False
     per_packet: bool = False
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None
     check_size: Callable[..., Any] | None = None
@@ -102,6 +107,12 @@ class Engine:
                 "or remove those faults",
                 path="faults",
             )
+        if sc.workload.builds_graph and not self.graphs:
+            raise ScenarioError(
+                f"the {self.name} engine does not execute operation graphs (workload."
+                f"{sc.workload.kind}); {_suggest(lambda e: e.graphs)}or use another workload",
+                path="engine",
+            )
         if sc.workload.storage is not None and not self.storage:
             raise ScenarioError(
                 f"the {self.name} engine does not model GPUDirect Storage reads; "
@@ -124,6 +135,7 @@ def register_engine(
     *,
     faults: frozenset[str] | set[str] = frozenset(),
     storage: bool = False,
+    graphs: bool = False,
     per_packet: bool = False,
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None,
     check_size: Callable[..., Any] | None = None,
@@ -133,7 +145,15 @@ def register_engine(
 
     def deco(run: Callable[[RunContext], EngineOutput]) -> Callable[[RunContext], EngineOutput]:
         eng = Engine(
-            name, run, description, frozenset(faults), storage, per_packet, preflight, check_size
+            name,
+            run,
+            description,
+            frozenset(faults),
+            storage=storage,
+            graphs=graphs,
+            per_packet=per_packet,
+            preflight=preflight,
+            check_size=check_size,
         )
         ENGINES.add(name, eng, description)
         return run

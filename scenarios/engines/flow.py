@@ -815,6 +815,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     # through per-packet frame loss and retries, which a fluid model does not have
     faults={"straggler", *FLOW_FAULT_KINDS},
     storage=True,
+    graphs=True,
     preflight=preflight,
     check_size=check_fluid,
 )
@@ -832,6 +833,7 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         num_ranks=ctx.cluster.num_ranks,
         time_limit=sc.sim.time_limit,
         progress=ctx.progress,
+        graph=ctx.graph,
     )
     end_s = np.where(np.isfinite(transport.end_s), transport.end_s, tl.end_s)
     links = link_table(ctx.cluster.graph, transport.link_counters())

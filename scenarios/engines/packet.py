@@ -373,6 +373,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     "packet-level SimPy simulation: every packet through every queue",
     faults=SCENARIO_FAULT_KINDS,
     storage=True,
+    graphs=True,
     per_packet=True,
     preflight=preflight,
     check_size=check_packet,
@@ -402,6 +403,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         num_ranks=ctx.cluster.num_ranks,
         time_limit=sc.sim.time_limit,
         progress=session.wrap_progress(ctx.progress),
+        graph=ctx.graph,
     )
     checked = session.finish(tl.status)
     links = link_table(ctx.cluster.graph, transport.link_counters())

@@ -34,6 +34,7 @@ KINDS: dict[str, tuple[str, str]] = {
     # the WORKLOADS entries defined in podsim.workloads.synthetic (see _synthetic_patterns)
     "synthetic pattern": ("podsim.workloads.catalog", "WORKLOADS"),
     "engine": ("podsim.scenarios.engines", "ENGINES"),
+    "collective": ("podsim.workloads.collectives", "COLLECTIVES"),
 }
 
 _PATTERNS: Registry | None = None

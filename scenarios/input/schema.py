@@ -791,6 +791,44 @@ class SyntheticWorkload(Strict):
         return v
 
 
+class CollectiveWorkload(Strict):
+    """One collective, repeated ``steps`` times, as NCCL runs it (podsim.workloads.collectives):
+    ``op`` over ``ranks`` (default: every GPU, in rank order) of ``size`` bytes (NCCL's
+    convention: the per-rank buffer of all-reduce, the input of reduce-scatter, the output of
+    all-gather, the per-rank send buffer of all-to-all) with ``algorithm`` (podsim list
+    collectives), ``channels`` parallel rings, chunks of ``chunk`` bytes (0: whole slices) and,
+    for ``hierarchical``, scale-up groups of ``local_size`` consecutive ranks (default: the
+    GPUs of one scale-up domain). ``compute_time`` runs on every rank before each repetition."""
+
+    op: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all"] = Field(
+        "all-reduce", description="the collective"
+    )
+    algorithm: str = Field("ring", description="algorithm (podsim list collectives)")
+    size: Size = Field(1 << 26, description="bytes, NCCL's count x type size")
+    ranks: PositiveInt | None = Field(
+        None, description="ranks taking part (default: every GPU of the cluster)"
+    )
+    channels: PositiveInt = Field(1, description="parallel rings (NCCL channels)")
+    chunk: Size = Field(0, description="pipeline chunk in bytes (0: one chunk per ring step)")
+    local_size: PositiveInt | None = Field(
+        None, description="hierarchical: ranks per scale-up group (default: per domain)"
+    )
+    steps: PositiveInt = Field(1, description="repetitions")
+    compute_time: Time = Field(0.0, description="compute on every rank before each repetition")
+
+    @model_validator(mode="after")
+    def _known(self) -> CollectiveWorkload:
+        from podsim.workloads.collectives import COLLECTIVES
+
+        have = [n.split("/")[1] for n in COLLECTIVES.names() if n.startswith(f"{self.op}/")]
+        if self.algorithm not in have:
+            raise ValueError(
+                f"algorithm {self.algorithm!r} does not run {self.op}; choose one of "
+                f"{', '.join(map(repr, have))}"
+            )
+        return self
+
+
 class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
     rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
@@ -811,30 +849,44 @@ class StorageReads(Strict):
         return v
 
 
+#: the workload kinds, one key each under ``workload``
+WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective")
+#: kinds that compile to an operation graph with dependencies beyond the layer timeline
+GRAPH_WORKLOADS = ("collective",)
+
+
 class WorkloadConfig(Strict):
-    """Exactly one of ``moe``, ``trace`` or ``synthetic``; optionally background ``storage``
-    reads alongside it."""
+    """Exactly one of ``moe``, ``trace``, ``synthetic`` or ``collective``; optionally
+    background ``storage`` reads alongside it."""
 
     moe: MoeWorkload | None = Field(None, description="an MoE layer's all-to-all")
     trace: TraceWorkload | None = Field(None, description="a recorded trace file")
     synthetic: SyntheticWorkload | None = Field(None, description="a synthetic pattern")
+    collective: CollectiveWorkload | None = Field(
+        None, description="a collective as NCCL runs it (an operation graph)"
+    )
     storage: StorageReads | None = Field(
         None, description="GPUDirect Storage reads in the background"
     )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> WorkloadConfig:
-        given = [k for k in ("moe", "trace", "synthetic") if getattr(self, k) is not None]
+        given = [k for k in WORKLOAD_KINDS if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of 'moe', 'trace' or 'synthetic'"
+                f"give exactly one of {', '.join(map(repr, WORKLOAD_KINDS))}"
                 + (f" (got {', '.join(given)})" if given else " (got none)")
             )
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("moe", "trace", "synthetic") if getattr(self, k) is not None)
+        return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
+
+    @property
+    def builds_graph(self) -> bool:
+        """The workload is an operation graph (only engines with ``graphs`` run it)."""
+        return self.kind in GRAPH_WORKLOADS
 
 
 # --------------------------------------------------------------------------- faults

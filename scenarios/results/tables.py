@@ -59,7 +59,9 @@ kind (dispatch, combine, other), averaged over steps and layers:
   the mean over ranks of the bytes a rank sends in the phase (its whole send buffer, including
   the part it keeps: NCCL's all-to-all counts the full buffer).
 - **bus bandwidth per GPU** (NCCL): ``busbw = algbw x (n-1)/n`` for all-to-all, ``n`` ranks, the
-  fraction of the buffer that must cross the fabric with uniform traffic.
+  fraction of the buffer that must cross the fabric with uniform traffic; a collective workload
+  uses its own factor (phase column ``bus_factor``: all-reduce ``2(n-1)/n``, reduce-scatter and
+  all-gather ``(n-1)/n``; there ``S`` is NCCL's buffer size, the span's ``bytes_out``).
 - **RDMA / NVLink send bandwidth per GPU** (podsim's own): bytes a rank sends over RDMA (hop
   ``rdma``) divided by that rank's own phase time, averaged over ranks that send any; likewise
   ``nvl`` for the scale-up hop (``rdma_send_bw_per_gpu_Bps``, ``nvl_send_bw_per_gpu_Bps``).
@@ -373,7 +375,12 @@ def _per_phase(
     s_mean = g["bytes_out"].sum() / n_ranks
     with np.errstate(divide="ignore", invalid="ignore"):
         out["algbw_Bps"] = np.where(out["time_s"] > 0, s_mean / out["time_s"], np.nan)
-    out["busbw_Bps"] = out["algbw_Bps"] * (n_ranks - 1) / n_ranks
+    if "bus_factor" in comm.columns:
+        # a collective's own factor (nccl-tests PERFORMANCE.md: all-reduce 2(n-1)/n, ...)
+        factor = g["bus_factor"].mean().fillna((n_ranks - 1) / n_ranks)
+    else:
+        factor = (n_ranks - 1) / n_ranks
+    out["busbw_Bps"] = out["algbw_Bps"] * factor
     # podsim's own: per-rank bytes sent over the hop / that rank's own phase time, mean over senders
     dur = comm.set_index([*keys, "rank"])["duration_s"]
     for hop, col in (("rdma", "rdma_send_Bps"), ("scaleup", "nvl_send_Bps")):
@@ -683,6 +690,7 @@ class Results:
         wl = (self.scenario or {}).get("workload") or {}
         syn = wl.get("synthetic") or {}
         a2a = bool(wl.get("moe")) or (bool(syn) and syn.get("pattern", "uniform") == "uniform")
+        nccl = a2a or bool(wl.get("collective"))
         rows = (
             ("all-to-all completion time" if a2a else "completion time", "completion_time_s", _t),
             ("algbw per GPU (NCCL)", "algbw_per_gpu_Bps", _gbs),
@@ -702,8 +710,8 @@ class Results:
                 continue  # runs without the bound engine's module
             if key.startswith("deepep") and all(m.get(key) is None for m in phases.values()):
                 continue  # traffic DeepEP's scripts do not measure
-            if key == "busbw_per_gpu_Bps" and not a2a:
-                continue  # NCCL's bus-bandwidth factor (n-1)/n is the all-to-all's
+            if key == "busbw_per_gpu_Bps" and not nccl:
+                continue  # NCCL's bus-bandwidth factor is defined for its collectives
             if key in ("rdma_send_bw_per_gpu_Bps", "nvl_send_bw_per_gpu_Bps") and not any(
                 m.get(key) for m in phases.values()
             ):

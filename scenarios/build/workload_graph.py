@@ -1,0 +1,81 @@
+"""Workloads that compile to an operation graph (:mod:`podsim.workloads.graph`).
+
+:func:`build_workload_graph` turns the scenario's graph workload (``workload.collective``, ...)
+into an :class:`~podsim.workloads.graph.OpGraph` over the cluster's ranks, and
+:func:`graph_trace` gives its messages as the run's trace, with hops from the cluster's
+placement. Layer-timeline workloads (``moe``, ``trace``, ``synthetic``) are compiled by the
+executor's timeline instead (:func:`podsim.scenarios.execution.timeline.layer_graph`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from podsim.scenarios.build.cluster import Cluster, assign_hops, at
+from podsim.scenarios.errors import ScenarioError
+from podsim.scenarios.input.schema import Scenario, Straggler
+from podsim.workloads.collectives import BUS_FACTORS, Collective, build_collective
+from podsim.workloads.graph import GraphError, OpGraph
+
+__all__ = ["build_workload_graph", "graph_trace"]
+
+
+def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
+    """The operation graph of ``sc``'s workload, or None for a layer-timeline workload.
+    Straggler faults multiply the durations of their rank's compute nodes."""
+    w = sc.workload
+    if w.collective is None:
+        return None
+    c = w.collective
+    n = cluster.num_ranks
+    local = c.local_size or max(1, min(cluster.gpus_per_pod, n))
+    g = OpGraph()
+    ranks = list(range(n))
+    factor = BUS_FACTORS[c.op](n)
+    done: dict[int, int] = {}
+    slow = _straggler_factors(sc)
+    with at("workload.collective", f"{c.op} ({c.algorithm})"):
+        try:
+            for s in range(c.steps):
+                if c.compute_time > 0:
+                    for r in ranks:
+                        node = g.compute(
+                            r,
+                            c.compute_time * slow.get(r, 1.0),
+                            (done[r],) if r in done else (),
+                            label=f"compute step {s} rank {r}",
+                        )
+                        g.span(r, node, node, step=s, layer=0, phase="compute",
+                               bytes_out=0, bytes_in=0)  # fmt: skip
+                        done[r] = node
+                begin = {r: g.join((done[r],) if r in done else (), rank=r) for r in ranks}
+                spec = Collective(
+                    op=c.op,
+                    ranks=ranks,
+                    nbytes=c.size,
+                    algorithm=c.algorithm,
+                    channels=c.channels,
+                    chunk_bytes=c.chunk,
+                    local_size=local,
+                    step=s,
+                    label=f"{c.op} step {s}",
+                )
+                done = build_collective(g, spec, begin)
+                for r in ranks:
+                    g.span(r, begin[r], done[r], step=s, layer=0, phase="other",
+                           bytes_out=c.size, bytes_in=c.size, bus_factor=factor)  # fmt: skip
+        except GraphError as exc:
+            raise ScenarioError(str(exc), path="workload.collective") from None
+    return g
+
+
+def _straggler_factors(sc: Scenario) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for f in sc.faults:
+        if isinstance(f, Straggler):
+            out[f.rank] = out.get(f.rank, 1.0) * f.factor
+    return out
+
+
+def graph_trace(g: OpGraph, cluster: Cluster) -> pd.DataFrame:
+    """The graph's messages as the run's trace (row = message id), hops from the placement."""
+    return assign_hops(g.messages(cluster.num_ranks), cluster)
