@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from podsim.workloads.graph import GraphError, OpGraph
-from podsim.workloads.trace_import import TraceImportError, collective_sends, rank_files
+from podsim.workloads.trace_import import TraceImportError, expand_collective, rank_files
 
 __all__ = [
     "COLL_TYPES",
@@ -521,13 +521,15 @@ def chakra_graph(
     compute_scale: float = 1.0,
     comm_groups: Mapping[str, Sequence[int]] | None = None,
     serialize_compute: bool = True,
+    rank_scale: Mapping[int, float] | None = None,
 ) -> OpGraph:
     """The operation graph of a Chakra trace: one ``.et`` file per rank (a directory, a
     ``dir/<prefix>`` whose files are ``<prefix>.<rank>.et``, or the list of files, rank 0
     first). See the module docstring for how each node is replayed.
 
     ``compute_scale`` multiplies every recorded compute duration (0.5: a GPU twice as fast as
-    the traced one). ``comm_groups`` maps a ``pg_name`` to its ranks. Every problem is a
+    the traced one); ``rank_scale[r]`` multiplies rank ``r``'s on top (a straggler).
+    ``comm_groups`` maps a ``pg_name`` to its ranks. Every problem is a
     :class:`TraceImportError` naming the file, the node and the field."""
     if isinstance(path, (str, Path)):
         files = rank_files(path, ".et")
@@ -544,6 +546,7 @@ def chakra_graph(
     recvs: dict[tuple[int, int, int], deque[tuple[Path, EtNode, int]]] = defaultdict(deque)
     all_ranks = tuple(range(n))
     for rank, f in enumerate(files):
+        scale = compute_scale * (rank_scale or {}).get(rank, 1.0)
         _version, nodes = read_et(f)
         end_of: dict[int, int] = {}
         seq: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
@@ -558,7 +561,7 @@ def chakra_graph(
                     stream = "mem"
                 end_of[nd.id] = g.compute(
                     rank,
-                    nd.duration_micros * 1e-6 * compute_scale,
+                    nd.duration_micros * 1e-6 * scale,
                     deps,
                     stream=stream if serialize_compute else None,
                     label=label,
@@ -643,9 +646,11 @@ def chakra_graph(
                 recvs[(src, rank, tag)].append((f, nd, j))
                 end_of[nd.id] = j
     _match_p2p(g, sends, recvs)
+    step = 0
     for (pg, group), instances in colls.items():
         for k, parts in enumerate(instances):
-            _expand(g, pg, group, k, parts, files)
+            _expand(g, pg, group, k, parts, files, step)
+            step += 1
     try:
         g.arrays()
     except GraphError as e:
@@ -681,7 +686,13 @@ def _match_p2p(
 
 
 def _expand(
-    g: OpGraph, pg: str, group: tuple[int, ...], k: int, parts: list[_Coll], files: list[Path]
+    g: OpGraph,
+    pg: str,
+    group: tuple[int, ...],
+    k: int,
+    parts: list[_Coll],
+    files: list[Path],
+    step: int,
 ) -> None:
     have = {c.rank: c for c in parts}
     missing = [r for r in group if r not in have]
@@ -705,9 +716,13 @@ def _expand(
                 field="attr comm_type/comm_size",
             )
     label = f"coll {pg or 'world'}#{k} {first.kind}"
-    done = collective_sends(
-        g, first.kind, group, first.nbytes, {c.rank: c.begin for c in parts}, label=label
+    expand_collective(
+        g,
+        first.kind,
+        group,
+        first.nbytes,
+        {c.rank: c.begin for c in parts},
+        {c.rank: c.end for c in parts},
+        step=step,
+        label=label,
     )
-    for r, nodes in done.items():
-        for d in nodes:
-            g.add_dep(d, have[r].end)

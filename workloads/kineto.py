@@ -51,13 +51,13 @@ import gzip
 import json
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podsim.workloads.graph import GraphError, OpGraph
-from podsim.workloads.trace_import import TraceImportError, collective_sends
+from podsim.workloads.trace_import import TraceImportError, expand_collective
 
 __all__ = ["DTYPE_BYTES", "kineto_files", "kineto_graph", "read_kineto"]
 
@@ -341,10 +341,12 @@ def kineto_graph(
     *,
     compute_scale: float = 1.0,
     gaps: bool = True,
+    rank_scale: Mapping[int, float] | None = None,
 ) -> OpGraph:
     """The operation graph of a Kineto trace (a directory of per-rank JSON files or their
     list; see the module docstring for the fields read and the assumptions). ``compute_scale``
-    multiplies every recorded kernel and copy duration (0.5: a GPU twice as fast). Problems are
+    multiplies every recorded kernel and copy duration (0.5: a GPU twice as fast);
+    ``rank_scale[r]`` multiplies rank ``r``'s on top (a straggler). Problems are
     :class:`TraceImportError` naming the file, the event and the field."""
     if not compute_scale >= 0:
         raise ValueError(f"compute_scale must be >= 0; got {compute_scale}")
@@ -353,6 +355,7 @@ def kineto_graph(
     g = OpGraph()
     colls: dict[tuple[str, tuple[int, ...]], list[list[_Part]]] = {}
     for rank, t in enumerate(traces):
+        scale = compute_scale * (rank_scale or {}).get(rank, 1.0)
         t0 = min((k.ts for k in t.kernels), default=0.0)
         last_end: dict[Any, float] = {}
         seq: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
@@ -364,7 +367,7 @@ def kineto_graph(
             if gaps and gap > 0:
                 g.join(rank=rank, stream=stream, delay_s=gap * 1e-6, label=f"{label} gap")
             if not k.nccl:
-                g.compute(rank, k.dur * 1e-6 * compute_scale, stream=stream, label=label)
+                g.compute(rank, k.dur * 1e-6 * scale, stream=stream, label=label)
                 continue
             a = _coll_args(t, k)
             cname = str(a.get("Collective name"))
@@ -390,9 +393,11 @@ def kineto_graph(
             while len(inst) <= i:
                 inst.append([])
             inst[i].append(_Part(t, k, rank, kind, nbytes, begin, end))
+    step = 0
     for (pg, group), instances in colls.items():
         for i, parts in enumerate(instances):
-            _expand(g, pg, group, i, parts, traces)
+            _expand(g, pg, group, i, parts, traces, step)
+            step += 1
     try:
         g.arrays()
     except GraphError as e:
@@ -411,6 +416,7 @@ def _expand(
     i: int,
     parts: list[_Part],
     traces: list[_RankTrace],
+    step: int,
 ) -> None:
     have = {p.rank: p for p in parts}
     missing = [r for r in group if r not in have]
@@ -433,9 +439,13 @@ def _expand(
                 field="args.In msg nelems",
             )
     label = f"coll {pg or 'world'}#{i} {first.kind}"
-    done = collective_sends(
-        g, first.kind, group, first.nbytes, {p.rank: p.begin for p in parts}, label=label
+    expand_collective(
+        g,
+        first.kind,
+        group,
+        first.nbytes,
+        {p.rank: p.begin for p in parts},
+        {p.rank: p.end for p in parts},
+        step=step,
+        label=label,
     )
-    for r, nodes in done.items():
-        for d in nodes:
-            g.add_dep(d, have[r].end)

@@ -37,6 +37,7 @@ __all__ = [
     "TraceImportError",
     "chunk_sizes",
     "collective_sends",
+    "expand_collective",
     "rank_files",
 ]
 
@@ -170,3 +171,41 @@ def collective_sends(
     for i, r in enumerate(ranks):
         done[r] = [prev[i], prev[(i - 1) % p]]
     return done
+
+
+def expand_collective(
+    g: OpGraph,
+    kind: str,
+    ranks: Sequence[int],
+    nbytes: int,
+    begin: Mapping[int, int],
+    end: Mapping[int, int],
+    *,
+    step: int,
+    label: str = "",
+) -> None:
+    """One collective of an imported trace: its messages (:func:`collective_sends`) after
+    ``begin[r]``, ``end[r]`` (a node the importer made) waiting for rank ``r``'s part, and a
+    span per rank from ``begin[r]`` to ``end[r]`` tagged ``step`` (the collective's number in
+    the trace), ``layer`` 0, ``phase`` ``other``, ``collective`` (its kind), ``bytes_out`` =
+    ``bytes_in`` = ``nbytes`` (NCCL's buffer size, as the ``collective`` workload's spans) and
+    NCCL's bus-bandwidth factor (nccl-tests doc/PERFORMANCE.md: all-reduce 2 (p - 1) / p, the
+    others (p - 1) / p)."""
+    done = collective_sends(g, kind, ranks, nbytes, begin, label=label)
+    p = len(ranks)
+    factor = {"all_reduce": 2 * (p - 1) / p}.get(kind, (p - 1) / p) if kind != "barrier" else 0.0
+    for r, nodes in done.items():
+        for d in nodes:
+            g.add_dep(d, end[r])
+        g.span(
+            r,
+            begin[r],
+            end[r],
+            step=step,
+            layer=0,
+            phase="other",
+            collective=kind,
+            bytes_out=nbytes,
+            bytes_in=nbytes,
+            bus_factor=factor,
+        )

@@ -239,3 +239,17 @@ def test_process_groups_restrict_a_collective_to_their_ranks(tmp_path: Path) -> 
     assert replay(g, 4).sim_time_s == pytest.approx(2 * msg_time(400))
     with pytest.raises(TraceImportError, match=r"pg_name.*'b' is not in comm_groups"):
         chakra_graph(prefix, comm_groups={"a": [0, 1]})
+
+
+def test_a_straggler_rank_scales_its_compute_and_collectives_get_spans() -> None:
+    """rank_scale {3: 2}: rank 3's forward takes 260 us and gates the all-reduce; its
+    backward (100 us), the send to rank 0 and its optimizer (40 us) end the run."""
+    g = chakra_graph(EXAMPLE, rank_scale={3: 2.0})
+    res = replay(g, 4)
+    end = 260e-6 + 6 * msg_time(1 << 18) + 100e-6 + msg_time(1 << 16) + 40e-6
+    assert res.sim_time_s == pytest.approx(end, rel=1e-12)
+    spans = g.spans()
+    assert [s[0] for s in spans] == [0, 1, 2, 3]
+    tags = spans[0][3]
+    assert tags["phase"] == "other" and tags["collective"] == "all_reduce"
+    assert tags["bytes_out"] == 1 << 20 and tags["bus_factor"] == pytest.approx(1.5)
