@@ -38,7 +38,7 @@ Replay (:func:`chakra_graph`):
 - MEM_LOAD / MEM_STORE -> compute of their ``duration_micros`` on the ``mem`` stream (no memory
   model); METADATA -> a join.
 - COMM_COLL -> the collective's point-to-point messages
-  (:func:`podsim.workloads.trace_import.collective_sends`) among the group's ranks with
+  (:func:`podsim.workloads.trace_import.expand_collective`) among the group's ranks with
   ``comm_size`` bytes. The group: ``comm_groups[pg_name]`` when given, else every rank of the
   trace. The k-th collective of a group on each of its ranks is one collective (ranks issue a
   communicator's collectives in one order, as NCCL requires); their type and size must agree.
@@ -87,15 +87,15 @@ NODE_TYPES = {
 }
 #: CollectiveCommType (et_def.proto) -> the collective of trace_import, or None: not replayed
 COLL_TYPES: dict[int, tuple[str, str | None]] = {
-    0: ("ALL_REDUCE", "all_reduce"),
+    0: ("ALL_REDUCE", "all-reduce"),
     1: ("REDUCE", None),
-    2: ("ALL_GATHER", "all_gather"),
+    2: ("ALL_GATHER", "all-gather"),
     3: ("GATHER", None),
     4: ("SCATTER", None),
     5: ("BROADCAST", None),
-    6: ("ALL_TO_ALL", "all_to_all"),
-    7: ("REDUCE_SCATTER", "reduce_scatter"),
-    8: ("REDUCE_SCATTER_BLOCK", "reduce_scatter"),
+    6: ("ALL_TO_ALL", "all-to-all"),
+    7: ("REDUCE_SCATTER", "reduce-scatter"),
+    8: ("REDUCE_SCATTER_BLOCK", "reduce-scatter"),
     9: ("BARRIER", "barrier"),
 }
 

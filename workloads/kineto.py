@@ -39,7 +39,7 @@ Assumptions for what a trace does not record:
 - A group recorded only by ``Group size`` must be the whole trace (every rank); otherwise its
   ranks must be recorded.
 - An NCCL kernel's recorded duration (which includes waiting for peers) is replaced by its
-  messages replayed on the fabric (:func:`podsim.workloads.trace_import.collective_sends`);
+  messages replayed on the fabric (:func:`podsim.workloads.trace_import.expand_collective`);
   the k-th collective of a group on each of its ranks is one collective.
 - Point-to-point NCCL operations (send, recv, SendRecv kernels without a collective name) and
   broadcast / reduce / gather / scatter are refused with an error naming the event.
@@ -90,10 +90,10 @@ def _collective_kind(name: str) -> str | None:
     s = name.lower().replace("_", "").replace(" ", "")
     s = s.removeprefix("nccl:")
     for prefix, kind in (
-        ("allreduce", "all_reduce"),
-        ("allgather", "all_gather"),
-        ("reducescatter", "reduce_scatter"),
-        ("alltoall", "all_to_all"),
+        ("allreduce", "all-reduce"),
+        ("allgather", "all-gather"),
+        ("reducescatter", "reduce-scatter"),
+        ("alltoall", "all-to-all"),
         ("barrier", "barrier"),
     ):
         if s.startswith(prefix):
@@ -325,13 +325,13 @@ def _nbytes(t: _RankTrace, k: _Kernel, a: dict[str, Any], kind: str, p: int) -> 
             node=node,
             field="args.dtype",
         )
-    key = "Out msg nelems" if kind == "all_gather" and "Out msg nelems" in a else "In msg nelems"
+    key = "Out msg nelems" if kind == "all-gather" and "Out msg nelems" in a else "In msg nelems"
     v = a.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise TraceImportError(
             t.path, f"must be an integer >= 0; got {v!r}", node=node, field=f"args.{key}"
         )
-    if kind == "all_gather" and key == "In msg nelems":
+    if kind == "all-gather" and key == "In msg nelems":
         v *= p
     return v * DTYPE_BYTES[dtype]
 

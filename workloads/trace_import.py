@@ -5,23 +5,13 @@ The importers (:mod:`podsim.workloads.chakra` for MLCommons Chakra execution tra
 into one :class:`podsim.workloads.graph.OpGraph`: compute keeps its recorded duration,
 communication becomes ``send`` nodes that the executor replays on the simulated fabric.
 
-Collectives are expanded into point-to-point messages by :func:`collective_sends`, the textbook
-algorithms NCCL uses on a ring (NCCL's documentation, "Collective Operations"; the ring
-schedule and its 2 (p - 1) / p per-rank volume for all-reduce: Patarasuk & Yuan, "Bandwidth
-optimal all-reduce algorithms for clusters of workstations", JPDC 69(2), 2009):
-
-- ``all_reduce``: reduce-scatter then all-gather on a ring, 2 (p - 1) steps; in step k the
-  rank at ring position i sends chunk (i - k) mod p to position i + 1, after it received the
-  chunk of step k - 1 from position i - 1 and its own step k - 1 send was delivered;
-- ``reduce_scatter`` / ``all_gather``: the first / second half of that, p - 1 steps;
-- ``all_to_all``: every rank sends chunk j of its buffer straight to rank j, all at once;
-- ``barrier``: no bytes; every rank's part ends when every rank of the group has begun.
-
-``nbytes`` is the size of the whole buffer the collective works on (all-reduce: the reduced
-tensor; all-gather: the gathered output; reduce-scatter: the input; all-to-all: one rank's send
-buffer); it is split into p chunks of ``nbytes // p`` bytes, the first ``nbytes % p`` one byte
-larger. Tree, NVLS and CollNet algorithms are not modelled (an assumption: NCCL picks the ring for
-large messages on most topologies).
+Collectives are expanded into point-to-point messages by NCCL's algorithms as
+:mod:`podsim.workloads.collectives` builds them: ring all-reduce, reduce-scatter and all-gather,
+direct all-to-all (one channel, whole slices); a ``barrier`` moves no bytes and ends on every
+rank of its group when every rank has begun. ``nbytes`` follows NCCL's convention there (the
+per-rank buffer of all-reduce, the input of reduce-scatter, the output of all-gather, the
+per-rank send buffer of all-to-all). Tree, NVLS and CollNet algorithms are not modelled (an
+assumption: NCCL picks the ring for large messages on most topologies).
 """
 
 from __future__ import annotations
@@ -30,19 +20,18 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from podsim.workloads.collectives import BUS_FACTORS, Collective, build_collective
 from podsim.workloads.graph import OpGraph
 
 __all__ = [
     "COLLECTIVES",
     "TraceImportError",
-    "chunk_sizes",
-    "collective_sends",
     "expand_collective",
     "rank_files",
 ]
 
-#: collectives :func:`collective_sends` expands
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
+#: collectives an imported trace may hold (names as podsim.workloads.collectives)
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "barrier")
 
 
 class TraceImportError(ValueError):
@@ -112,67 +101,6 @@ def rank_files(path: str | Path, suffix: str) -> list[Path]:
     return [by_rank[r] for r in range(len(by_rank))]
 
 
-def chunk_sizes(nbytes: int, p: int) -> list[int]:
-    """``nbytes`` split into ``p`` chunks: ``nbytes // p`` each, the first ``nbytes % p`` one
-    byte larger (sums to ``nbytes``)."""
-    q, rem = divmod(int(nbytes), p)
-    return [q + (1 if j < rem else 0) for j in range(p)]
-
-
-def collective_sends(
-    g: OpGraph,
-    kind: str,
-    ranks: Sequence[int],
-    nbytes: int,
-    begin: Mapping[int, int],
-    *,
-    label: str = "",
-) -> dict[int, list[int]]:
-    """Add the messages of one collective among ``ranks`` (in ring order) to ``g``.
-
-    ``begin[r]`` is the node after which rank ``r`` may take part. Returns, per rank, the nodes
-    that must end before the rank's part of the collective has ended (its last sends and the
-    messages it receives); the caller makes its end node depend on them. See the module
-    docstring for the algorithms and what ``nbytes`` means. The messages carry ``step`` = the
-    ring step."""
-    if kind not in COLLECTIVES:
-        raise ValueError(f"collective {kind!r} is not one of {', '.join(COLLECTIVES)}")
-    p = len(ranks)
-    done: dict[int, list[int]] = {r: [begin[r]] for r in ranks}
-    if p <= 1 or kind == "barrier":
-        if kind == "barrier":
-            for r in ranks:
-                done[r] = [begin[q] for q in ranks]
-        return done
-    chunks = chunk_sizes(nbytes, p)
-    if kind == "all_to_all":
-        for i, src in enumerate(ranks):
-            for j, dst in enumerate(ranks):
-                if i == j:
-                    continue
-                m = g.send(src, dst, chunks[j], (begin[src],), label=f"{label} {i}->{j}")
-                done[src].append(m)
-                done[dst].append(m)
-        return done
-    steps = {"all_reduce": 2 * (p - 1), "reduce_scatter": p - 1, "all_gather": p - 1}[kind]
-    # all-gather's first step sends the rank's own chunk, as the all-gather half of all-reduce
-    offset = 1 if kind == "all_gather" else 0
-    prev: list[int] | None = None
-    for k in range(steps):
-        cur = []
-        for i, src in enumerate(ranks):
-            deps = [begin[src]] if prev is None else [prev[i], prev[(i - 1) % p]]
-            chunk = chunks[(i + offset - k) % p]
-            cur.append(
-                g.send(src, ranks[(i + 1) % p], chunk, deps, step=k, label=f"{label} step {k} {i}")
-            )
-        prev = cur
-    assert prev is not None
-    for i, r in enumerate(ranks):
-        done[r] = [prev[i], prev[(i - 1) % p]]
-    return done
-
-
 def expand_collective(
     g: OpGraph,
     kind: str,
@@ -184,19 +112,27 @@ def expand_collective(
     step: int,
     label: str = "",
 ) -> None:
-    """One collective of an imported trace: its messages (:func:`collective_sends`) after
+    """One collective of an imported trace: its messages (module docstring) after
     ``begin[r]``, ``end[r]`` (a node the importer made) waiting for rank ``r``'s part, and a
     span per rank from ``begin[r]`` to ``end[r]`` tagged ``step`` (the collective's number in
     the trace), ``layer`` 0, ``phase`` ``other``, ``collective`` (its kind), ``bytes_out`` =
     ``bytes_in`` = ``nbytes`` (NCCL's buffer size, as the ``collective`` workload's spans) and
-    NCCL's bus-bandwidth factor (nccl-tests doc/PERFORMANCE.md: all-reduce 2 (p - 1) / p, the
-    others (p - 1) / p)."""
-    done = collective_sends(g, kind, ranks, nbytes, begin, label=label)
+    NCCL's bus-bandwidth factor (:data:`podsim.workloads.collectives.BUS_FACTORS`)."""
+    if kind not in COLLECTIVES:
+        raise ValueError(f"collective {kind!r} is not one of {', '.join(COLLECTIVES)}")
     p = len(ranks)
-    factor = {"all_reduce": 2 * (p - 1) / p}.get(kind, (p - 1) / p) if kind != "barrier" else 0.0
-    for r, nodes in done.items():
-        for d in nodes:
+    if kind == "barrier":
+        factor = 0.0
+        for r in ranks:
+            for q in ranks:
+                g.add_dep(begin[q], end[r])
+    else:
+        factor = BUS_FACTORS[kind](p)
+        algorithm = "direct" if kind == "all-to-all" else "ring"
+        spec = Collective(kind, list(ranks), int(nbytes), algorithm, step=step, label=label)
+        for r, d in build_collective(g, spec, begin).items():
             g.add_dep(d, end[r])
+    for r in ranks:
         g.span(
             r,
             begin[r],

@@ -18,7 +18,7 @@ from podsim.workloads.chakra import (
 )
 from podsim.workloads.example_traces import DEFAULT_DIR, write_chakra_example
 from podsim.workloads.graph import OpGraph
-from podsim.workloads.trace_import import TraceImportError, chunk_sizes, collective_sends
+from podsim.workloads.trace_import import TraceImportError, expand_collective
 
 from tests.workloads.trace_testutil import msg_time, replay
 
@@ -79,11 +79,13 @@ def test_wire_format_round_trips_every_field_podsim_reads(tmp_path: Path) -> Non
 
 def test_example_replays_to_the_hand_computed_end_time() -> None:
     """Per rank: forward 100 + 10 r us, a 1 MiB ring all-reduce over 4 ranks (6 steps of
-    256 KiB; each step waits for the slower neighbour, so after 3 steps every rank is gated by
-    rank 3's 130 us), backward 50 us, a 64 KiB send to the next rank, optimizer 20 us."""
+    256 KiB; a rank forwards a slice once it received it, so step k of rank i carries what rank
+    i - k began with: ranks 0 and 1 finish 6 steps after rank 3 began at 130 us), backward
+    50 us, a 64 KiB send to the next rank, optimizer 20 us."""
     g = chakra_graph(EXAMPLE)
-    # per rank: 3 compute, all-reduce begin + end, send, receive join = 7; ring sends 6 x 4
-    assert len(g) == 4 * 7 + 6 * 4
+    # per rank: 3 compute, all-reduce begin + end, send, receive join = 7, and the
+    # collective builder's entry and exit joins = 2; ring sends 6 x 4
+    assert len(g) == 4 * (7 + 2) + 6 * 4
     tr = g.messages(4)
     assert len(tr) == 6 * 4 + 4
     assert tr["bytes"].sum() == 6 * 4 * (1 << 18) + 4 * (1 << 16)
@@ -102,25 +104,28 @@ def test_compute_scale_scales_only_compute() -> None:
     assert base - half == pytest.approx(0.5 * (130e-6 + 50e-6 + 20e-6), rel=1e-9)
 
 
-def test_ring_collectives_move_the_textbook_volume() -> None:
-    """Bytes each rank sends: all-reduce 2 (p - 1) / p S, all-gather and reduce-scatter
-    (p - 1) / p S, all-to-all (p - 1) / p S, barrier none (Patarasuk & Yuan 2009)."""
+def test_collectives_move_nccls_volume_and_a_barrier_waits_for_every_rank() -> None:
+    """Bytes each rank sends: all-reduce 2 (p - 1) / p S, the others (p - 1) / p S (nccl-tests
+    doc/PERFORMANCE.md), barrier none; a barrier's end waits for the last rank to begin."""
     p, size = 4, 4096
     for kind, factor in (
-        ("all_reduce", 2 * (p - 1) / p),
-        ("all_gather", (p - 1) / p),
-        ("reduce_scatter", (p - 1) / p),
-        ("all_to_all", (p - 1) / p),
+        ("all-reduce", 2 * (p - 1) / p),
+        ("all-gather", (p - 1) / p),
+        ("reduce-scatter", (p - 1) / p),
+        ("all-to-all", (p - 1) / p),
         ("barrier", 0.0),
     ):
         g = OpGraph()
-        begin = {r: g.join(rank=r) for r in range(p)}
-        done = collective_sends(g, kind, list(range(p)), size, begin)
+        begin = {r: g.compute(r, 1e-6 * r) for r in range(p)}
+        end = {r: g.join((begin[r],), rank=r) for r in range(p)}
+        expand_collective(g, kind, list(range(p)), size, begin, end, step=0)
         tr = g.messages(p)
         sent = tr.groupby("src_rank")["bytes"].sum().reindex(range(p), fill_value=0)
         assert (sent == factor * size).all(), kind
-        assert set(done) == set(range(p))
-    assert chunk_sizes(10, 4) == [3, 3, 2, 2]
+        assert [s[3]["bus_factor"] for s in g.spans()] == [factor] * p
+        if kind == "barrier":
+            res = replay(g, p)
+            assert res.end_s[end[0]] == pytest.approx(3e-6)
 
 
 def _write(tmp_path: Path, per_rank: list[list[EtNode]]) -> Path:
@@ -242,14 +247,16 @@ def test_process_groups_restrict_a_collective_to_their_ranks(tmp_path: Path) -> 
 
 
 def test_a_straggler_rank_scales_its_compute_and_collectives_get_spans() -> None:
-    """rank_scale {3: 2}: rank 3's forward takes 260 us and gates the all-reduce; its
-    backward (100 us), the send to rank 0 and its optimizer (40 us) end the run."""
+    """rank_scale {3: 2}: rank 3's forward takes 260 us, so it begins the all-reduce last.
+    Step k of rank i carries what rank i - k began with, so of the messages rank 3 sends or
+    receives the last to wait for its own start is its step-4 send (5 steps after 260 us);
+    then its backward (100 us), the send to rank 0 and its optimizer (40 us) end the run."""
     g = chakra_graph(EXAMPLE, rank_scale={3: 2.0})
     res = replay(g, 4)
-    end = 260e-6 + 6 * msg_time(1 << 18) + 100e-6 + msg_time(1 << 16) + 40e-6
+    end = 260e-6 + 5 * msg_time(1 << 18) + 100e-6 + msg_time(1 << 16) + 40e-6
     assert res.sim_time_s == pytest.approx(end, rel=1e-12)
     spans = g.spans()
     assert [s[0] for s in spans] == [0, 1, 2, 3]
     tags = spans[0][3]
-    assert tags["phase"] == "other" and tags["collective"] == "all_reduce"
+    assert tags["phase"] == "other" and tags["collective"] == "all-reduce"
     assert tags["bytes_out"] == 1 << 20 and tags["bus_factor"] == pytest.approx(1.5)

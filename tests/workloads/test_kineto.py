@@ -32,8 +32,9 @@ def test_example_replays_to_the_hand_computed_end_time() -> None:
     tr = g.messages(2)
     assert len(tr) == 2 * 2 + 2
     assert tr["bytes"].sum() == 4 * (1 << 19) + 2 * (1 << 18)
-    # per rank: 2 kernels, 3 idle gaps, begin + end of 2 collectives
-    assert len(g) == 2 * (2 + 3 + 4) + len(tr)
+    # per rank: 2 kernels, 3 idle gaps, begin + end of 2 collectives and the collective
+    # builder's entry and exit joins of each
+    assert len(g) == 2 * (2 + 3 + 4 + 4) + len(tr)
     res = replay(g, 2)
     assert res.status == "complete"
     all_reduce_end = 250e-6 + 2 * msg_time(1 << 19)
