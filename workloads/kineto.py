@@ -59,7 +59,7 @@ from typing import Any
 from podsim.workloads.graph import GraphError, OpGraph
 from podsim.workloads.trace_import import TraceImportError, expand_collective
 
-__all__ = ["DTYPE_BYTES", "kineto_files", "kineto_graph", "read_kineto"]
+__all__ = ["DTYPE_BYTES", "kineto_files", "kineto_graph", "kineto_paths", "read_kineto"]
 
 #: bytes per element of PyTorch's ScalarType names (c10/core/ScalarType.h), as
 #: record_param_comms writes them in ``dtype``
@@ -195,10 +195,9 @@ def read_kineto(path: str | Path) -> _RankTrace:
     return _RankTrace(path, rank, world, kernels, cpu_args)
 
 
-def kineto_files(path: str | Path | Sequence[str | Path]) -> list[_RankTrace]:
-    """The ranks' traces, rank 0 first: from a directory (every ``*.json`` / ``*.json.gz``)
-    or a list of files. A file's rank is its ``distributedInfo.rank``, else the number in a
-    ``<prefix>.<rank>.json`` name; ranks must be 0 .. n - 1, each once."""
+def kineto_paths(path: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The files of a Kineto trace (not read): every ``*.json`` / ``*.json.gz`` of a directory,
+    sorted, or the given list."""
     if isinstance(path, (str, Path)):
         p = Path(path)
         if not p.is_dir():
@@ -206,12 +205,19 @@ def kineto_files(path: str | Path | Sequence[str | Path]) -> list[_RankTrace]:
         files = sorted([*p.glob("*.json"), *p.glob("*.json.gz")])
         if not files:
             raise TraceImportError(p, "no trace files (*.json, *.json.gz) in the directory")
-        where = p
-    else:
-        files = [Path(f) for f in path]
-        if not files:
-            raise TraceImportError("(no files)", "a Kineto trace needs at least one file")
-        where = files[0].parent
+        return files
+    files = [Path(f) for f in path]
+    if not files:
+        raise TraceImportError("(no files)", "a Kineto trace needs at least one file")
+    return files
+
+
+def kineto_files(path: str | Path | Sequence[str | Path]) -> list[_RankTrace]:
+    """The ranks' traces, rank 0 first: from a directory (every ``*.json`` / ``*.json.gz``)
+    or a list of files. A file's rank is its ``distributedInfo.rank``, else the number in a
+    ``<prefix>.<rank>.json`` name; ranks must be 0 .. n - 1, each once."""
+    files = kineto_paths(path)
+    where = files[0].parent
     traces = [read_kineto(f) for f in files]
     by_rank: dict[int, _RankTrace] = {}
     for t in traces:

@@ -178,6 +178,18 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
     elif w.collective is not None:
         n = w.collective.ranks or total
         path = "workload.collective.ranks"
+    elif w.chakra is not None or w.kineto is not None:
+        from podsim.workloads.kineto import kineto_paths
+        from podsim.workloads.trace_import import TraceImportError, rank_files
+
+        path = f"workload.{w.kind}.path"
+        try:
+            if w.chakra is not None:
+                n = len(rank_files(w.chakra.path, ".et"))
+            else:
+                n = len(kineto_paths(w.kineto.path))  # type: ignore[union-attr]
+        except TraceImportError as exc:
+            raise ScenarioError(str(exc), path=path) from None
     else:
         return -1  # from the trace
     if n > total:

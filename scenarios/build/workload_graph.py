@@ -1,7 +1,8 @@
 """Workloads that compile to an operation graph (:mod:`podsim.workloads.graph`).
 
 :func:`build_workload_graph` turns the scenario's graph workload (``workload.collective``, ...)
-into an :class:`~podsim.workloads.graph.OpGraph` over the cluster's ranks, and
+(and the imported traces ``workload.chakra`` and ``workload.kineto``) into an
+:class:`~podsim.workloads.graph.OpGraph` over the cluster's ranks, and
 :func:`graph_trace` gives its messages as the run's trace, with hops from the cluster's
 placement. Layer-timeline workloads (``moe``, ``trace``, ``synthetic``) are compiled by the
 executor's timeline instead (:func:`podsim.scenarios.execution.timeline.layer_graph`).
@@ -23,6 +24,8 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
     """The operation graph of ``sc``'s workload, or None for a layer-timeline workload.
     Straggler faults multiply the durations of their rank's compute nodes."""
     w = sc.workload
+    if w.chakra is not None or w.kineto is not None:
+        return _imported_trace_graph(sc, cluster)
     if w.collective is None:
         return None
     c = w.collective
@@ -65,6 +68,42 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
                            bytes_out=c.size, bytes_in=c.size, bus_factor=factor)  # fmt: skip
         except GraphError as exc:
             raise ScenarioError(str(exc), path="workload.collective") from None
+    return g
+
+
+def _imported_trace_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
+    """A Chakra or Kineto trace as an operation graph (podsim.workloads.chakra / .kineto);
+    straggler faults scale their rank's recorded compute. A trace that cannot be imported is a
+    :class:`ScenarioError` naming the key, the file, the node and the field."""
+    from podsim.workloads.chakra import chakra_graph
+    from podsim.workloads.kineto import kineto_graph
+    from podsim.workloads.trace_import import TraceImportError
+
+    w = sc.workload
+    key = f"workload.{w.kind}.path"
+    slow = _straggler_factors(sc)
+    try:
+        if w.chakra is not None:
+            c = w.chakra
+            g = chakra_graph(
+                c.path,
+                compute_scale=c.compute_scale,
+                comm_groups=c.comm_groups,
+                serialize_compute=c.serialize_compute,
+                rank_scale=slow,
+            )
+        else:
+            k = w.kineto
+            assert k is not None
+            g = kineto_graph(k.path, compute_scale=k.compute_scale, gaps=k.gaps, rank_scale=slow)
+    except TraceImportError as exc:
+        raise ScenarioError(str(exc), path=key) from None
+    used = {int(r) for r in g.rank if r >= 0} | {int(r) for r in g.peer if r >= 0}
+    if used and max(used) >= cluster.num_ranks:
+        raise ScenarioError(
+            f"the trace uses rank {max(used)}, but the run has {cluster.num_ranks} ranks",
+            path=key,
+        )
     return g
 
 

@@ -829,6 +829,73 @@ class CollectiveWorkload(Strict):
         return self
 
 
+def _trace_path(v: Path, info: ValidationInfo) -> Path:
+    """A trace path relative to the scenario file's folder (validation context ``base_dir``)."""
+    base = (info.context or {}).get("base_dir")
+    return (v if v.is_absolute() or base is None else Path(base) / v).resolve()
+
+
+class ChakraWorkload(Strict):
+    """An MLCommons Chakra execution trace (podsim.workloads.chakra), one ``.et`` file per rank
+    named ``<prefix>.<rank>.et``: ``path`` is their directory or ``dir/<prefix>``, relative to
+    the scenario file. Rank r runs on GPU r of the cluster (the trace may use fewer GPUs than the
+    cluster has). Compute keeps its recorded durations x ``compute_scale``; collectives and
+    sends are replayed on the fabric."""
+
+    path: Path = Field(description="directory or prefix of the <prefix>.<rank>.et files")
+    compute_scale: Annotated[float, Field(gt=0.0)] = Field(
+        1.0, description="multiplies recorded compute time (0.5: a GPU twice as fast)"
+    )
+    comm_groups: dict[str, list[NonNegInt]] | None = Field(
+        None, description="process group (pg_name) -> its ranks (default: every rank)"
+    )
+    serialize_compute: bool = Field(
+        True, description="a rank runs one compute node at a time (as ASTRA-sim)"
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _files(cls, v: Path, info: ValidationInfo) -> Path:
+        from podsim.workloads.trace_import import rank_files
+
+        p = _trace_path(v, info)
+        rank_files(p, ".et")  # a missing rank or no file at all is an error naming the path
+        return p
+
+
+class KinetoWorkload(Strict):
+    """PyTorch profiler (Kineto) JSON traces, one file per rank (podsim.workloads.kineto):
+    ``path`` is their directory, or a list of the files; relative to the scenario file. Rank r
+    (its ``distributedInfo.rank``) runs on GPU r. Kernels keep their recorded durations x
+    ``compute_scale``; NCCL collectives are replayed on the fabric; ``gaps`` keeps the idle
+    time recorded before each kernel on its stream."""
+
+    path: Path | list[Path] = Field(description="directory of per-rank JSON files, or the files")
+    compute_scale: Annotated[float, Field(gt=0.0)] = Field(
+        1.0, description="multiplies recorded kernel time (0.5: a GPU twice as fast)"
+    )
+    gaps: bool = Field(True, description="keep the recorded idle time before each kernel")
+
+    @field_validator("path")
+    @classmethod
+    def _files(cls, v: Path | list[Path], info: ValidationInfo) -> Path | list[Path]:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("give the trace directory or at least one file")
+            out = [_trace_path(f, info) for f in v]
+            for f in out:
+                if not f.is_file():
+                    raise ValueError(f"Kineto trace file {str(f)!r} does not exist")
+            return out
+        p = _trace_path(v, info)
+        if not p.is_dir():
+            raise ValueError(
+                f"Kineto trace directory {str(p)!r} does not exist (give a directory of "
+                "per-rank JSON files, or a list of files)"
+            )
+        return p
+
+
 class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
     rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
@@ -850,20 +917,26 @@ class StorageReads(Strict):
 
 
 #: the workload kinds, one key each under ``workload``
-WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective")
+WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective", "chakra", "kineto")
 #: kinds that compile to an operation graph with dependencies beyond the layer timeline
-GRAPH_WORKLOADS = ("collective",)
+GRAPH_WORKLOADS = ("collective", "chakra", "kineto")
 
 
 class WorkloadConfig(Strict):
-    """Exactly one of ``moe``, ``trace``, ``synthetic`` or ``collective``; optionally
-    background ``storage`` reads alongside it."""
+    """Exactly one of ``moe``, ``trace``, ``synthetic``, ``collective``, ``chakra`` or
+    ``kineto``; optionally background ``storage`` reads alongside it."""
 
     moe: MoeWorkload | None = Field(None, description="an MoE layer's all-to-all")
     trace: TraceWorkload | None = Field(None, description="a recorded trace file")
     synthetic: SyntheticWorkload | None = Field(None, description="a synthetic pattern")
     collective: CollectiveWorkload | None = Field(
         None, description="a collective as NCCL runs it (an operation graph)"
+    )
+    chakra: ChakraWorkload | None = Field(
+        None, description="a Chakra execution trace, one .et file per rank (an operation graph)"
+    )
+    kineto: KinetoWorkload | None = Field(
+        None, description="PyTorch profiler traces, one JSON file per rank (an operation graph)"
     )
     storage: StorageReads | None = Field(
         None, description="GPUDirect Storage reads in the background"

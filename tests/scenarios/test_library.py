@@ -25,6 +25,8 @@ SMALL: dict[str, list[str]] = {
     "spray-vs-ecmp": ["workload.synthetic.size=64KiB"],
     "link-failure": ["workload.synthetic.size=128KiB"],
     "storage-contention": ["workload.moe.tokens_per_rank=16"],
+    "chakra-4rank": [],
+    "kineto-2rank": [],
 }
 NO_FILES = ["outputs.plots=false"]
 
