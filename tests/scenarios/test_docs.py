@@ -25,6 +25,8 @@ REQUIRED_BY_DESIGN = {
     "Scenario.workload",
     "TopologyConfig.name",
     "TraceWorkload.path",
+    "ChakraWorkload.path",
+    "KinetoWorkload.path",
     "StorageReads.reads_per_gpu",
     "LinkDown.kind",
     "LinkDown.link",
