@@ -27,7 +27,17 @@ of collective communication operations in MPICH", IJHPCA 2005):
   ranks (the scale-up domain), ring all-reduce of the ``nbytes / local_size`` shard among the
   ranks with the same local index (the rails), all-gather inside the group again (NCCL's
   hierarchical split; Jeaugey, "Massively scale your deep learning training with NCCL 2.4",
-  NVIDIA blog 2019).
+  NVIDIA blog 2019); ``reduce-scatter/hierarchical`` (scale-up, then rails),
+  ``all-gather/hierarchical`` (rails, then scale-up) and ``all-to-all/hierarchical`` (scale-up
+  exchange, then rails, as NCCL's PXN) split the same way;
+- ``tree`` all-reduce: NCCL's double binary tree (src/graph/trees.cc; Jeaugey, same blog): two
+  complementary binary trees each carry half the buffer, reduce up then broadcast down, chunk
+  pipelined; ``(2 H + k - 1) t(c)`` with ``H = floor(log2 n)`` on an idle transport
+  (:func:`_tree_all_reduce`);
+- ``broadcast/ring`` and ``reduce/ring``: a pipelined chain from (to) ``root`` along the ring
+  (NCCL src/device/broadcast.h, reduce.h): ``(n - 2 + k) t(c)`` with ``k`` chunks of ``c``;
+- ``send-recv/direct``: ``peers`` (src, dst) pairs, or every rank to the one ``shift`` places on
+  in ``ranks`` (nccl-tests sendrecv), each sending ``nbytes`` at once.
 """
 
 from __future__ import annotations
@@ -43,9 +53,12 @@ from podsim.workloads.graph import GraphError, OpGraph
 __all__ = [
     "BUS_FACTORS",
     "COLLECTIVES",
+    "DEFAULT_ALGORITHMS",
     "Collective",
     "all_to_all_v",
+    "binary_tree",
     "build_collective",
+    "double_binary_tree",
     "ring_steps",
 ]
 
@@ -56,6 +69,22 @@ BUS_FACTORS: dict[str, Callable[[int], float]] = {
     "reduce-scatter": lambda n: (n - 1) / n,
     "all-gather": lambda n: (n - 1) / n,
     "all-to-all": lambda n: (n - 1) / n,
+    # PERFORMANCE.md: broadcast and reduce move the whole buffer over each link once
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    # nccl-tests src/sendrecv.cu (SendRecvGetBw): busbw = algbw
+    "send-recv": lambda n: 1.0,
+}
+
+#: the algorithm an op runs when none is named: NCCL's ring where it has one, else direct
+DEFAULT_ALGORITHMS: dict[str, str] = {
+    "all-reduce": "ring",
+    "reduce-scatter": "ring",
+    "all-gather": "ring",
+    "broadcast": "ring",
+    "reduce": "ring",
+    "all-to-all": "direct",
+    "send-recv": "direct",
 }
 
 
@@ -78,6 +107,12 @@ class Collective:
     phase: str = "other"
     label: str = ""
     tags: Mapping[str, object] = field(default_factory=dict)
+    #: broadcast / reduce: the root rank (None: ``ranks[0]``)
+    root: int | None = None
+    #: send-recv: (src, dst) pairs, each sending ``nbytes``; empty: every ``ranks[i]`` sends to
+    #: ``ranks[(i + shift) % n]`` (nccl-tests sendrecv's pattern with shift 1)
+    peers: Sequence[tuple[int, int]] = ()
+    shift: int = 1
 
 
 Builder = Callable[[OpGraph, Collective, Mapping[int, int]], dict[int, int]]
@@ -268,3 +303,271 @@ def _sub(c: Collective, op: str, ranks: Sequence[int], nbytes: int) -> Collectiv
         phase=c.phase,
         label=f"{c.label or c.op} {op}",
     )
+
+
+# -- trees ----------------------------------------------------------------------------------
+
+
+def binary_tree(n: int) -> list[int]:
+    """Parent of each position ``0 .. n - 1`` (-1: the root) in the in-order binary tree NCCL's
+    tree algorithm uses (src/graph/trees.cc, ncclGetBtree): with 1-based positions, the root of
+    an interval is the position whose lowest set bit is highest, recursively on each side.
+    Every odd 1-based (even 0-based) position is a leaf and the tree is ``floor(log2 n)`` edges
+    deep."""
+    parent = [-1] * n
+    todo = [(1, n, -1)]  # (lo, hi, parent position), 1-based inclusive; no recursion
+    while todo:
+        lo, hi, up = todo.pop()
+        if lo > hi:
+            continue
+        b = 1 << (hi.bit_length() - 1)
+        while (hi // b) * b < lo:
+            b >>= 1
+        r = (hi // b) * b
+        parent[r - 1] = up
+        todo.append((lo, r - 1, r - 1))
+        todo.append((r + 1, hi, r - 1))
+    return parent
+
+
+def double_binary_tree(n: int) -> tuple[list[int], list[int]]:
+    """The two complementary trees of NCCL's double binary tree (src/graph/trees.cc,
+    ncclGetDtree; Sanders, Speck and Traeff, "Two-tree algorithms for full bandwidth broadcast,
+    reduction and scan", Parallel Computing 2009): the second is the first mirrored when ``n``
+    is even and shifted by one when ``n`` is odd, so a leaf of one is (nearly always) an
+    interior node of the other. Returned as parent arrays over positions ``0 .. n - 1``."""
+    first = binary_tree(n)
+    move = (lambda p: n - 1 - p) if n % 2 == 0 else (lambda p: (p + 1) % n)
+    second = [-1] * n
+    for p, up in enumerate(first):
+        second[move(p)] = -1 if up < 0 else move(up)
+    return first, second
+
+
+def _tree_reduce_bcast(
+    g: OpGraph,
+    c: Collective,
+    ranks: Sequence[int],
+    parent: Sequence[int],
+    nbytes: int,
+    entry: Mapping[int, int],
+    touch: dict[int, list[int]],
+) -> None:
+    """Reduce ``nbytes`` up the tree ``parent`` (positions into ``ranks``) and broadcast the
+    result down, in chunks. Each tree edge and direction is one FIFO connection: chunk ``j``
+    leaves a node once chunk ``j`` arrived from each of its children (up) or from its parent
+    (down) and the node's chunk ``j - 1`` left on the same edge (NCCL's tree all-reduce, reduce
+    up then broadcast down, src/device/all_reduce.h runTreeUpDown)."""
+    n = len(ranks)
+    if n < 2:
+        return
+    chunks = _chunks(nbytes, c.chunk_bytes)
+    children: list[list[int]] = [[] for _ in range(n)]
+    root = -1
+    for p, up in enumerate(parent):
+        if up < 0:
+            root = p
+        else:
+            children[up].append(p)
+    order = [root]  # pre-order (parents before children)
+    for p in order:
+        order.extend(children[p])
+    name = c.label or c.op
+    up_sent: dict[int, list[int]] = {}
+    for p in reversed(order):  # children before parents
+        if p == root:
+            continue
+        r, dst = ranks[p], ranks[parent[p]]
+        last, sent = entry[r], []
+        for j, b in enumerate(chunks):
+            deps = [last, *(up_sent[ch][j] for ch in children[p])]
+            last = g.send(r, dst, b, deps, step=c.step, layer=c.layer, phase=c.phase,
+                          label=f"{name} up chunk {j} {r}->{dst}")  # fmt: skip
+            sent.append(last)
+            touch[r].append(last)
+            touch[dst].append(last)
+        up_sent[p] = sent
+    got: dict[int, list[int]] = {}  # chunks that reached a position, reduced (root) or down
+    got[root] = [g.join([up_sent[ch][j] for ch in children[root]], rank=ranks[root])
+                 for j in range(len(chunks))]  # fmt: skip
+    for p in order:
+        r = ranks[p]
+        for ch in children[p]:
+            dst, last, sent = ranks[ch], entry[r], []
+            for j, b in enumerate(chunks):
+                last = g.send(r, dst, b, (last, got[p][j]), step=c.step, layer=c.layer,
+                              phase=c.phase, label=f"{name} down chunk {j} {r}->{dst}")  # fmt: skip
+                sent.append(last)
+                touch[r].append(last)
+                touch[dst].append(last)
+            got[ch] = sent
+
+
+@COLLECTIVES.register("all-reduce/tree", "all-reduce: NCCL's double binary tree")
+def _tree_all_reduce(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    """Each channel's share of the buffer is halved over the two trees of
+    :func:`double_binary_tree` (positions in ``c.ranks``' order), both reduce-then-broadcast at
+    once. On an idle transport with per-message time ``t(b)`` and no contention, chunk ``j``
+    leaves a node of height ``h`` at ``(h + j) t(c)`` on the way up (induction: its children are
+    lower and its own chunk ``j - 1`` left at ``(h + j - 1) t(c)``), reaches the root at
+    ``(H + j) t(c)`` and depth ``d`` at ``(H + j + d) t(c)``, so with ``k`` chunks of ``c`` bytes
+    per tree the all-reduce takes ``(2 H + k - 1) t(c)``, ``H = floor(log2 n)``."""
+    ranks = list(c.ranks)
+    entry = _entry(g, ranks, start)
+    touch: dict[int, list[int]] = {r: [] for r in ranks}
+    trees = double_binary_tree(len(ranks))
+    for part in _split(c.nbytes, c.channels):
+        for tree, half in zip(trees, _split(part, 2), strict=True):
+            _tree_reduce_bcast(g, c, ranks, tree, half, entry, touch)
+    return _finish(g, entry, touch)
+
+
+# -- chains from or to a root ------------------------------------------------------------------
+
+
+def _root_order(c: Collective, reverse: bool) -> list[int]:
+    """``c.ranks`` in ring order starting at the root (reversed after the root if asked)."""
+    ranks = list(c.ranks)
+    root = ranks[0] if c.root is None else c.root
+    if root not in ranks:
+        raise GraphError(f"collective {c.op}: root {root} is not one of the ranks {ranks}")
+    i = ranks.index(root)
+    order = ranks[i:] + ranks[:i]
+    return [order[0], *reversed(order[1:])] if reverse else order
+
+
+def _chain(
+    g: OpGraph, c: Collective, order: Sequence[int], nbytes: int,
+    entry: Mapping[int, int], touch: dict[int, list[int]],
+) -> None:  # fmt: skip
+    """Pipeline ``nbytes`` along ``order[0] -> order[1] -> ...``: chunk ``j`` leaves
+    ``order[i]`` once it arrived from ``order[i - 1]`` and the previous chunk left (one FIFO
+    connection per link of the chain)."""
+    chunks = _chunks(nbytes, c.chunk_bytes)
+    arrived: list[int] = []
+    for i in range(len(order) - 1):
+        r, dst = order[i], order[i + 1]
+        last, sent = entry[r], []
+        for j, b in enumerate(chunks):
+            deps = [last, arrived[j]] if arrived else [last]
+            last = g.send(r, dst, b, deps, step=c.step, layer=c.layer, phase=c.phase,
+                          label=f"{c.label or c.op} chunk {j} {r}->{dst}")  # fmt: skip
+            sent.append(last)
+            touch[r].append(last)
+            touch[dst].append(last)
+        arrived = sent
+
+
+def _rooted(op: str) -> Builder:
+    def build(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+        ranks = list(c.ranks)
+        entry = _entry(g, ranks, start)
+        touch: dict[int, list[int]] = {r: [] for r in ranks}
+        for ch, part in enumerate(_split(c.nbytes, c.channels)):
+            order = _root_order(c, reverse=ch % 2 == 1)
+            if op == "reduce":  # toward the root: it is the chain's last rank
+                order = [*order[1:], order[0]]
+            _chain(g, c, order, part, entry, touch)
+        return _finish(g, entry, touch)
+
+    return build
+
+
+COLLECTIVES.add(
+    "broadcast/ring",
+    _rooted("broadcast"),
+    "broadcast: pipelined chain from the root along the ring (NCCL src/device/broadcast.h)",
+)
+COLLECTIVES.add(
+    "reduce/ring",
+    _rooted("reduce"),
+    "reduce: pipelined chain along the ring ending at the root (NCCL src/device/reduce.h)",
+)
+
+
+@COLLECTIVES.register("send-recv/direct", "send-recv: (src, dst) pairs or a shift, all at once")
+def _send_recv(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    ranks = list(c.ranks)
+    n = len(ranks)
+    pos = {r: i for i, r in enumerate(ranks)}
+    pairs = list(c.peers) or [(r, ranks[(i + c.shift) % n]) for i, r in enumerate(ranks)]
+    m = np.zeros((n, n), dtype=np.int64)
+    for a, b in pairs:
+        if a not in pos or b not in pos:
+            raise GraphError(f"send-recv: pair ({a}, {b}) names a rank not in ranks {ranks}")
+        m[pos[a], pos[b]] += c.nbytes
+    return all_to_all_v(g, c, m, start)
+
+
+# -- hierarchical: scale-up groups, then rails -------------------------------------------------
+
+
+def _groups(c: Collective) -> tuple[list[list[int]], list[list[int]]]:
+    """(scale-up groups of ``local_size`` consecutive ranks, rails: the ranks with the same
+    local index); refuses a ``local_size`` that does not divide the ranks."""
+    ranks = list(c.ranks)
+    ls = c.local_size
+    if ls < 1 or len(ranks) % ls:
+        raise GraphError(f"hierarchical {c.op}: local_size {ls} must divide the {len(ranks)} ranks")
+    groups = [ranks[i : i + ls] for i in range(0, len(ranks), ls)]
+    return groups, [[grp[k] for grp in groups] for k in range(ls)]
+
+
+@COLLECTIVES.register("reduce-scatter/hierarchical", "reduce-scatter: scale-up, then rails")
+def _hier_reduce_scatter(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    """Ring reduce-scatter of the buffer inside each group (each rank keeps ``S / L``), then
+    ring reduce-scatter of that shard along each rail (each keeps ``S / n``): the scale-out
+    rails carry ``(G - 1) S / n`` per rank, as in a flat ring, and the scale-up links the rest."""
+    groups, rails = _groups(c)
+    here = dict(start)
+    for grp in groups:
+        here.update(build_collective(g, _sub(c, "reduce-scatter", grp, c.nbytes), here))
+    shard = -(-c.nbytes // c.local_size)
+    for rail in rails:
+        here.update(build_collective(g, _sub(c, "reduce-scatter", rail, shard), here))
+    return {r: here[r] for r in c.ranks}
+
+
+@COLLECTIVES.register("all-gather/hierarchical", "all-gather: rails, then scale-up")
+def _hier_all_gather(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    """The mirror of the hierarchical reduce-scatter: ring all-gather along each rail (each
+    rank goes from ``S / n`` to ``S / L``), then ring all-gather inside each group (to ``S``)."""
+    groups, rails = _groups(c)
+    here = dict(start)
+    shard = -(-c.nbytes // c.local_size)
+    for rail in rails:
+        here.update(build_collective(g, _sub(c, "all-gather", rail, shard), here))
+    for grp in groups:
+        here.update(build_collective(g, _sub(c, "all-gather", grp, c.nbytes), here))
+    return {r: here[r] for r in c.ranks}
+
+
+@COLLECTIVES.register("all-to-all/hierarchical", "all-to-all: scale-up exchange, then rails")
+def _hier_all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    """Two hops, as NCCL's PXN (PCI x NVLink, NCCL 2.12; "Doubling all2all performance with
+    NCCL 2.12", NVIDIA blog 2022) and DeepEP's normal mode route scale-out traffic: rank
+    ``(g, l)`` first sends its group peer ``(g, l')`` everything bound for local index ``l'``
+    (``G`` slices of ``S / n``), then, once its own group's data for its rail has arrived, sends
+    rail peer ``(g', l)`` the ``L`` slices bound there. On an idle transport:
+    ``t(G S / n) + t(L S / n)``; bytes moved ``(2 n - G - L) S``, against ``(n - 1) S`` direct,
+    but every byte crosses at most one scale-out link, on its own rail."""
+    groups, rails = _groups(c)
+    n, ls = len(c.ranks), c.local_size
+    ng = n // ls
+    slice_ = c.nbytes // max(n, 1)
+    entry = _entry(g, c.ranks, start)
+    touch: dict[int, list[int]] = {r: [] for r in c.ranks}
+    for grp in groups:
+        sub = _sub(c, "all-to-all", grp, 0)
+        m = np.full((ls, ls), ng * slice_, dtype=np.int64)
+        done = all_to_all_v(g, sub, m, entry)
+        for r in grp:
+            touch[r].append(done[r])
+    mid = _finish(g, entry, touch)
+    for rail in rails:
+        sub = _sub(c, "all-to-all", rail, 0)
+        m = np.full((ng, ng), ls * slice_, dtype=np.int64)
+        done = all_to_all_v(g, sub, m, mid)
+        for r in rail:
+            touch[r].append(done[r])
+    return _finish(g, entry, touch)

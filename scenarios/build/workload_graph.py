@@ -34,6 +34,22 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
     g = OpGraph()
     ranks = list(range(n))
     factor = BUS_FACTORS[c.op](n)
+    if c.root >= n:
+        raise ScenarioError(
+            f"root {c.root} is not one of the {n} ranks (0 .. {n - 1})",
+            path="workload.collective.root",
+        )
+    for i, (a, b) in enumerate(c.peers or ()):
+        if a >= n or b >= n or a == b:
+            raise ScenarioError(
+                f"pair [{a}, {b}] must name two different ranks of the {n} (0 .. {n - 1})",
+                path=f"workload.collective.peers[{i}]",
+            )
+    if not c.peers and c.op == "send-recv" and c.shift % n == 0:
+        raise ScenarioError(
+            f"shift {c.shift} sends every rank's data to itself ({n} ranks)",
+            path="workload.collective.shift",
+        )
     done: dict[int, int] = {}
     slow = _straggler_factors(sc)
     with at("workload.collective", f"{c.op} ({c.algorithm})"):
@@ -59,6 +75,9 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
                     channels=c.channels,
                     chunk_bytes=c.chunk,
                     local_size=local,
+                    root=c.root,
+                    peers=[tuple(p) for p in c.peers or ()],
+                    shift=c.shift,
                     step=s,
                     label=f"{c.op} step {s}",
                 )

@@ -798,12 +798,29 @@ class CollectiveWorkload(Strict):
     all-gather, the per-rank send buffer of all-to-all) with ``algorithm`` (podsim list
     collectives), ``channels`` parallel rings, chunks of ``chunk`` bytes (0: whole slices) and,
     for ``hierarchical``, scale-up groups of ``local_size`` consecutive ranks (default: the
-    GPUs of one scale-up domain). ``compute_time`` runs on every rank before each repetition."""
+    GPUs of one scale-up domain). ``compute_time`` runs on every rank before each repetition.
+    ``broadcast`` and ``reduce`` start (end) at rank ``root``; ``send-recv`` sends ``size``
+    bytes over each of ``peers`` ((src, dst) pairs) or, without them, from every rank to the
+    one ``shift`` places on (nccl-tests sendrecv). Without ``algorithm`` an op runs NCCL's
+    ring, or ``direct`` for all-to-all and send-recv."""
 
-    op: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all"] = Field(
-        "all-reduce", description="the collective"
+    op: Literal[
+        "all-reduce",
+        "reduce-scatter",
+        "all-gather",
+        "all-to-all",
+        "broadcast",
+        "reduce",
+        "send-recv",
+    ] = Field("all-reduce", description="the collective")
+    algorithm: str = Field(
+        "ring", description="algorithm (podsim list collectives; default ring, or direct)"
     )
-    algorithm: str = Field("ring", description="algorithm (podsim list collectives)")
+    root: NonNegInt = Field(0, description="broadcast / reduce: the root rank")
+    peers: list[tuple[NonNegInt, NonNegInt]] | None = Field(
+        None, description="send-recv: (src, dst) rank pairs (default: the shift pattern)"
+    )
+    shift: PositiveInt = Field(1, description="send-recv without peers: rank i sends to i + shift")
     size: Size = Field(1 << 26, description="bytes, NCCL's count x type size")
     ranks: PositiveInt | None = Field(
         None, description="ranks taking part (default: every GPU of the cluster)"
@@ -816,9 +833,25 @@ class CollectiveWorkload(Strict):
     steps: PositiveInt = Field(1, description="repetitions")
     compute_time: Time = Field(0.0, description="compute on every rank before each repetition")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_algorithm(cls, data: Any) -> Any:
+        from podsim.workloads.collectives import DEFAULT_ALGORITHMS
+
+        if isinstance(data, dict) and data.get("algorithm") is None:
+            op = data.get("op", "all-reduce")
+            if isinstance(op, str) and op in DEFAULT_ALGORITHMS:
+                data = {**data, "algorithm": DEFAULT_ALGORITHMS[op]}
+        return data
+
     @model_validator(mode="after")
     def _known(self) -> CollectiveWorkload:
         from podsim.workloads.collectives import COLLECTIVES
+
+        for key, ops in (("root", ("broadcast", "reduce")), ("peers", ("send-recv",)),
+                         ("shift", ("send-recv",))):  # fmt: skip
+            if key in self.model_fields_set and self.op not in ops:
+                raise ValueError(f"{key} applies to {' and '.join(ops)} only, not {self.op}")
 
         have = [n.split("/")[1] for n in COLLECTIVES.names() if n.startswith(f"{self.op}/")]
         if self.algorithm not in have:

@@ -157,3 +157,203 @@ def test_cli_lists_collectives_and_refuses_an_unknown_algorithm(tmp_path) -> Non
     r = cli.invoke(app, ["run", str(f), "--set", "workload.collective.algorithm=tree"])
     assert r.exit_code == 2
     assert "workload.collective" in r.output and "'tree' does not run all-gather" in r.output
+
+
+# -- the builders of NCCL's other algorithms ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 13, 64])
+def test_double_binary_tree_is_two_complementary_trees_of_depth_log2_n(n: int) -> None:
+    from podsim.workloads.collectives import double_binary_tree
+
+    trees = double_binary_tree(n)
+    leaves = []
+    for parent in trees:
+        assert sum(1 for p in parent if p < 0) == 1
+        depth = []
+        for p in range(n):
+            d = 0
+            while parent[p] >= 0:
+                p, d = parent[p], d + 1
+                assert d < n  # no cycle
+            depth.append(d)
+        assert max(depth) == int(np.floor(np.log2(n)))
+        assert all(sum(1 for q in parent if q == p) <= 2 for p in range(n))  # binary
+        leaves.append({p for p in range(n) if p not in parent})
+    # a leaf of one tree is an interior node of the other (all but one rank when n is odd)
+    assert len(leaves[0] & leaves[1]) == n % 2
+
+
+@pytest.mark.parametrize(("n", "chunk"), [(2, 0), (5, 1 << 15), (8, 0), (8, 1 << 16)])
+def test_tree_all_reduce_closed_form(n: int, chunk: int) -> None:
+    """(2 H + k - 1) t(c): H = floor(log2 n), k chunks of c bytes per tree (half the buffer)."""
+    s = 1 << 20
+    got, g = timed(Collective("all-reduce", list(range(n)), s, "tree", chunk_bytes=chunk))
+    half = s // 2
+    c = chunk or half
+    k = -(-half // c)
+    h = int(np.floor(np.log2(n)))
+    assert got == pytest.approx((2 * h + k - 1) * t(c))
+    # each non-root rank sends its half up and receives it down, in each tree
+    assert g.messages(n)["bytes"].sum() == 2 * (n - 1) * s
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_broadcast_and_reduce_chains_closed_form(op: str) -> None:
+    """(n - 2 + k) t(c) for k chunks of c along a chain of n ranks; (n - 1) S bytes; the root
+    sends only (broadcast) or receives only (reduce)."""
+    n, s, chunk = 6, 1 << 20, 1 << 16
+    ranks = [3, 0, 5, 1, 4, 2]
+    got, g = timed(Collective(op, ranks, s, chunk_bytes=chunk, root=5))
+    assert got == pytest.approx((n - 2 + s // chunk) * t(chunk))
+    m = g.messages(n)
+    assert m["bytes"].sum() == (n - 1) * s
+    if op == "broadcast":
+        assert (m["dst_rank"] != 5).all() and set(m["src_rank"]) - set(m["dst_rank"]) == {5}
+    else:
+        assert (m["src_rank"] != 5).all() and set(m["dst_rank"]) - set(m["src_rank"]) == {5}
+    two, _ = timed(Collective(op, ranks, s, channels=2, root=5))  # both halves at once
+    assert two == pytest.approx((n - 1) * t(s // 2))
+    with pytest.raises(GraphError, match="root 7 is not one of the ranks"):
+        build_collective(OpGraph(), Collective(op, ranks, s, root=7))
+
+
+def test_send_recv_by_shift_and_by_peers() -> None:
+    n, s = 8, 1 << 20
+    got, g = timed(Collective("send-recv", list(range(n)), s, "direct", shift=3))
+    assert got == pytest.approx(t(s))
+    m = g.messages(n)
+    assert ((m["src_rank"] + 3) % n == m["dst_rank"]).all()
+    assert m["bytes"].sum() == n * s
+    got, g = timed(Collective("send-recv", list(range(4)), s, "direct", peers=[(0, 2), (3, 1)]))
+    assert got == pytest.approx(t(s))
+    assert sorted(zip(g.messages(4)["src_rank"], g.messages(4)["dst_rank"], strict=True)) == [
+        (0, 2),
+        (3, 1),
+    ]
+    with pytest.raises(GraphError, match=r"pair \(0, 9\)"):
+        build_collective(OpGraph(), Collective("send-recv", [0, 1], s, "direct", peers=[(0, 9)]))
+
+
+def test_hierarchical_all_to_all_all_gather_reduce_scatter_closed_forms() -> None:
+    """n = 8 ranks in G = 2 groups of L = 4: all-to-all t(G S/n) + t(L S/n) moving (2n - G - L) S;
+    reduce-scatter (L - 1) t(S / L) + (G - 1) t(S / n); all-gather the same in reverse order;
+    the scale-out (rail) messages of all three carry only the shard bound across groups."""
+    n, ls, s = 8, 4, 1 << 20
+    ng = n // ls
+    ranks = list(range(n))
+    a2a, g = timed(Collective("all-to-all", ranks, s, "hierarchical", local_size=ls))
+    assert a2a == pytest.approx(t(ng * s // n) + t(ls * s // n))
+    assert g.messages(n)["bytes"].sum() == (2 * n - ng - ls) * s
+    rs, g_rs = timed(Collective("reduce-scatter", ranks, s, "hierarchical", local_size=ls))
+    ag, g_ag = timed(Collective("all-gather", ranks, s, "hierarchical", local_size=ls))
+    assert rs == pytest.approx((ls - 1) * t(s // ls) + (ng - 1) * t(s // n))
+    assert ag == pytest.approx(rs)
+    for gr in (g, g_rs, g_ag):
+        m = gr.messages(n)
+        across = m[m["src_rank"] // ls != m["dst_rank"] // ls]
+        assert (across["src_rank"] % ls == across["dst_rank"] % ls).all()  # on its own rail
+    # per rank over the rails: as much as a flat ring, (G - 1) S / n
+    for gr in (g_rs, g_ag):
+        m = gr.messages(n)
+        across = m[m["src_rank"] // ls != m["dst_rank"] // ls]
+        assert across["bytes"].sum() == n * (ng - 1) * s // n
+        assert m["bytes"].sum() == n * ((ls - 1) * s // ls + (ng - 1) * s // n)
+    with pytest.raises(GraphError, match="local_size 3 must divide"):
+        build_collective(
+            OpGraph(), Collective("all-to-all", ranks, s, "hierarchical", local_size=3)
+        )
+
+
+def test_bus_factors_of_rooted_and_point_to_point_ops_are_one() -> None:
+    for op in ("broadcast", "reduce", "send-recv"):
+        assert BUS_FACTORS[op](8) == 1.0
+
+
+def _time_of(engine: str, collective: dict, cc: str | None = None) -> float:
+    cluster: dict = {"topology": {"name": "star", "params": {"hosts": 8}}}
+    if cc is not None:
+        cluster["nic"] = {"cc": {"name": cc}}
+    sc = {
+        "name": collective["op"],
+        "engine": engine,
+        "cluster": cluster,
+        "workload": {"collective": {"ranks": 8, **collective}},
+        "outputs": {"plots": False},
+    }
+    res = run(sc, write=False)
+    assert res.summary["status"] == "complete"
+    assert res.summary["messages"]["unfinished"] == 0
+    return float(res.summary["phases"]["other"]["completion_time_s"])
+
+
+NEW_OPS = [
+    {"op": "broadcast", "size": 8 << 20, "chunk": "512KiB", "root": 3},
+    {"op": "reduce", "size": 8 << 20, "chunk": "512KiB", "root": 5},
+    {"op": "send-recv", "size": 8 << 20, "shift": 3},
+    {"op": "all-to-all", "algorithm": "hierarchical", "size": 8 << 20, "local_size": 4},
+    {"op": "all-gather", "algorithm": "hierarchical", "size": 8 << 20, "local_size": 4},
+    {"op": "reduce-scatter", "algorithm": "hierarchical", "size": 8 << 20, "local_size": 4},
+]
+
+
+@pytest.mark.parametrize("collective", NEW_OPS, ids=lambda c: f"{c['op']}-{c.get('algorithm')}")
+def test_flow_and_packet_engines_agree_on_each_new_collective(collective: dict) -> None:
+    """On an idle star at 8 MiB (bandwidth dominates: the serialisation of a slice or chunk is
+    >= 10x the per-message latency) the engines agree within 5 %."""
+    flow = _time_of("flow", collective)
+    assert flow == pytest.approx(_time_of("packet", collective), rel=0.05)
+
+
+@pytest.mark.parametrize("cc", ["nscc", "swift", "none"])
+def test_flow_and_packet_engines_agree_on_the_tree_under_window_cc(cc: str) -> None:
+    """The tree's interior ranks take two children's chunks at once (a 2:1 incast). Under a
+    window or delay based CC (UEC NSCC, Swift) or none the engines agree within 5 %; under the
+    rate-based DCQCN and HPCC the packet engine is about 20 % slower (measured; README,
+    workloads; the cause is not pinned down yet: a likely one is that a QP keeps the rate an
+    incast cut it to into its next chunks, which the flow engine's shares do not model)."""
+    c = {"op": "all-reduce", "algorithm": "tree", "size": 8 << 20, "chunk": "1MiB"}
+    assert _time_of("flow", c, cc) == pytest.approx(_time_of("packet", c, cc), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("sets", "key", "says"),
+    [
+        (["workload.collective.op=broadcast", "workload.collective.root=8"], "root", "root 8"),
+        (["workload.collective.root=1"], "workload.collective", "root applies to broadcast"),
+        (
+            ["workload.collective.op=send-recv", "workload.collective.peers=[[0, 4]]"],
+            "peers[0]",
+            "pair [0, 4]",
+        ),
+        (["workload.collective.op=send-recv", "workload.collective.shift=4"], "shift", "shift 4"),
+        (
+            ["workload.collective.op=reduce", "workload.collective.algorithm=tree"],
+            "workload.collective",
+            "'tree' does not run reduce",
+        ),
+    ],
+)
+def test_bad_roots_and_peers_are_refused_at_their_key(tmp_path, sets, key, says) -> None:
+    import yaml
+    from podsim.scenarios.cli.app import app
+    from typer.testing import CliRunner
+
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(_scenario("flow", 4, "all-reduce", 1 << 20)))
+    args = ["run", str(f)]
+    for s in sets:
+        args += ["--set", s]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert key in out and says in out
+    assert "Traceback" not in r.output
+
+
+def test_all_to_all_and_send_recv_run_direct_without_an_algorithm() -> None:
+    from podsim.scenarios.input.schema import CollectiveWorkload
+
+    assert CollectiveWorkload(op="all-to-all").algorithm == "direct"
+    assert CollectiveWorkload(op="send-recv").algorithm == "direct"
+    assert CollectiveWorkload(op="broadcast").algorithm == "ring"
