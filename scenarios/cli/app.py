@@ -439,9 +439,13 @@ def trace(
         raise ScenarioError(f"{opt} {str(path)!r}: a trace file ends in .parquet or .csv.")
     if path.is_dir():
         raise ScenarioError(f"{opt} {str(path)!r} is a folder; give a trace file name.")
+    from podsim.scenarios.build.workload_graph import build_workload_graph, graph_trace
+
     with _located(doc):
         cluster = build_cluster(sc, trace_ranks(sc), force=force)
-        df = build_trace(sc, cluster)
+        # a graph workload (collective, imported trace): its messages, without the dependencies
+        graph = build_workload_graph(sc, cluster)
+        df = graph_trace(graph, cluster) if graph is not None else build_trace(sc, cluster)
     from podsim.workloads.trace import write_trace
 
     try:
@@ -453,7 +457,13 @@ def trace(
         ) from None
     out_console.print(
         f"wrote {len(df)} messages ({int(df['bytes'].sum())} bytes, {cluster.num_ranks} ranks) "
-        f"to {path}",
+        f"to {path}"
+        + (
+            f" (workload.{sc.workload.kind} is an operation graph: the file has its messages, "
+            "not the dependencies between them)"
+            if graph is not None
+            else ""
+        ),
         markup=False,
     )
 

@@ -111,3 +111,13 @@ def test_a_malformed_trace_exits_2_naming_key_file_and_node(tmp_path: Path) -> N
     flat = " ".join(text.split())
     assert code == 2, text
     assert "workload.kineto.path" in flat and "a.0.json" in flat and "traceEvents" in flat
+
+
+def test_podsim_trace_writes_an_imported_traces_messages(tmp_path: Path) -> None:
+    from podsim.workloads.trace import read_trace
+
+    res = CliRunner().invoke(app, ["trace", "chakra-4rank", "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 0, res.output
+    assert "operation graph" in res.output
+    df = read_trace(tmp_path / "t.parquet")
+    assert len(df) == 28 and int(df["bytes"].sum()) == 24 * (1 << 18) + 4 * (1 << 16)
