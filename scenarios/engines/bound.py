@@ -27,23 +27,44 @@ so the bound stays a lower bound. Two uses:
 
 Makespan bound: no run ends before its longest phase bound, nor before any rank's own chain
 (the sum over its phases of its own messages' bounds plus its compute times).
+
+Operation graphs (``workload.collective`` and the other graph workloads): the graph is executed
+(:func:`podsim.scenarios.execution.executor.execute`) over an ideal transport on which every
+message takes its lone-flow bound above (its bytes at the tightest constraint of its least
+loading route, wire framing P/(P+82) included, plus the path's unloaded latency) whatever else
+is in flight. Every node then starts and ends no later than in any simulation of the same graph
+(induction over the graph: its dependencies end no later and its own duration is no longer), so
+the run is a lower bound that keeps the graph's dependencies: a ring all-reduce on an idle
+fabric takes exactly its closed form ``2 (n - 1) (S / (n B) + L)``. Contention is left to the
+phase bound: per phase the bound is the larger of the two, and the makespan bound the larger of
+the graph run and the longest phase bound. The tables are those of the graph run.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import simpy
 from podsim.fabric.bound import lower_bound
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.flow import FlowCluster
-from podsim.scenarios.execution.timeline import PHASE_ORDER
+from podsim.scenarios.execution.timeline import PHASE_ORDER, TimelineResult, run_timeline
 from podsim.scenarios.results.tables import link_table, message_table
 
-__all__ = ["PhaseBounds", "add_bound", "bound_summary", "phase_bounds", "run_bound"]
+__all__ = [
+    "IdealTransport",
+    "PhaseBounds",
+    "add_bound",
+    "bound_summary",
+    "graph_bound",
+    "phase_bounds",
+    "run_bound",
+]
 
 
 class PhaseBounds:
@@ -284,10 +305,67 @@ def _summarise(pb: PhaseBounds, chain_end: np.ndarray) -> dict[str, Any]:
     return {"phases": phases, "makespan_bound_s": max(longest, chain)}
 
 
+class IdealTransport:
+    """Delivers message ``m`` ``msg_time_s[m]`` after it is posted, whatever else is in flight
+    (the executor's :class:`~podsim.scenarios.execution.executor.Transport`)."""
+
+    def __init__(self, msg_time_s: np.ndarray) -> None:
+        self.env = simpy.Environment()
+        self.msg_time_s = msg_time_s
+
+    def send(
+        self,
+        msg: int,
+        src_rank: int,
+        dst_rank: int,
+        nbytes: int,
+        hop: str,
+        on_done: Callable[[int], None],
+    ) -> None:
+        self.env.timeout(float(self.msg_time_s[msg])).callbacks.append(lambda _e: on_done(msg))
+
+
+def graph_bound(ctx: RunContext, pb: PhaseBounds) -> tuple[TimelineResult, PhaseBounds]:
+    """Run ``ctx.graph`` over the :class:`IdealTransport` of ``pb``'s lone-flow bounds (module
+    docstring). Returns the run and ``pb`` with each phase's bound raised to the phase's extent
+    in that run where it is longer (``limit_kind`` ``dependencies``)."""
+    assert ctx.graph is not None
+    t = IdealTransport(pb.msg_time_s)
+    tl = run_timeline(
+        t.env,
+        t,
+        ctx.trace,
+        ctx.compute,
+        num_ranks=ctx.cluster.num_ranks,
+        progress=ctx.progress,
+        graph=ctx.graph,
+    )
+    table = pb.table.copy()
+    ph = tl.phases
+    if len(ph) and len(table):
+        keys = ["step", "layer", "phase"]
+        span = ph.groupby(keys)["end_s"].max() - ph.groupby(keys)["start_s"].min()
+        extent = span.reindex(pd.MultiIndex.from_frame(table[keys])).to_numpy(float)
+        longer = np.nan_to_num(extent) > table["bound_s"].to_numpy(float)
+        table.loc[longer, "bound_s"] = extent[longer]
+        table.loc[longer, "limit"] = "dependencies, each message alone"
+        table.loc[longer, "limit_kind"] = "dependencies"
+        table.loc[longer, "limit_tier"] = ""
+    out = PhaseBounds(table, pb.msg_time_s, pb.offered_bits, pb.offered_packets, pb.own_s, pb.fc)
+    return tl, out
+
+
+def _graph_end(tl: TimelineResult) -> np.ndarray:
+    return np.asarray([tl.sim_time_s])
+
+
 def bound_summary(ctx: RunContext) -> dict[str, Any]:
     """Per phase kind: ``bound_s`` (mean over layers), ``bound_max_s``, ``limit``,
     ``limit_kind``, ``limit_tier``; and ``makespan_bound_s`` (module docstring)."""
     pb = phase_bounds(ctx)
+    if ctx.graph is not None:
+        tl, pb = graph_bound(ctx, pb)
+        return _summarise(pb, _graph_end(tl))
     end, _ = _chain(ctx, pb, paced=False)
     return _summarise(pb, end)
 
@@ -316,11 +394,14 @@ def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
     "bound",
     "no simulation: per-link load / capacity, the physical lower bound",
     faults={"straggler"},  # a slower GPU lengthens its compute; the links are taken as built
+    graphs=True,
     check_size=check_fluid,
 )
 def run_bound(ctx: RunContext) -> EngineOutput:
     """Fill the result tables from the bounds (see the module docstring)."""
     pb = phase_bounds(ctx)
+    if ctx.graph is not None:
+        return _run_graph_bound(ctx, pb)
     strict_end, _ = _chain(ctx, pb, paced=False)
     _, phases = _chain(ctx, pb, paced=True)
     tr = ctx.trace
@@ -345,4 +426,26 @@ def run_bound(ctx: RunContext) -> EngineOutput:
         events=0,
         status="complete",
         extra={"bound": _summarise(pb, strict_end), "phase_bounds": pb.table.to_dict("list")},
+    )
+
+
+def _run_graph_bound(ctx: RunContext, pb: PhaseBounds) -> EngineOutput:
+    """The bound engine's tables for an operation graph: the graph run over the ideal
+    transport (module docstring)."""
+    tl, pb = graph_bound(ctx, pb)
+    links = link_table(ctx.cluster.graph, pb.fc.link_counters(pb.offered_bits, pb.offered_packets))
+    return EngineOutput(
+        messages=message_table(ctx.trace, tl.post_s, tl.end_s),
+        phases=tl.phases,
+        links=links,
+        qps=pd.DataFrame(),
+        queues=pd.DataFrame(),
+        sim_time_s=tl.sim_time_s,
+        events=0,
+        status=tl.status,
+        extra={
+            "bound": _summarise(pb, _graph_end(tl)),
+            "phase_bounds": pb.table.to_dict("list"),
+            "transport": "ideal: each message its lone-flow bound",
+        },
     )

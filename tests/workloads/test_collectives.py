@@ -137,11 +137,54 @@ def test_flow_and_packet_engines_agree_on_a_ring_all_reduce() -> None:
     )
 
 
-def test_the_bound_engine_refuses_graph_workloads_with_advice(tmp_path) -> None:
-    from podsim.scenarios.errors import ScenarioError
+def test_the_bound_engine_runs_a_ring_all_reduce_in_its_closed_form_on_an_idle_star() -> None:
+    """Over the bound's ideal transport each ring step is one lone message, so the all-reduce
+    takes 2(n - 1) times a lone message of S / n (within 1 %), a message's time grows at the
+    link's payload rate B (slope 1 / B within 1 %) and its fixed latency L is positive and
+    below 5 us on one switch. (The QP-context miss of a pair's first message is set to 0, so
+    every message pays the same latency.)"""
+    n, s1, s2 = 8, 8 << 20, 16 << 20
+    steps = 2 * (n - 1)
+    warm = {"qp_miss_penalty": 0.0}
+    ar1, ar2 = (_time_of("bound", {"op": "all-reduce", "size": s}, nic=warm) for s in (s1, s2))
+    lone = _time_of("bound", {"op": "send-recv", "size": s1 // n, "ranks": 2}, nic=warm)
+    assert ar1 == pytest.approx(steps * lone, rel=0.01)
+    assert (ar2 - ar1) / (s2 - s1) == pytest.approx(steps / (n * B_EFF), rel=0.01)
+    assert 0 < lone - s1 / n / B_EFF < 5e-6
 
-    with pytest.raises(ScenarioError, match="does not execute operation graphs"):
-        run(_scenario("bound", 4, "all-reduce", 1 << 20), write=False)
+
+def _leaf_spine(engine: str, op: str, size: int) -> dict:
+    res = run(
+        {
+            "name": f"{op}-leaf-spine",
+            "engine": engine,
+            "cluster": {
+                "topology": {"name": "leaf-spine", "params": {"hosts_per_leaf": 4, "leaves": 4}}
+            },
+            "workload": {"collective": {"op": op, "size": size}},
+            "outputs": {"plots": False},
+        },
+        write=False,
+    )
+    assert res.summary["status"] == "complete"
+    return res.summary
+
+
+@pytest.mark.parametrize("op", ["all-reduce", "all-to-all"])
+def test_the_bound_is_below_the_flow_and_packet_engines_on_a_leaf_spine(op: str) -> None:
+    """16 ranks on 4 leaves of 4: the bound engine's time (the graph over lone-message times)
+    and the summary's bound (also the phase's load bound) are at most what either simulating
+    engine measures, and at least half of it (the bound is not vacuous)."""
+    size = 4 << 20
+    b = _leaf_spine("bound", op, size)
+    t_bound = b["phases"]["other"]["completion_time_s"]
+    assert t_bound <= b["bound"]["makespan_bound_s"]
+    for engine in ("flow", "packet"):
+        s = _leaf_spine(engine, op, size)
+        t = s["phases"]["other"]["completion_time_s"]
+        assert t_bound <= t
+        assert s["bound"]["makespan_bound_s"] == pytest.approx(b["bound"]["makespan_bound_s"])
+        assert 0.5 * t <= s["bound"]["makespan_bound_s"] <= s["makespan_s"]
 
 
 def test_cli_lists_collectives_and_refuses_an_unknown_algorithm(tmp_path) -> None:
@@ -270,10 +313,12 @@ def test_bus_factors_of_rooted_and_point_to_point_ops_are_one() -> None:
         assert BUS_FACTORS[op](8) == 1.0
 
 
-def _time_of(engine: str, collective: dict, cc: str | None = None) -> float:
-    cluster: dict = {"topology": {"name": "star", "params": {"hosts": 8}}}
+def _time_of(
+    engine: str, collective: dict, cc: str | None = None, nic: dict | None = None
+) -> float:
+    cluster: dict = {"topology": {"name": "star", "params": {"hosts": 8}}, "nic": dict(nic or {})}
     if cc is not None:
-        cluster["nic"] = {"cc": {"name": cc}}
+        cluster["nic"]["cc"] = {"name": cc}
     sc = {
         "name": collective["op"],
         "engine": engine,
