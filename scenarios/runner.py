@@ -35,6 +35,7 @@ from podsim.scenarios.results.provenance import provenance
 from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
 from podsim.workloads.deepep_metrics import deepep_bytes_table
 from podsim.workloads.graph import OpGraph
+from podsim.workloads.training.metrics import training_summary
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,8 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         makespan_s=makespan,
         deepep=deepep_bytes_table(prep.trace.attrs),
     )
+    if prep.graph is not None and "training" in prep.graph.meta:
+        summary["training"] = training_summary(phases, prep.graph.meta["training"])
     events = eo.events
     head = {
         "scenario": sc.name,
@@ -187,7 +190,11 @@ def _counting(progress: Progress | None, seen: dict[str, int | None]) -> Progres
 
 def _with_bound(summary: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     """Every run also reports itself as a fraction of the physical lower bound (issue 7), when
-    the bound engine's module provides ``bound_summary``/``add_bound``."""
+    the bound engine's module provides ``bound_summary``/``add_bound``. A training step has no
+    per-phase bound: its phases recur per micro-batch and pass, which the bound does not
+    separate."""
+    if ctx.graph is not None and "training" in ctx.graph.meta:
+        return summary
     try:
         from podsim.scenarios.engines import bound as bound_mod
     except ImportError:

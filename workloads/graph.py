@@ -5,7 +5,9 @@ imported trace) compiles to one :class:`OpGraph`; one executor
 (:func:`podsim.scenarios.execution.executor.execute`) runs it on any simulating engine and
 records when every node started and ended. The model:
 
-- a node is ``compute`` (occupies its rank for ``duration_s``), ``send`` (a message of
+- a node is ``compute`` (occupies its rank's GPU for ``duration_s``: a GPU runs one compute
+  node at a time, the others wait in the order they became ready, so two streams overlap
+  communication with compute but never compute with compute), ``send`` (a message of
   ``nbytes`` from ``rank`` to ``peer``; it ends when its last byte was delivered) or ``join``
   (takes no time: a barrier, the start or end of a phase);
 - a node becomes *ready* when every node it depends on has ended. It starts ``delay_s`` after it
@@ -87,6 +89,8 @@ class OpGraph:
         self._msg_rows: list[tuple[int, int, int, str, str | None, int]] = []
         self._spans: list[tuple[int, int, int, dict[str, Any]]] = []
         self._frozen: GraphArrays | None = None
+        #: what the builder wants the results to know (e.g. ``training``: model FLOPs)
+        self.meta: dict[str, Any] = {}
 
     # -- building ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -219,6 +223,14 @@ class OpGraph:
         """Record the interval on ``rank`` from the start of node ``first`` to the end of node
         ``last``, tagged (e.g. ``step=0, layer=3, phase="dispatch"``)."""
         self._spans.append((rank, first, last, tags))
+
+    def scale_compute(self, factors: dict[int, float]) -> None:
+        """Multiply the duration of every compute node of rank ``r`` by ``factors[r]`` (a
+        straggler)."""
+        self._frozen = None
+        for i, (k, r) in enumerate(zip(self.kind, self.rank, strict=True)):
+            if k == COMPUTE and r in factors:
+                self.duration_s[i] *= factors[r]
 
     def stream_tail(self, rank: int, stream: str) -> int | None:
         """The last node placed on (``rank``, ``stream``), or None."""

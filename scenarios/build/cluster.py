@@ -190,6 +190,9 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
                 n = len(kineto_paths(w.kineto.path))  # type: ignore[union-attr]
         except TraceImportError as exc:
             raise ScenarioError(str(exc), path=path) from None
+    elif w.training is not None:
+        n = w.training.gpus or total
+        path = "workload.training.gpus"
     else:
         return -1  # from the trace
     if n > total:

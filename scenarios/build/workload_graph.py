@@ -16,6 +16,7 @@ from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.schema import Scenario, Straggler
 from podsim.workloads.collectives import BUS_FACTORS, Collective, build_collective
 from podsim.workloads.graph import GraphError, OpGraph
+from podsim.workloads.training.step import TrainingError, TrainingSpec, build_training_step
 
 __all__ = ["build_workload_graph", "graph_trace"]
 
@@ -24,6 +25,8 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
     """The operation graph of ``sc``'s workload, or None for a layer-timeline workload.
     Straggler faults multiply the durations of their rank's compute nodes."""
     w = sc.workload
+    if w.training is not None:
+        return _training_graph(sc, cluster)
     if w.chakra is not None or w.kineto is not None:
         return _imported_trace_graph(sc, cluster)
     if w.collective is None:
@@ -87,6 +90,40 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
                            bytes_out=c.size, bytes_in=c.size, bus_factor=factor)  # fmt: skip
         except GraphError as exc:
             raise ScenarioError(str(exc), path="workload.collective") from None
+    return g
+
+
+def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
+    """One training step (podsim.workloads.training.step) over the cluster's ranks; straggler
+    faults scale their rank's compute."""
+    t = sc.workload.training
+    assert t is not None
+    spec = TrainingSpec(
+        model=t.model,
+        gpus=cluster.num_ranks,
+        tp=t.tp,
+        pp=t.pp,
+        ep=t.ep,
+        microbatches=t.microbatches,
+        micro_batch_size=t.micro_batch_size,
+        seq_len=t.seq_len,
+        schedule=t.schedule,
+        layers=t.layers,
+        gpu=t.gpu,
+        precision=t.precision,
+        achieved=t.achieved,
+        dispatch_dtype=t.dispatch_dtype,
+        grad_bytes=t.grad_bytes,
+        ep_overlap=t.ep_overlap,
+        dp_overlap=t.dp_overlap,
+    )
+    try:
+        g = build_training_step(spec)
+    except TrainingError as exc:
+        raise ScenarioError(str(exc), path=f"workload.training.{exc.key}") from None
+    slow = _straggler_factors(sc)
+    if slow:
+        g.scale_compute(slow)
     return g
 
 

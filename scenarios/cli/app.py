@@ -387,6 +387,8 @@ def list_(
         ("expert popularity (skew)", "expert popularity"),
         ("synthetic patterns", "synthetic pattern"),
         ("collectives (op/algorithm)", "collective"),
+        ("pipeline schedules", "pipeline schedule"),
+        ("GPUs (training compute)", "GPU"),
         ("rank mappings", "rank mapping"),
         ("PHY profiles", "PHY profile"),
         ("engines", "engine"),

@@ -162,6 +162,7 @@ def execute(
         if m >= 0:
             node_of_msg[m] = i
     left = [n]
+    busy: dict[int, deque[int]] = {}  # rank -> compute nodes waiting for its GPU (key: busy)
     cascade: deque[int] = deque()  # nodes that ended at this instant, successors not yet freed
     timeout = env.timeout
 
@@ -192,6 +193,18 @@ def execute(
         else:
             begin(i)
 
+    def computed(i: int) -> None:
+        """Compute node ``i`` ended: its GPU takes the next waiting node, if any."""
+        r = rank[i]
+        waiting = busy[r]
+        if waiting:
+            j = waiting.popleft()
+            start_s[j] = env.now
+            timeout(duration[j]).callbacks.append(lambda _ev, j=j: computed(j))
+        else:
+            del busy[r]
+        ended(i)
+
     def delivered(m: int) -> None:
         i = node_of_msg[m]
         if not math.isnan(end_s[i]):
@@ -204,10 +217,13 @@ def execute(
         if k == JOIN:
             ended(i)
         elif k == COMPUTE:
-            if duration[i] > 0:
-                timeout(duration[i]).callbacks.append(lambda _ev, i=i: ended(i))
-            else:
+            if duration[i] <= 0:
                 ended(i)
+            elif rank[i] in busy:  # the GPU runs one kernel at a time: wait for it
+                busy[rank[i]].append(i)
+            else:
+                busy[rank[i]] = deque()
+                timeout(duration[i]).callbacks.append(lambda _ev, i=i: computed(i))
         else:
             m = msg[i]
             h = hop_of[m]

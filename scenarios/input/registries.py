@@ -35,6 +35,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "synthetic pattern": ("podsim.workloads.catalog", "WORKLOADS"),
     "engine": ("podsim.scenarios.engines", "ENGINES"),
     "collective": ("podsim.workloads.collectives", "COLLECTIVES"),
+    "pipeline schedule": ("podsim.workloads.training.schedule", "SCHEDULES"),
+    "GPU": ("podsim.workloads.training.gpu", "GPUS"),
 }
 
 _PATTERNS: Registry | None = None

@@ -316,6 +316,8 @@ PlacementName = _name_type("expert placement")
 PatternName = _name_type("synthetic pattern")
 EngineName = _name_type("engine")
 RankMapName = _name_type("rank mapping")
+ScheduleName = _name_type("pipeline schedule")
+GpuName = _name_type("GPU")
 
 
 is_plugin = is_plugin_spec
@@ -929,6 +931,39 @@ class KinetoWorkload(Strict):
         return p
 
 
+class TrainingWorkload(Strict):
+    """One training step of an MoE transformer (podsim.workloads.training.step): ``tp`` x ``pp``
+    x data-parallel ranks over ``gpus`` (default: every GPU), expert parallelism ``ep`` inside
+    the data-parallel ranks, ``microbatches`` of ``micro_batch_size`` sequences of ``seq_len``
+    tokens through the pipeline ``schedule``; compute from the model's FLOPs at ``achieved`` x
+    the ``gpu``'s peak (``precision``); ``ep_overlap`` overlaps one micro-batch's all-to-all
+    with another's compute, ``dp_overlap`` the gradient reduction with the backward pass."""
+
+    model: ModelPresetName = Field(
+        "deepseek-v3", description="MoE model preset (podsim list models)"
+    )
+    gpus: PositiveInt | None = Field(None, description="GPUs in the job (default: all)")
+    tp: PositiveInt = Field(1, description="tensor-parallel ranks")
+    pp: PositiveInt = Field(1, description="pipeline stages")
+    ep: PositiveInt = Field(1, description="expert-parallel ranks (divides the DP size)")
+    microbatches: PositiveInt = Field(8, description="micro-batches per step")
+    micro_batch_size: PositiveInt = Field(1, description="sequences per micro-batch")
+    seq_len: PositiveInt = Field(4096, description="tokens per sequence")
+    schedule: ScheduleName = Field("1f1b", description="pipeline schedule (podsim list schedules)")
+    layers: PositiveInt | None = Field(
+        None, description="layers to simulate (default: the model's; a multiple of pp)"
+    )
+    gpu: GpuName = Field("h800", description="accelerator for the compute model (podsim list gpus)")
+    precision: Literal["fp8", "bf16"] = Field("fp8", description="GEMM precision (peak used)")
+    achieved: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.6, description="fraction of the peak kernels sustain [estimate]"
+    )
+    dispatch_dtype: Literal["fp8", "bf16"] = Field("fp8", description="dispatched token dtype")
+    grad_bytes: Literal[2, 4] = Field(4, description="bytes per gradient value in DP reduction")
+    ep_overlap: bool = Field(False, description="two-micro-batch overlap of all-to-all")
+    dp_overlap: bool = Field(False, description="gradient reduction overlapped with backward")
+
+
 class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
     rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
@@ -950,13 +985,13 @@ class StorageReads(Strict):
 
 
 #: the workload kinds, one key each under ``workload``
-WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective", "chakra", "kineto")
+WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective", "training", "chakra", "kineto")
 #: kinds that compile to an operation graph with dependencies beyond the layer timeline
-GRAPH_WORKLOADS = ("collective", "chakra", "kineto")
+GRAPH_WORKLOADS = ("collective", "training", "chakra", "kineto")
 
 
 class WorkloadConfig(Strict):
-    """Exactly one of ``moe``, ``trace``, ``synthetic``, ``collective``, ``chakra`` or
+    """Exactly one of ``moe``, ``trace``, ``synthetic``, ``collective``, ``training``, ``chakra`` or
     ``kineto``; optionally background ``storage`` reads alongside it."""
 
     moe: MoeWorkload | None = Field(None, description="an MoE layer's all-to-all")
@@ -964,6 +999,9 @@ class WorkloadConfig(Strict):
     synthetic: SyntheticWorkload | None = Field(None, description="a synthetic pattern")
     collective: CollectiveWorkload | None = Field(
         None, description="a collective as NCCL runs it (an operation graph)"
+    )
+    training: TrainingWorkload | None = Field(
+        None, description="one training step, TP x PP x EP x DP (an operation graph)"
     )
     chakra: ChakraWorkload | None = Field(
         None, description="a Chakra execution trace, one .et file per rank (an operation graph)"

@@ -135,7 +135,11 @@ SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
     "phases": {
         "step": ("int64", "step"),
         "layer": ("int64", "layer"),
-        "phase": ("object", "dispatch | compute | combine | other"),
+        "phase": (
+            "object",
+            "dispatch | compute | combine | other; a training step adds tp | pp | dp (and "
+            "columns microbatch, pass F/B)",
+        ),
         "rank": ("int64", "rank"),
         "start_s": ("float64", "phase start on this rank (s)"),
         "end_s": ("float64", "phase end on this rank (s)"),
@@ -366,7 +370,8 @@ def _per_phase(
     comm = phases[phases["phase"] != "compute"]
     if comm.empty:
         return pd.DataFrame(columns=_PER_PHASE_COLUMNS)
-    keys = ["step", "layer", "phase"]
+    # a training step's spans also carry the micro-batch and the pass (forward / backward)
+    keys = ["step", "layer", "phase"] + [c for c in ("microbatch", "pass") if c in comm.columns]
     g = comm.groupby(keys, sort=True)
     out = g.agg(t0=("start_s", "min"), t1=("end_s", "max"), s_mean=("bytes_out", "mean"))
     n_ranks = max(1, num_ranks)
@@ -385,7 +390,7 @@ def _per_phase(
     dur = comm.set_index([*keys, "rank"])["duration_s"]
     for hop, col in (("rdma", "rdma_send_Bps"), ("scaleup", "nvl_send_Bps")):
         m = messages[messages["hop"] == hop]
-        if m.empty:
+        if m.empty or len(keys) > 3:  # messages do not carry a training step's extra keys
             out[col] = np.nan
             continue
         per = m.groupby([*keys, "src_rank"])["bytes"].sum()

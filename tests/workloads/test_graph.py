@@ -45,15 +45,18 @@ def test_chain_of_compute_and_send_adds_up() -> None:
     assert res.sim_time_s == pytest.approx(res.end_s[b])
 
 
-def test_one_stream_is_fifo_two_streams_overlap() -> None:
+def test_one_stream_is_fifo_and_a_gpu_runs_one_compute_at_a_time() -> None:
     g = OpGraph()
     x = g.compute(0, 5e-6)
     y = g.compute(0, 5e-6)  # same stream: after x although it has no dependency
-    z = g.compute(0, 5e-6, stream="comm")  # another stream: beside x
+    z = g.compute(0, 5e-6, stream="other")  # another stream, ready at 0: waits for the GPU
+    w = g.compute(1, 5e-6, stream="other")  # another GPU: runs at once
     res, _ = run(g)
-    assert res.start_s[y] == pytest.approx(res.end_s[x])
-    assert res.start_s[z] == 0.0
-    assert res.sim_time_s == pytest.approx(10e-6)
+    assert res.start_s[y] >= res.end_s[x]
+    assert res.start_s[z] == pytest.approx(res.end_s[x])  # ready before y, so first in line
+    assert res.start_s[y] == pytest.approx(res.end_s[z])
+    assert res.start_s[w] == 0.0
+    assert res.sim_time_s == pytest.approx(15e-6)
 
 
 def test_overlap_hides_communication_up_to_the_compute_time_and_not_beyond() -> None:

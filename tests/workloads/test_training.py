@@ -1,0 +1,134 @@
+"""A training step as an operation graph: pipeline bubble, MFU, overlap, errors."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+import yaml
+from podsim.scenarios.execution.executor import execute
+from podsim.scenarios.execution.timeline import span_table
+from podsim.workloads.training.metrics import training_summary
+from podsim.workloads.training.schedule import schedule
+from podsim.workloads.training.step import TrainingError, TrainingSpec, build_training_step
+
+
+class Transport:
+    """Delivers nbytes / rate + lat after posting; rate=inf, lat=0: free communication."""
+
+    def __init__(self, rate: float = float("inf"), lat: float = 0.0) -> None:
+        self.env = simpy.Environment()
+        self.rate, self.lat = rate, lat
+
+    def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):
+        self.env.timeout(nbytes / self.rate + self.lat).callbacks.append(lambda _e: on_done(msg))
+
+
+def step(spec: TrainingSpec, transport: Transport | None = None) -> dict:
+    g = build_training_step(spec)
+    t = transport or Transport()
+    hops = g.messages(spec.gpus)["hop"].to_numpy()
+    run = execute(t.env, t, g, hops)
+    assert run.status == "complete"
+    return training_summary(span_table(g, run), g.meta["training"])
+
+
+@pytest.mark.parametrize("name", ["1f1b", "gpipe"])
+@pytest.mark.parametrize(("p", "m"), [(4, 8), (2, 1), (8, 4)])
+def test_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1(name: str, p: int, m: int) -> None:
+    """Narayanan et al. SC'21 section 2.2: with free communication and equal stages the bubble
+    fraction of 1F1B (and GPipe) is (p - 1) / (m + p - 1)."""
+    spec = TrainingSpec("deepseek-v3", gpus=p, pp=p, microbatches=m, layers=8, schedule=name)
+    s = step(spec)
+    assert s["bubble_fraction"] == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
+    assert sum(s["exposed_comm_s"].values()) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_one_gpu_without_communication_reaches_the_achieved_fraction_as_mfu() -> None:
+    spec = TrainingSpec("kimi-k2", gpus=1, microbatches=2, layers=4, achieved=0.55)
+    s = step(spec)
+    assert s["mfu"] == pytest.approx(0.55, rel=1e-9)
+    assert s["compute_fraction"] == pytest.approx(1.0)
+
+
+def test_step_time_splits_into_compute_exposed_communication_and_idle() -> None:
+    spec = TrainingSpec("deepseek-v3", gpus=16, tp=2, pp=2, ep=4, microbatches=4, layers=4)
+    s = step(spec, Transport(rate=50e9, lat=2e-6))
+    total = s["compute_fraction"] + s["bubble_fraction"] + sum(s["exposed_comm_fraction"].values())
+    assert total == pytest.approx(1.0, rel=1e-9)
+    for kind in ("tp", "pp", "dispatch", "combine", "dp"):
+        assert s["exposed_comm_s"][kind] > 0, kind
+
+
+def test_overlap_hides_all_to_all_behind_the_other_micro_batch_and_never_below_compute() -> None:
+    base = dict(model="deepseek-v3", gpus=8, ep=8, microbatches=4, layers=2)
+    slow = Transport(rate=20e9, lat=5e-6)
+    plain = step(TrainingSpec(**base), slow)
+    both = step(TrainingSpec(**base, ep_overlap=True), Transport(rate=20e9, lat=5e-6))
+    free = step(TrainingSpec(**base))  # communication costs nothing: compute alone
+    assert free["step_time_s"] <= both["step_time_s"] < plain["step_time_s"]
+    exposed = sum(both["exposed_comm_s"].values())
+    assert exposed < sum(plain["exposed_comm_s"].values())
+
+
+def test_dp_overlap_starts_the_reduction_during_the_backward() -> None:
+    base = dict(model="deepseek-v3", gpus=8, tp=1, pp=1, ep=1, microbatches=2, layers=4)
+    plain = step(TrainingSpec(**base), Transport(rate=50e9, lat=2e-6))
+    over = step(TrainingSpec(**base, dp_overlap=True), Transport(rate=50e9, lat=2e-6))
+    assert over["step_time_s"] < plain["step_time_s"]
+    assert over["exposed_comm_s"]["dp"] < plain["exposed_comm_s"]["dp"]
+
+
+def test_schedules_run_every_micro_batch_forward_then_backward() -> None:
+    for p in range(4):
+        order = schedule("1f1b", p, 4, 6)
+        assert sorted(order) == sorted([("F", i) for i in range(6)] + [("B", i) for i in range(6)])
+        assert order[: 4 - p - 1] == [("F", i) for i in range(4 - p - 1)]  # warm-up
+
+
+@pytest.mark.parametrize(
+    ("kw", "key"),
+    [
+        (dict(gpus=12, tp=8), "pp"),
+        (dict(gpus=8, pp=3, layers=8), "pp"),
+        (dict(gpus=8, ep=3), "ep"),
+        (dict(gpus=8, ep=8, achieved=1.5), "achieved"),
+    ],
+)
+def test_bad_parallelism_names_its_key(kw: dict, key: str) -> None:
+    with pytest.raises(TrainingError) as exc:
+        build_training_step(TrainingSpec("deepseek-v3", **kw))
+    assert exc.value.key == key
+
+
+def _scenario(**training) -> dict:
+    return {
+        "name": "train",
+        "engine": "flow",
+        "cluster": {"preset": "h800-deepep", "params": {"nodes": 2}},
+        "workload": {"training": {"layers": 4, "microbatches": 2, "seq_len": 1024, **training}},
+        "outputs": {"plots": False},
+    }
+
+
+def test_a_training_step_runs_on_the_flow_engine_and_reports_itself(tmp_path) -> None:
+    from podsim.scenarios.runner import run
+
+    res = run(_scenario(tp=2, pp=2, ep=4), write=False)
+    t = res.summary["training"]
+    assert res.summary["status"] == "complete"
+    assert 0 < t["mfu"] < 0.6
+    assert t["dp"] == 4 and t["pp"] == 2
+    assert set(res.phases["phase"]) >= {"compute", "tp", "pp", "dispatch", "combine", "dp"}
+
+
+def test_cli_refuses_a_pipeline_that_does_not_divide_the_layers(tmp_path) -> None:
+    from podsim.scenarios.cli.app import app
+    from typer.testing import CliRunner
+
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(_scenario(pp=3)))
+    r = CliRunner().invoke(app, ["run", str(f)])
+    assert r.exit_code == 2
+    assert "workload.training.pp" in r.output and "does not divide" in r.output
+    r = CliRunner().invoke(app, ["run", str(f), "--set", "workload.training.schedule=zigzag"])
+    assert r.exit_code == 2 and "zigzag" in r.output

@@ -1,0 +1,326 @@
+"""One training step of an MoE transformer as an operation graph (TP x PP x EP x DP).
+
+Ranks (Megatron-LM's order, tensor-parallel fastest): ``rank = t + TP (d + DP p)`` for tensor
+rank ``t``, data-parallel rank ``d`` and pipeline stage ``p``; so a TP group is ``TP``
+consecutive ranks (inside one node when TP <= GPUs per node). Expert parallelism runs inside
+data parallelism: an EP group is ``EP`` data-parallel ranks with the same ``(t, p)`` and
+``d // EP``; each holds ``routed_experts / EP`` experts of every MoE layer of its stage.
+
+Per micro-batch of ``T = micro_batch_size x seq_len`` tokens, on every rank of a stage, for each
+of the stage's layers (forward; the backward runs the layers in reverse, every compute twice as
+long and every exchange mirrored):
+
+1. attention (and, in a dense layer, the dense FFN): ``T x flops / TP`` at the GPU's rate;
+   a TP all-reduce of the ``T x hidden`` BF16 activations when TP > 1 (Megatron's two
+   all-reduces per layer, Shoeybi et al. 2019);
+2. MoE layer: dispatch all-to-all in the EP group (each rank's ``T / TP`` tokens x top-k copies,
+   spread evenly over the EP ranks: routing assumed uniform; FP8 with per-128 scales forward,
+   BF16 backward, as DeepEP), routed + shared experts, combine all-to-all (BF16), a TP
+   all-reduce;
+3. between stages, the ``T / TP x hidden`` BF16 activations (forward) or their gradients
+   (backward) go to the same ``(t, d)`` rank of the next (previous) stage.
+
+After the last backward, data-parallel gradient reduction as ZeRO-1 (Rajbhandari et al., SC
+2020): reduce-scatter of the stage's non-expert gradients over the DP group and all-gather of the
+updated BF16 parameters; expert gradients over the ``TP x DP / EP`` replicas of each expert. With
+``dp_overlap`` each layer's reduction starts when the last micro-batch's backward of that layer
+ended (Megatron's ``--overlap-grad-reduce``, one bucket per layer). With ``ep_overlap`` even and
+odd micro-batches use two compute streams, so one's all-to-all overlaps the other's compute
+(DeepSeek-V3's two-micro-batch overlap; the GPU still runs one compute node at a time).
+
+Optimizer step and embedding/head are left out [E]; every constant is a parameter of
+:class:`TrainingSpec`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from podsim.workloads.collectives import Collective, all_to_all_v, build_collective
+from podsim.workloads.graph import OpGraph
+from podsim.workloads.models import get_model
+from podsim.workloads.precision import bytes_per_token
+from podsim.workloads.training.gpu import DEFAULT_ACHIEVED, GPUS
+from podsim.workloads.training.model import layer_costs
+from podsim.workloads.training.schedule import schedule
+
+__all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
+
+BF16 = 2
+
+
+class TrainingError(ValueError):
+    """A parallelism or model setting that cannot be built; names the parameter."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """One training step. ``layers`` (default: the model's) lets a study simulate fewer layers
+    with the same shapes; ``precision`` picks the GPU's FP8 or BF16 peak for the GEMMs;
+    ``achieved`` the fraction of that peak kernels sustain; ``grad_bytes`` the bytes per
+    gradient value in the DP reduction (4: FP32, Megatron's default; 2 with
+    ``--grad-reduce-in-bf16``)."""
+
+    model: str
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    microbatches: int = 1
+    micro_batch_size: int = 1
+    seq_len: int = 4096
+    schedule: str = "1f1b"
+    layers: int | None = None
+    gpu: str = "h800"
+    precision: str = "fp8"
+    achieved: float = DEFAULT_ACHIEVED
+    dispatch_dtype: str = "fp8"
+    grad_bytes: int = 4
+    ep_overlap: bool = False
+    dp_overlap: bool = False
+    compute_scale: float = 1.0  # multiplies every compute time (0: communication only)
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+    def check(self) -> None:
+        """Refuse a parallelism that does not fit (TrainingError naming the key)."""
+        for key in ("tp", "pp", "ep", "microbatches", "micro_batch_size", "seq_len"):
+            if getattr(self, key) < 1:
+                raise TrainingError(f"{key} must be >= 1, got {getattr(self, key)}", key)
+        if self.gpus % (self.tp * self.pp):
+            raise TrainingError(
+                f"tp x pp = {self.tp} x {self.pp} = {self.tp * self.pp} does not divide the "
+                f"{self.gpus} GPUs",
+                "pp",
+            )
+        if self.dp % self.ep:
+            raise TrainingError(
+                f"ep {self.ep} must divide the data-parallel size {self.dp} "
+                f"(= {self.gpus} GPUs / (tp {self.tp} x pp {self.pp}))",
+                "ep",
+            )
+        m = get_model(self.model)
+        layers = self.layers or m.layers
+        if layers % self.pp:
+            raise TrainingError(
+                f"pp {self.pp} does not divide the {layers} layers (set layers to a multiple)",
+                "pp",
+            )
+        if m.routed_experts % self.ep:
+            raise TrainingError(
+                f"ep {self.ep} does not divide the model's {m.routed_experts} routed experts",
+                "ep",
+            )
+        if self.precision not in ("fp8", "bf16"):
+            raise TrainingError(
+                f"precision must be fp8 or bf16, got {self.precision!r}", "precision"
+            )
+        if not 0 < self.achieved <= 1:
+            raise TrainingError(f"achieved must be in (0, 1], got {self.achieved}", "achieved")
+
+
+def rank_of(spec: TrainingSpec, t: int, d: int, p: int) -> int:
+    return t + spec.tp * (d + spec.dp * p)
+
+
+def build_training_step(spec: TrainingSpec) -> OpGraph:
+    """The step's graph; ``graph.meta['training']`` carries what the metrics need (model FLOPs
+    of the step, peak rate, parallelism)."""
+    spec.check()
+    m = get_model(spec.model)
+    gpu = GPUS.get(spec.gpu)
+    peak = gpu.fp8_flops if spec.precision == "fp8" else gpu.bf16_flops
+    rate = peak * spec.achieved
+    n_layers = spec.layers or m.layers
+    costs = layer_costs(m, spec.seq_len)
+    # fewer layers than the model: keep its share of dense layers (rounded), dense first
+    if n_layers != m.layers:
+        dense = m.layers - m.moe_layers
+        k = round(n_layers * dense / m.layers)
+        costs = costs[:k] + [costs[dense]] * (n_layers - k)
+    per_stage = n_layers // spec.pp
+    tp, pp, dp, ep = spec.tp, spec.pp, spec.dp, spec.ep
+    tokens = spec.micro_batch_size * spec.seq_len
+    shard = tokens / tp  # tokens a rank routes (sequence parallel inside the TP group)
+    scale = spec.compute_scale
+    act_bytes = int(tokens * m.hidden * BF16)
+    pp_bytes = int(shard * m.hidden * BF16)
+    disp_tok = bytes_per_token(spec.dispatch_dtype, m.hidden)
+    bf16_tok = bytes_per_token("bf16", m.hidden)
+
+    g = OpGraph()
+    mb_count = spec.microbatches
+    # (stage, pass, mb) -> rank -> node: where a pass starts (entry) and ends (exit)
+    entry: dict[tuple[int, str, int], dict[int, int]] = {}
+    exit_: dict[tuple[int, str, int], dict[int, int]] = {}
+    # stage -> layer -> rank -> node at which the last micro-batch's backward of it ended
+    grads_ready: dict[int, dict[int, dict[int, int]]] = defaultdict(dict)
+
+    def stage_ranks(p: int) -> list[int]:
+        return [rank_of(spec, t, d, p) for d in range(dp) for t in range(tp)]
+
+    def tp_groups(p: int) -> list[list[int]]:
+        return [[rank_of(spec, t, d, p) for t in range(tp)] for d in range(dp)]
+
+    def ep_groups(p: int) -> list[list[int]]:
+        return [
+            [rank_of(spec, t, d, p) for d in range(blk * ep, (blk + 1) * ep)]
+            for t in range(tp)
+            for blk in range(dp // ep)
+        ]
+
+    def compute(r: int, seconds: float, after: int, stream: str, label: str, **tags) -> int:
+        node = g.compute(r, seconds * scale, (after,), stream=stream, label=label)
+        g.span(r, node, node, step=0, phase="compute", bytes_out=0, bytes_in=0, **tags)
+        return node
+
+    def collective(op: str, groups, nbytes: int, cur: dict[int, int], phase: str, **tags):
+        for grp in groups:
+            if len(grp) < 2 or nbytes <= 0:
+                continue
+            c = Collective(op, grp, nbytes, phase="other", label=f"{phase} {op}")
+            before = {r: cur[r] for r in grp}
+            done = build_collective(g, c, before)
+            for r in grp:
+                g.span(r, before[r], done[r], step=0, phase=phase, bytes_out=nbytes,
+                       bytes_in=nbytes, **tags)  # fmt: skip
+                cur[r] = done[r]
+
+    def a2a(pair_tokens: float, tok_bytes: int, cur: dict[int, int], p: int, phase: str, **tags):
+        pair = round(pair_tokens * tok_bytes)
+        if ep < 2 or pair <= 0:
+            return
+        for grp in ep_groups(p):
+            mat = np.full((ep, ep), pair, dtype=np.int64)
+            np.fill_diagonal(mat, 0)
+            c = Collective("all-to-all", grp, pair * ep, phase=phase, label=f"{phase}")
+            before = {r: cur[r] for r in grp}
+            done = all_to_all_v(g, c, mat, before)
+            for r in grp:
+                g.span(r, before[r], done[r], step=0, phase=phase, bytes_out=pair * (ep - 1),
+                       bytes_in=pair * (ep - 1), **tags)  # fmt: skip
+                cur[r] = done[r]
+
+    pair_tokens = shard * m.top_k / ep
+    for p in range(pp):
+        ranks = stage_ranks(p)
+        layers = costs[p * per_stage : (p + 1) * per_stage]
+        order = schedule(spec.schedule, p, pp, mb_count)
+        last_b = max(i for i, (k, _) in enumerate(order) if k == "B")
+        done_before: dict[int, int] = {}  # rank -> exit of its previous pass
+        for i, (kind, mb) in enumerate(order):
+            stream = f"compute{mb % 2}" if spec.ep_overlap else "compute"
+            # without overlap a pass starts when the rank's previous pass ended, exchanges
+            # included (Megatron runs them back to back); a backward always follows its forward
+            ent = {}
+            for r in ranks:
+                deps = [] if spec.ep_overlap or r not in done_before else [done_before[r]]
+                if kind == "B":
+                    deps.append(exit_[(p, "F", mb)][r])
+                ent[r] = g.join(deps, rank=r, label=f"{kind} mb{mb} stage {p} rank {r}")
+            entry[(p, kind, mb)] = ent
+            cur = dict(ent)
+            if kind == "F" and p > 0:
+                prev_exit = exit_[(p - 1, "F", mb)]
+                for r in ranks:
+                    src = r - tp * dp  # same (t, d), previous stage
+                    s = g.send(src, r, pp_bytes, (prev_exit[src],), phase="other",
+                               label=f"pp F mb{mb} {src}->{r}")  # fmt: skip
+                    g.span(src, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
+                           microbatch=mb, **{"pass": "F"})  # fmt: skip
+                    g.add_dep(s, ent[r])
+            seq = list(enumerate(layers)) if kind == "F" else list(enumerate(layers))[::-1]
+            mult = 1.0 if kind == "F" else 2.0
+            for li, lc in seq:
+                layer = p * per_stage + li
+                tags = {"layer": layer, "microbatch": mb, "pass": kind}
+                attn_s = mult * tokens * (lc.attn_flops + (0 if lc.moe else lc.ffn_flops)) / tp
+                for r in ranks:
+                    cur[r] = compute(r, attn_s / rate, cur[r], stream, f"attn {kind}", **tags)
+                collective("all-reduce", tp_groups(p), act_bytes, cur, "tp", **tags)
+                if lc.moe:
+                    first = disp_tok if kind == "F" else bf16_tok
+                    a2a(pair_tokens, first, cur, p, "dispatch" if kind == "F" else "combine",
+                        **tags)  # fmt: skip
+                    exp_s = mult * (shard * lc.routed_flops + tokens * lc.ffn_flops / tp) / rate
+                    for r in ranks:
+                        cur[r] = compute(r, exp_s, cur[r], stream, f"experts {kind}", **tags)
+                    a2a(pair_tokens, bf16_tok, cur, p, "combine" if kind == "F" else "dispatch",
+                        **tags)  # fmt: skip
+                    collective("all-reduce", tp_groups(p), act_bytes, cur, "tp", **tags)
+                if kind == "B" and i == last_b:
+                    grads_ready[p][layer] = dict(cur)
+            exit_[(p, kind, mb)] = cur
+            done_before = dict(cur)
+    # backward activation gradients flow to the previous stage
+    for p in range(1, pp):
+        for mb in range(mb_count):
+            src_exit = exit_[(p, "B", mb)]
+            ent = entry[(p - 1, "B", mb)]
+            for r in stage_ranks(p):
+                dst = r - tp * dp
+                s = g.send(r, dst, pp_bytes, (src_exit[r],), phase="other",
+                           label=f"pp B mb{mb} {r}->{dst}")  # fmt: skip
+                g.span(r, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
+                       microbatch=mb, **{"pass": "B"})  # fmt: skip
+                g.add_dep(s, ent[dst])
+    # data-parallel gradient reduction (ZeRO-1): reduce-scatter grads, all-gather params
+    for p in range(pp):
+        layers = costs[p * per_stage : (p + 1) * per_stage]
+        final = exit_[(p, "B", _last_backward(spec, p))]
+        buckets = (
+            [(p * per_stage + i, [lc]) for i, lc in enumerate(layers)][::-1]
+            if spec.dp_overlap
+            else [(None, layers)]
+        )
+        cur = dict(final) if not spec.dp_overlap else dict(grads_ready[p][buckets[0][0]])
+        for layer, group in buckets:
+            if layer is not None:
+                cur = {r: g.join((grads_ready[p][layer][r], cur[r]), rank=r) for r in cur}
+            dense = sum(lc.attn_params + lc.ffn_params for lc in group) // tp
+            expert = sum(lc.expert_params for lc in group) * (m.routed_experts // ep)
+            dp_groups = [[rank_of(spec, t, d, p) for d in range(dp)] for t in range(tp)]
+            xp_groups = [
+                [rank_of(spec, t, d, p) for t in range(tp) for d in range(k, dp, ep)]
+                for k in range(ep)
+            ]
+            for groups, params in ((dp_groups, dense), (xp_groups, expert)):
+                if params <= 0:
+                    continue
+                tags = {"layer": -1 if layer is None else layer, "microbatch": -1, "pass": "B"}
+                collective("reduce-scatter", groups, params * spec.grad_bytes, cur, "dp", **tags)
+                collective("all-gather", groups, params * BF16, cur, "dp", **tags)
+    flops = (
+        3.0
+        * spec.microbatches
+        * dp
+        * tokens
+        * sum(lc.attn_flops + lc.ffn_flops + lc.routed_flops for lc in costs)
+    )
+    g.meta["training"] = {
+        "model_flops": flops,
+        "peak_flops_per_gpu": peak,
+        "gpus": spec.gpus,
+        "tp": tp,
+        "pp": pp,
+        "dp": dp,
+        "ep": ep,
+        "microbatches": spec.microbatches,
+        "schedule": spec.schedule,
+        "layers": n_layers,
+        "tokens_per_step": spec.microbatches * dp * tokens,
+    }
+    return g
+
+
+def _last_backward(spec: TrainingSpec, p: int) -> int:
+    order = schedule(spec.schedule, p, spec.pp, spec.microbatches)
+    return [mb for k, mb in order if k == "B"][-1]
