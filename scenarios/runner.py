@@ -274,8 +274,13 @@ def _run(
     if eo.events is None:
         eo.events = seen["events"]
     res = _assemble(sc, prep, eo, wall)
-    res.summary = _with_bound(res.summary, ctx)
-    if len(res.phases):
+    if sc.workload.serving is not None:
+        # per-request TTFT/TPOT from the serving graph's spans (the layer analyses and the
+        # all-to-all bound do not apply to requests)
+        _serving_results(res, prep)
+    else:
+        res.summary = _with_bound(res.summary, ctx)
+    if len(res.phases) and sc.workload.serving is None:
         # stragglers, critical ranks/links, GPU idle and bubbles (issue 9): summary + tables
         from podsim.scenarios.results.analysis import analyse
 
@@ -288,6 +293,16 @@ def _run(
         write_outputs(res, sc, output_dir(sc, out), graph=prep.cluster.graph, stage=stage)
         log.info("results written to %s", output_dir(sc, out))
     return res
+
+
+def _serving_results(res: Results, prep: Prepared) -> None:
+    """The ``requests`` table and the ``serving`` summary (podsim.workloads.serving.metrics)."""
+    from podsim.workloads.serving.metrics import requests_table, serving_summary
+
+    table = requests_table(res.phases)
+    res.analysis["requests"] = table
+    makespan = float(res.summary.get("makespan_s") or 0.0)
+    res.summary["serving"] = serving_summary(table, prep.cluster.num_ranks, makespan)
 
 
 def preflight(sc: Scenario, *, force: bool = False, allow_plugins: bool = False) -> Prepared:

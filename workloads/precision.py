@@ -1,4 +1,6 @@
-"""Number formats on the wire: FP8 (E4M3) with per-128-channel scales, and BF16.
+"""Number formats on the wire: FP8 (E4M3) with per-128-channel scales, and BF16; and the
+formats weights are stored in (:data:`WEIGHT_FORMATS`: BF16, FP8, W4A8 ...), which set the bytes
+an inference step reads.
 
 DeepSeek-V3 / DeepEP dispatch tokens in FP8 E4M3 with one float32 scale per 128 hidden
 channels and combine in BF16 (docs/physics.md, MoE section: 7392 B per token at hidden 7168 for FP8,
@@ -25,6 +27,8 @@ __all__ = [
     "DTYPES",
     "FP8_BLOCK",
     "FP8_MAX",
+    "WEIGHT_FORMATS",
+    "WeightFormat",
     "WireTokens",
     "bf16_bits_to_f32",
     "bytes_per_token",
@@ -33,6 +37,7 @@ __all__ = [
     "e4m3_encode",
     "f32_to_bf16_bits",
     "quantize",
+    "weight_format",
 ]
 
 FP8_BLOCK = 128
@@ -172,3 +177,73 @@ def dequantize(t: WireTokens) -> np.ndarray:
     vals = e4m3_decode(t.data).reshape(n, hidden // FP8_BLOCK, FP8_BLOCK)
     vals *= t.scales[:, :, None]
     return vals.reshape(n, hidden)
+
+
+# --------------------------------------------------------------------------- weight formats
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How a model's weights are stored (what an inference step reads from HBM) and the
+    activation precision its GEMMs run at (which tensor-core peak applies).
+
+    ``bits`` per weight, plus one scale of ``scale_bytes`` per ``group`` weights (0: none).
+    """
+
+    name: str
+    bits: int
+    group: int
+    scale_bytes: int
+    activations: str
+    source: str
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes per weight, scales included."""
+        scales = self.scale_bytes / self.group if self.group else 0.0
+        return self.bits / 8.0 + scales
+
+
+#: Weight formats by name (``w4a8``: INT4 weights, FP8 activations).
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("bf16", 16, 0, 0, "bf16", "[S] BF16 checkpoints, no scales"),
+        WeightFormat(
+            "fp8",
+            8,
+            128 * 128,
+            4,
+            "fp8",
+            "[S] DeepSeek-V3 technical report (arXiv 2412.19437) sec. 3.3: FP8 E4M3 weights "
+            "with one FP32 scale per 128x128 block",
+        ),
+        WeightFormat(
+            "w4a8",
+            4,
+            32,
+            2,
+            "fp8",
+            "[E] INT4 weights with one BF16 scale per group of 32 (the group size of Kimi K2 "
+            "Thinking's native INT4 release, recalled, not re-checked), FP8 activations",
+        ),
+        WeightFormat(
+            "w4a16",
+            4,
+            32,
+            2,
+            "bf16",
+            "[E] INT4 weights, one BF16 scale per 32 weights, BF16 activations",
+        ),
+    )
+}
+
+
+def weight_format(name: str) -> WeightFormat:
+    """A weight format by name; unknown names raise ValueError listing the choices."""
+    try:
+        return WEIGHT_FORMATS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown weight format {name!r}; expected one of {', '.join(WEIGHT_FORMATS)}"
+        ) from None

@@ -193,6 +193,8 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
     elif w.training is not None:
         n = w.training.gpus or total
         path = "workload.training.gpus"
+    elif w.serving is not None:
+        return _serving_ranks(sc, graph)
     else:
         return -1  # from the trace
     if n > total:
@@ -202,6 +204,24 @@ def _num_ranks(sc: Scenario, graph: nx.Graph) -> int:
             path=path,
         )
     return n
+
+
+def _serving_ranks(sc: Scenario, graph: nx.Graph) -> int:
+    """A serving workload's ranks: every GPU of its instances' nodes."""
+    from podsim.fabric.topology import gpu_table
+
+    table = gpu_table(graph)
+    per_server: dict[int, int] = {}
+    for server, _pod in table.values():
+        per_server[server] = per_server.get(server, 0) + 1
+    need = sc.workload.serving.num_nodes  # type: ignore[union-attr]
+    if need > len(per_server):
+        raise ScenarioError(
+            f"the serving instances need {need} nodes, the cluster has {len(per_server)}; use a "
+            "larger cluster (cluster.params) or fewer or smaller instances.",
+            path="workload.serving",
+        )
+    return sum(per_server[s] for s in sorted(per_server)[:need])
 
 
 def switch_config(sc: Scenario) -> Any:

@@ -1,7 +1,8 @@
 """Workloads that compile to an operation graph (:mod:`podsim.workloads.graph`).
 
-:func:`build_workload_graph` turns the scenario's graph workload (``workload.collective``, ...)
-(and the imported traces ``workload.chakra`` and ``workload.kineto``) into an
+:func:`build_workload_graph` turns the scenario's graph workload (``workload.collective``,
+``workload.serving`` via :mod:`podsim.scenarios.build.serving`, ...) (and the imported traces
+``workload.chakra`` and ``workload.kineto``) into an
 :class:`~podsim.workloads.graph.OpGraph` over the cluster's ranks, and
 :func:`graph_trace` gives its messages as the run's trace, with hops from the cluster's
 placement. Layer-timeline workloads (``moe``, ``trace``, ``synthetic``) are compiled by the
@@ -25,6 +26,10 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
     """The operation graph of ``sc``'s workload, or None for a layer-timeline workload.
     Straggler faults multiply the durations of their rank's compute nodes."""
     w = sc.workload
+    if w.serving is not None:
+        from podsim.scenarios.build.serving import build_serving
+
+        return build_serving(sc, cluster).graph
     if w.training is not None:
         return _training_graph(sc, cluster)
     if w.chakra is not None or w.kineto is not None:

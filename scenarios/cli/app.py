@@ -389,6 +389,7 @@ def list_(
         ("collectives (op/algorithm)", "collective"),
         ("pipeline schedules", "pipeline schedule"),
         ("GPUs (training compute)", "GPU"),
+        ("serving models (workload.serving)", "serving model"),
         ("rank mappings", "rank mapping"),
         ("PHY profiles", "PHY profile"),
         ("engines", "engine"),

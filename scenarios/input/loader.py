@@ -467,7 +467,11 @@ def _apply_variant(doc: Document, overrides: Sequence[tuple[Key, Any, str]]) -> 
 
 
 #: keys holding file paths: a relative path is relative to the file that wrote it
-PATH_KEYS: tuple[Key, ...] = (("workload", "trace", "path"), ("workload", "moe", "routing"))
+PATH_KEYS: tuple[Key, ...] = (
+    ("workload", "trace", "path"),
+    ("workload", "moe", "routing"),
+    ("workload", "serving", "csv"),
+)
 
 
 def _anchor_paths(doc: Document) -> None:

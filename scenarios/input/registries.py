@@ -37,6 +37,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "collective": ("podsim.workloads.collectives", "COLLECTIVES"),
     "pipeline schedule": ("podsim.workloads.training.schedule", "SCHEDULES"),
     "GPU": ("podsim.workloads.training.gpu", "GPUS"),
+    "serving model": ("podsim.workloads.serving.models", "SERVING_MODELS"),
 }
 
 _PATTERNS: Registry | None = None

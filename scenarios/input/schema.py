@@ -318,6 +318,7 @@ EngineName = _name_type("engine")
 RankMapName = _name_type("rank mapping")
 ScheduleName = _name_type("pipeline schedule")
 GpuName = _name_type("GPU")
+ServingModelName = _name_type("serving model")
 
 
 is_plugin = is_plugin_spec
@@ -964,6 +965,116 @@ class TrainingWorkload(Strict):
     dp_overlap: bool = Field(False, description="gradient reduction overlapped with backward")
 
 
+#: a token count, or [low, high] drawn log-uniformly
+TokenSpec = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+
+
+class ServingMix(Strict):
+    """One class of requests of a ``workload.serving`` mix."""
+
+    prompt_tokens: TokenSpec = Field(8192, description="prompt tokens: a count or [low, high]")
+    output_tokens: TokenSpec = Field(512, description="generated tokens: a count or [low, high]")
+    weight: Annotated[float, Field(gt=0.0)] = Field(1.0, description="relative frequency")
+
+    @field_validator("prompt_tokens", "output_tokens")
+    @classmethod
+    def _ordered(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, list) and v[0] > v[1]:
+            raise ValueError(f"[low, high] needs low <= high; got {v}")
+        return v
+
+
+class ServingInstances(Strict):
+    """``instances`` instances of ``nodes`` nodes each (every GPU of those nodes is a rank of
+    the instance; TP/EP inside)."""
+
+    instances: PositiveInt = Field(1, description="how many instances")
+    nodes: PositiveInt = Field(1, description="nodes per instance")
+
+
+class ServingGpu(Strict):
+    """The GPU's peaks and achieved fractions (defaults: H800/H100 SXM datasheet; mfu/mbu
+    estimates, podsim.workloads.serving.perf)."""
+
+    flops_fp8: Annotated[float, Field(gt=0)] = Field(1979e12, description="dense FP8 FLOP/s")
+    flops_bf16: Annotated[float, Field(gt=0)] = Field(989e12, description="dense BF16 FLOP/s")
+    hbm_bandwidth: Annotated[float, Field(gt=0)] = Field(3.35e12, description="HBM bytes/s")
+    memory: Size = Field(80 * 10**9, description="HBM bytes per GPU")
+    mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.4, description="achieved fraction of the FLOP peak in prefill [E]"
+    )
+    mbu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.7, description="achieved fraction of HBM bandwidth in decode [E]"
+    )
+
+
+class ServingWorkload(Strict):
+    """PD-disaggregated inference serving (podsim.workloads.serving): requests arrive (Poisson
+    at ``rate`` per second, ``requests`` of them with lengths from ``mix``; or the rows of
+    ``csv``: arrival_s, prompt_tokens, output_tokens), are prefilled on a ``prefill`` instance,
+    their KV cache moves over the fabric to a ``decode`` instance (``kv_transfer``: layerwise
+    streaming in groups of ``stream_layers`` layers, or the whole cache after the prefill) and
+    they decode there with continuous batching (at most ``max_batch`` resident). The ranks are
+    the GPUs of the prefill instances' nodes, then the decode instances'."""
+
+    model: ServingModelName = Field(
+        "kimi-k3.1-pro-class", description="serving model (podsim list serving)"
+    )
+    prefill: ServingInstances = Field(
+        default_factory=ServingInstances, description="prefill instances"
+    )
+    decode: ServingInstances = Field(
+        default_factory=ServingInstances, description="decode instances"
+    )
+    requests: PositiveInt = Field(32, description="Poisson arrivals: how many requests")
+    rate: Annotated[float, Field(gt=0.0)] | None = Field(
+        None, description="Poisson arrivals: requests per second (or give csv)"
+    )
+    csv: Path | None = Field(
+        None, description="requests file (arrival_s, prompt_tokens, output_tokens), or give rate"
+    )
+    mix: list[ServingMix] = Field(
+        default_factory=lambda: [ServingMix()],
+        description="Poisson arrivals: request classes (lengths and weights)",
+    )
+    max_context: PositiveInt | None = Field(
+        None, description="longest prompt + output in tokens (default: the model's context)"
+    )
+    kv_transfer: Literal["layerwise", "whole"] = Field(
+        "layerwise", description="stream per layer group during prefill, or whole after it"
+    )
+    stream_layers: PositiveInt = Field(1, description="layerwise: layers per streamed chunk")
+    kv_dtype: Literal["fp8", "bf16"] = Field("bf16", description="KV-cache value type")
+    weights: Literal["bf16", "fp8", "w4a8", "w4a16"] = Field(
+        "fp8", description="weight format (podsim.workloads.precision.WEIGHT_FORMATS)"
+    )
+    max_batch: PositiveInt = Field(256, description="most requests resident per decode instance")
+    decode_overhead: Time = Field(
+        0.0, description="fixed time added to every decode step (launches, EP comm.) [E]"
+    )
+    gpu: ServingGpu = Field(default_factory=ServingGpu, description="GPU figures")
+
+    @field_validator("csv")
+    @classmethod
+    def _csv_exists(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        return None if v is None else _existing_file(v, info, "requests file")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ServingWorkload:
+        if (self.rate is None) == (self.csv is None):
+            raise ValueError(
+                "give exactly one source of requests: rate (Poisson arrivals, with requests "
+                "and mix) or csv (a requests file)"
+            )
+        return self
+
+    @property
+    def num_nodes(self) -> int:
+        return (
+            self.prefill.instances * self.prefill.nodes + self.decode.instances * self.decode.nodes
+        )
+
+
 class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
     rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
@@ -985,14 +1096,23 @@ class StorageReads(Strict):
 
 
 #: the workload kinds, one key each under ``workload``
-WORKLOAD_KINDS = ("moe", "trace", "synthetic", "collective", "training", "chakra", "kineto")
+WORKLOAD_KINDS = (
+    "moe",
+    "trace",
+    "synthetic",
+    "collective",
+    "training",
+    "chakra",
+    "kineto",
+    "serving",
+)
 #: kinds that compile to an operation graph with dependencies beyond the layer timeline
-GRAPH_WORKLOADS = ("collective", "training", "chakra", "kineto")
+GRAPH_WORKLOADS = ("collective", "training", "chakra", "kineto", "serving")
 
 
 class WorkloadConfig(Strict):
-    """Exactly one of ``moe``, ``trace``, ``synthetic``, ``collective``, ``training``, ``chakra`` or
-    ``kineto``; optionally background ``storage`` reads alongside it."""
+    """Exactly one of ``moe``, ``trace``, ``synthetic``, ``collective``, ``training``,
+    ``chakra``, ``kineto`` or ``serving``; optionally background ``storage`` reads alongside it."""
 
     moe: MoeWorkload | None = Field(None, description="an MoE layer's all-to-all")
     trace: TraceWorkload | None = Field(None, description="a recorded trace file")
@@ -1008,6 +1128,9 @@ class WorkloadConfig(Strict):
     )
     kineto: KinetoWorkload | None = Field(
         None, description="PyTorch profiler traces, one JSON file per rank (an operation graph)"
+    )
+    serving: ServingWorkload | None = Field(
+        None, description="PD-disaggregated inference serving (an operation graph)"
     )
     storage: StorageReads | None = Field(
         None, description="GPUDirect Storage reads in the background"

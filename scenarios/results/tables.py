@@ -51,6 +51,19 @@ by the runner from the tables above; :data:`ANALYSIS_TABLES`, ``Results.analysis
     ``summary.json``'s ``analysis.straggler_definition``): rank, compute_s, compute_vs_median,
     load_vs_median, slowness, critical_phases, phases, reason; worst first (empty when none).
 
+A serving workload (``workload.serving``) writes instead of those three (:data:`WORKLOAD_TABLES`,
+built by :mod:`podsim.workloads.serving.metrics` from the phases):
+
+``requests`` - one row per request: request, arrival_s, prompt_tokens, output_tokens,
+    prefill_instance, decode_instance, kv_bytes (its whole KV cache), prefill_start_s,
+    prefill_end_s, queue_s (arrival -> prefill start), prefill_s, kv_start_s (first cache byte
+    posted), kv_end_s (last byte delivered), kv_transfer_s (kv_end_s - kv_start_s),
+    kv_exposed_s (prefill end -> last byte delivered, >= 0), first_token_s (end of its first
+    decode iteration), first_step_s (that iteration's time), last_token_s, ttft_s
+    (first_token_s - arrival_s), tpot_s ((last_token_s - first_token_s) / (output_tokens - 1)),
+    e2e_s (last_token_s - arrival_s), kv_share_of_ttft (kv_exposed_s / ttft_s), complete (every
+    part ended). ``summary.json`` has their p50/p90/p99 and mean under ``serving``.
+
 The summary (``summary.json`` and the printed table) defines its figures like this, per phase
 kind (dispatch, combine, other), averaged over steps and layers:
 
@@ -103,6 +116,7 @@ __all__ = [
     "ANALYSIS_TABLES",
     "SCHEMAS",
     "TABLES",
+    "WORKLOAD_TABLES",
     "Results",
     "empty_table",
     "flatten",
@@ -187,6 +201,8 @@ SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
 TABLES = tuple(SCHEMAS)
 #: the analysis tables a result folder also holds (see the module docstring)
 ANALYSIS_TABLES = ("critical", "gpu_time", "stragglers")
+#: tables of one workload kind, written when the run made them (``Results.analysis``)
+WORKLOAD_TABLES = ("requests",)
 
 
 def empty_table(name: str) -> pd.DataFrame:
@@ -615,7 +631,9 @@ class Results:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
-        extra = {k: self.analysis[k] for k in ANALYSIS_TABLES if k in self.analysis}
+        extra = {
+            k: self.analysis[k] for k in (*ANALYSIS_TABLES, *WORKLOAD_TABLES) if k in self.analysis
+        }
         for name, df in {**self.tables(), **extra}.items():
             if "parquet" in formats:
                 p = out / f"{name}.parquet"
@@ -656,7 +674,7 @@ class Results:
         msgs["status"] = msgs["status"].replace("ok", "complete")
         msgs["reason"] = msgs["reason"].fillna("")  # CSV reads an empty reason as missing
         analysis = {}
-        for name in ANALYSIS_TABLES:
+        for name in (*ANALYSIS_TABLES, *WORKLOAD_TABLES):
             df = _read_saved(out, name)
             if df is not None:
                 analysis[name] = df
@@ -749,9 +767,42 @@ class Results:
             _t(s.get("makespan_s")),
         )
         tables = [head, util, cnt]
+        if s.get("serving"):
+            tables.insert(0, self._serving_table())
         if self.cost is not None:
             tables.append(self._cost_summary_table())
         return tables
+
+    def _serving_table(self) -> Table:
+        """Percentiles of the serving figures over completed requests (``summary.serving``)."""
+        from rich.table import Table
+
+        sv = self.summary.get("serving") or {}
+        t = Table(
+            title=f"serving: {sv.get('completed', 0)} of {sv.get('requests', 0)} requests "
+            "completed",
+            title_justify="left",
+        )
+        t.add_column("per request")
+        for col in ("p50", "p90", "p99", "mean"):
+            t.add_column(col, justify="right")
+        rows = (
+            ("TTFT", "ttft_s", _t),
+            ("TPOT", "tpot_s", _t),
+            ("end-to-end latency", "e2e_s", _t),
+            ("queue before prefill", "queue_s", _t),
+            ("KV transfer", "kv_transfer_s", _t),
+            ("KV transfer exposed", "kv_exposed_s", _t),
+            ("KV share of TTFT", "kv_share_of_ttft", _pct),
+        )
+        for label, key, fmt in rows:
+            m = sv.get(key) or {}
+            t.add_row(label, *(fmt(m.get(c)) for c in ("p50", "p90", "p99", "mean")))
+        tput = sv.get("output_tokens_per_s_per_gpu")
+        if tput is not None:
+            t.caption = f"output tokens per second per GPU: {tput:.3g}"
+            t.caption_justify = "left"
+        return t
 
     def _cost_summary_table(self) -> Table:
         """Capex, power, TCO and the cost per unit of all-to-all bandwidth (``podsim cost``

@@ -24,6 +24,10 @@ SMALL: dict[str, list[str]] = {
     "incast-cc": ["workload.synthetic.size=64KiB"],
     "spray-vs-ecmp": ["workload.synthetic.size=64KiB"],
     "link-failure": ["workload.synthetic.size=128KiB"],
+    "pd-4p4d": [
+        "workload.serving.requests=3",
+        "workload.serving.mix=[{prompt_tokens: 4096, output_tokens: 8}]",
+    ],
     "storage-contention": ["workload.moe.tokens_per_rank=16"],
     "chakra-4rank": [],
     "kineto-2rank": [],

@@ -122,6 +122,7 @@ BASES = {
     "": "quickstart",
     "workload.synthetic": "incast-cc",
     "workload.storage": "storage-contention",
+    "workload.serving": "pd-4p4d",
     "workload.trace": "trace-base.yaml",
     "cluster.topology": "trace-base.yaml",
 }
