@@ -23,8 +23,9 @@ package and no generated code. The fields it uses:
 ==========================  =====  =============================================================
 
 Attributes read (names as Chakra's feeder, ``src/feeder/et_feeder_node.cpp``): ``comm_type``
-(``CollectiveCommType``: ALL_REDUCE 0, ALL_GATHER 2, ALL_TO_ALL 6, REDUCE_SCATTER 7,
-REDUCE_SCATTER_BLOCK 8, BARRIER 9; REDUCE, GATHER, SCATTER, BROADCAST are refused),
+(``CollectiveCommType``: ALL_REDUCE 0, REDUCE 1, ALL_GATHER 2, BROADCAST 5, ALL_TO_ALL 6,
+REDUCE_SCATTER 7, REDUCE_SCATTER_BLOCK 8, BARRIER 9; GATHER and SCATTER are refused; the schema
+records no root, so broadcast and reduce are assumed rooted at the group's first rank),
 ``comm_size`` (bytes), ``comm_src``/``comm_dst``/``comm_tag`` (point-to-point), ``pg_name``
 (the process group), ``is_cpu_op``. Any integer-typed oneof member is accepted for an integer
 attribute (producers differ: int32/int64/uint64).
@@ -88,11 +89,11 @@ NODE_TYPES = {
 #: CollectiveCommType (et_def.proto) -> the collective of trace_import, or None: not replayed
 COLL_TYPES: dict[int, tuple[str, str | None]] = {
     0: ("ALL_REDUCE", "all-reduce"),
-    1: ("REDUCE", None),
+    1: ("REDUCE", "reduce"),
     2: ("ALL_GATHER", "all-gather"),
     3: ("GATHER", None),
     4: ("SCATTER", None),
-    5: ("BROADCAST", None),
+    5: ("BROADCAST", "broadcast"),
     6: ("ALL_TO_ALL", "all-to-all"),
     7: ("REDUCE_SCATTER", "reduce-scatter"),
     8: ("REDUCE_SCATTER_BLOCK", "reduce-scatter"),

@@ -15,7 +15,9 @@ event ``cat``                      ``kernel`` -> a kernel; ``gpu_memcpy`` / ``gp
 event ``ts``, ``dur``              start and duration in microseconds (the format's unit)
 ``args.stream``                    the CUDA stream: nodes go on stream ``cuda<stream>``
 kernel ``name``                    ``ncclKernel*`` / ``ncclDevKernel*`` is a collective
-``args."Collective name"``         allreduce, allgather, reduce_scatter, all_to_all, barrier
+``args."Collective name"``         allreduce, allgather, reduce_scatter, all_to_all, broadcast,
+                                   reduce, barrier
+``args."Root rank"``               broadcast's / reduce's root (absent: the group's first rank)
 ``args."In msg nelems"``           elements in (``"Out msg nelems"`` for all-gather's output)
 ``args.dtype``                     element type (PyTorch ScalarType names: Float, BFloat16 ...)
 ``args."Process Group Ranks"``     the group's global ranks (a JSON list or its text)
@@ -41,8 +43,8 @@ Assumptions for what a trace does not record:
 - An NCCL kernel's recorded duration (which includes waiting for peers) is replaced by its
   messages replayed on the fabric (:func:`podsim.workloads.trace_import.expand_collective`);
   the k-th collective of a group on each of its ranks is one collective.
-- Point-to-point NCCL operations (send, recv, SendRecv kernels without a collective name) and
-  broadcast / reduce / gather / scatter are refused with an error naming the event.
+- Point-to-point NCCL operations (send, recv, SendRecv kernels without a collective name),
+  gather and scatter are refused with an error naming the event.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def _collective_kind(name: str) -> str | None:
         ("reducescatter", "reduce-scatter"),
         ("alltoall", "all-to-all"),
         ("barrier", "barrier"),
+        ("broadcast", "broadcast"),
+        ("reduce", "reduce"),
     ):
         if s.startswith(prefix):
             return kind
@@ -262,6 +266,7 @@ class _Part:
     nbytes: int
     begin: int
     end: int
+    root: int | None = None
 
 
 def _coll_args(t: _RankTrace, k: _Kernel) -> dict[str, Any]:
@@ -382,12 +387,20 @@ def kineto_graph(
                 raise TraceImportError(
                     t.path,
                     f"collective {cname!r} is not replayed (podsim replays all-reduce, "
-                    "all-gather, reduce-scatter, all-to-all and barrier)",
+                    "all-gather, reduce-scatter, all-to-all, broadcast, reduce and barrier)",
                     node=f"event {k.index} ({k.name})",
                     field="args.Collective name",
                 )
             group = _group(t, k, a, n)
             nbytes = _nbytes(t, k, a, kind, len(group))
+            root = a.get("Root rank")
+            if root is not None and (isinstance(root, bool) or root not in group):
+                raise TraceImportError(
+                    t.path,
+                    f"must be one of the group's ranks {list(group)}; got {root!r}",
+                    node=f"event {k.index} ({k.name})",
+                    field="args.Root rank",
+                )
             pg = str(a.get("Process Group Name", ""))
             key = (pg, group)
             i = seq[key]
@@ -398,7 +411,7 @@ def kineto_graph(
             inst = colls.setdefault(key, [])
             while len(inst) <= i:
                 inst.append([])
-            inst[i].append(_Part(t, k, rank, kind, nbytes, begin, end))
+            inst[i].append(_Part(t, k, rank, kind, nbytes, begin, end, root))
     step = 0
     for (pg, group), instances in colls.items():
         for i, parts in enumerate(instances):
@@ -436,11 +449,12 @@ def _expand(
         )
     first = parts[0]
     for p in parts[1:]:
-        if (p.kind, p.nbytes) != (first.kind, first.nbytes):
+        if (p.kind, p.nbytes, p.root) != (first.kind, first.nbytes, first.root):
             raise TraceImportError(
                 p.trace.path,
-                f"{p.kind} of {p.nbytes} bytes, but the same collective on rank {first.rank} "
-                f"(event {first.kernel.index}) is {first.kind} of {first.nbytes} bytes",
+                f"{p.kind} of {p.nbytes} bytes (root {p.root}), but the same collective on "
+                f"rank {first.rank} (event {first.kernel.index}) is {first.kind} of "
+                f"{first.nbytes} bytes (root {first.root})",
                 node=f"event {p.kernel.index} ({p.kernel.name})",
                 field="args.In msg nelems",
             )
@@ -454,4 +468,5 @@ def _expand(
         {p.rank: p.end for p in parts},
         step=step,
         label=label,
+        root=first.root,
     )

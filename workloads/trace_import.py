@@ -7,7 +7,8 @@ communication becomes ``send`` nodes that the executor replays on the simulated 
 
 Collectives are expanded into point-to-point messages by NCCL's algorithms as
 :mod:`podsim.workloads.collectives` builds them: ring all-reduce, reduce-scatter and all-gather,
-direct all-to-all (one channel, whole slices); a ``barrier`` moves no bytes and ends on every
+direct all-to-all, ring (chain) broadcast and reduce from / to a root (one channel, whole
+slices); a ``barrier`` moves no bytes and ends on every
 rank of its group when every rank has begun. ``nbytes`` follows NCCL's convention there (the
 per-rank buffer of all-reduce, the input of reduce-scatter, the output of all-gather, the
 per-rank send buffer of all-to-all). Tree, NVLS and CollNet algorithms are not modelled (an
@@ -31,7 +32,15 @@ __all__ = [
 ]
 
 #: collectives an imported trace may hold (names as podsim.workloads.collectives)
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "barrier")
+COLLECTIVES = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "broadcast",
+    "reduce",
+    "barrier",
+)
 
 
 class TraceImportError(ValueError):
@@ -111,13 +120,15 @@ def expand_collective(
     *,
     step: int,
     label: str = "",
+    root: int | None = None,
 ) -> None:
     """One collective of an imported trace: its messages (module docstring) after
     ``begin[r]``, ``end[r]`` (a node the importer made) waiting for rank ``r``'s part, and a
     span per rank from ``begin[r]`` to ``end[r]`` tagged ``step`` (the collective's number in
     the trace), ``layer`` 0, ``phase`` ``other``, ``collective`` (its kind), ``bytes_out`` =
     ``bytes_in`` = ``nbytes`` (NCCL's buffer size, as the ``collective`` workload's spans) and
-    NCCL's bus-bandwidth factor (:data:`podsim.workloads.collectives.BUS_FACTORS`)."""
+    NCCL's bus-bandwidth factor (:data:`podsim.workloads.collectives.BUS_FACTORS`). ``root``:
+    broadcast's source and reduce's destination (None: the first of ``ranks``)."""
     if kind not in COLLECTIVES:
         raise ValueError(f"collective {kind!r} is not one of {', '.join(COLLECTIVES)}")
     p = len(ranks)
@@ -129,7 +140,9 @@ def expand_collective(
     else:
         factor = BUS_FACTORS[kind](p)
         algorithm = "direct" if kind == "all-to-all" else "ring"
-        spec = Collective(kind, list(ranks), int(nbytes), algorithm, step=step, label=label)
+        spec = Collective(
+            kind, list(ranks), int(nbytes), algorithm, step=step, label=label, root=root
+        )
         for r, d in build_collective(g, spec, begin).items():
             g.add_dep(d, end[r])
     for r in ranks:

@@ -183,8 +183,8 @@ def test_unknown_node_type_names_the_file_node_and_field(tmp_path: Path) -> None
         ([EtNode(1, "c", COMP_NODE, data_deps=[5])], r"node 1, field 'data_deps': .*node 5"),
         ([EtNode(1, "x", COMM_COLL_NODE, attrs={"comm_size": 8})], r"node 1, field 'comm_type'"),
         (
-            [EtNode(1, "x", COMM_COLL_NODE, attrs={"comm_type": 5, "comm_size": 8})],
-            r"node 1, field 'attr comm_type': collective BROADCAST",
+            [EtNode(1, "x", COMM_COLL_NODE, attrs={"comm_type": 3, "comm_size": 8})],
+            r"node 1, field 'attr comm_type': collective GATHER",
         ),
         (
             [EtNode(1, "x", COMM_SEND_NODE, attrs={"comm_dst": 4, "comm_size": 8})],
@@ -260,3 +260,14 @@ def test_a_straggler_rank_scales_its_compute_and_collectives_get_spans() -> None
     tags = spans[0][3]
     assert tags["phase"] == "other" and tags["collective"] == "all-reduce"
     assert tags["bytes_out"] == 1 << 20 and tags["bus_factor"] == pytest.approx(1.5)
+
+
+def test_broadcast_is_a_chain_from_the_groups_first_rank(tmp_path: Path) -> None:
+    """Chakra records no root: rank 0 is assumed; NCCL's ring broadcast of one chunk is the
+    chain 0 -> 1 -> 2 -> 3, three whole-buffer messages one after another."""
+    bc = EtNode(1, "bc", COMM_COLL_NODE, attrs={"comm_type": 5, "comm_size": 8000})
+    g = chakra_graph(_write(tmp_path, [[bc]] * 4))
+    tr = g.messages(4)
+    assert list(zip(tr["src_rank"], tr["dst_rank"], strict=True)) == [(0, 1), (1, 2), (2, 3)]
+    assert (tr["bytes"] == 8000).all()
+    assert replay(g, 4).sim_time_s == pytest.approx(3 * msg_time(8000), rel=1e-12)

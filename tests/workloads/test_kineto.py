@@ -93,7 +93,8 @@ def test_rank_comes_from_distributed_info_else_the_file_name(tmp_path: Path) -> 
         ([_kernel(ts=-1, stream=1)], r"node event 0 \(gemm\), field 'ts'"),
         ([_nccl(dtype="Quux")], r"field 'args.dtype': unknown element type 'Quux'"),
         ([_nccl(**{"In msg nelems": None})], r"field 'args.In msg nelems'"),
-        ([_nccl(**{"Collective name": "broadcast"})], r"'args.Collective name'.*'broadcast'"),
+        ([_nccl(**{"Collective name": "gather"})], r"'args.Collective name'.*'gather'"),
+        ([_nccl(**{"Collective name": "broadcast", "Root rank": 7})], r"'args.Root rank'"),
         ([_nccl(**{"Group size": 4})], r"field 'args.Group size'"),
         ([_nccl(**{"Process Group Ranks": "[0, 5]"})], r"'args.Process Group Ranks'.*rank 5"),
         (
@@ -134,3 +135,12 @@ def test_collectives_must_agree_across_ranks(tmp_path: Path) -> None:
     _write(tmp_path, [_doc(0, [_nccl()]), _doc(1, [_kernel(stream=3)])])
     with pytest.raises(TraceImportError, match=r"k\.1\.json.*lacks collective number 1"):
         kineto_graph(tmp_path)
+
+
+def test_broadcast_starts_at_the_recorded_root(tmp_path: Path) -> None:
+    bc = _nccl(**{"Collective name": "broadcast", "Root rank": 1, "In msg nelems": 2000})
+    _write(tmp_path, [_doc(0, [bc]), _doc(1, [bc])])
+    g = kineto_graph(tmp_path)
+    tr = g.messages(2)
+    assert tr[["src_rank", "dst_rank", "bytes"]].values.tolist() == [[1, 0, 8000]]
+    assert replay(g, 2).sim_time_s == pytest.approx(msg_time(8000), rel=1e-12)
