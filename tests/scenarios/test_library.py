@@ -31,6 +31,7 @@ SMALL: dict[str, list[str]] = {
     "storage-contention": ["workload.moe.tokens_per_rank=16"],
     "chakra-4rank": [],
     "kineto-2rank": [],
+    "collectives": ["workload.collective.size=4MiB"],
 }
 NO_FILES = ["outputs.plots=false"]
 
