@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import simpy
 from podsim.fabric.kernel import Callback, _crash, _noop
 from podsim.fabric.packet import DATA, PAUSE, RESUME, Packet
+from podsim.fabric.port import packets_on_wires
 
 if TYPE_CHECKING:
     from podsim.fabric.faults import FaultInjector
@@ -126,25 +127,26 @@ class Endpoints(Protocol):
 # --------------------------------------------------------------------------- heap scan
 
 
-def _scan(env: simpy.Environment) -> tuple[dict[int, list[int]], int]:
-    """Per transmitting port (by id): [packets, wire bytes, DATA payload] on the wire now;
-    plus DATA payload bytes waiting in scheduled callbacks at an endpoint (a NIC's receive
-    pipeline hands packets over later with a :class:`podsim.fabric.kernel.Callback`)."""
+def _scan(env: simpy.Environment, ports: Iterable[Port]) -> tuple[dict[int, list[int]], int]:
+    """Per transmitting port (by id): [packets, wire bytes, DATA payload] on the wire now
+    (``ports``: every port of the network); plus DATA payload bytes waiting in scheduled
+    callbacks at an endpoint (a NIC's receive pipeline hands packets over later with a
+    :class:`podsim.fabric.kernel.Callback`)."""
     wire: dict[int, list[int]] = {}
     at_endpoint = 0
+    for pkt in packets_on_wires(env, ports):
+        if pkt.kind in _MAC:
+            continue
+        w = wire.get(id(pkt.link))
+        if w is None:
+            w = wire[id(pkt.link)] = [0, 0, 0]
+        w[0] += 1
+        w[1] += pkt.wire
+        if pkt.kind == DATA:
+            w[2] += pkt.size
     for entry in env._queue:
         ev = entry[3]
-        if isinstance(ev, Packet):
-            if ev.kind in _MAC or ev.link is None:
-                continue
-            w = wire.get(id(ev.link))
-            if w is None:
-                w = wire[id(ev.link)] = [0, 0, 0]
-            w[0] += 1
-            w[1] += ev.wire
-            if ev.kind == DATA:
-                w[2] += ev.size
-        elif isinstance(ev, Callback):
+        if isinstance(ev, Callback):
             arg = ev.arg
             if isinstance(arg, Packet) and arg.kind == DATA and ev.fn is not _noop:
                 at_endpoint += arg.size
@@ -195,7 +197,7 @@ class Checker:
         if self.network is not None:
             if "queues" not in skip:
                 self.check_queues()
-            wire, at_ep = _scan(self.env)
+            wire, at_ep = _scan(self.env, self.network.ports)
             if "links" not in skip:
                 self.check_links(wire)
         if "delivery" not in skip:
@@ -257,7 +259,7 @@ class Checker:
         net = self.network
         assert net is not None
         if wire is None:
-            wire = _scan(self.env)[0]
+            wire = _scan(self.env, net.ports)[0]
         held: dict[int, list[int]] = {}
         for pkt in net.held_packets():
             h = held.setdefault(id(pkt.link), [0, 0])
@@ -300,7 +302,7 @@ class Checker:
         net = self.network
         assert net is not None
         if at_endpoint is None:
-            at_endpoint = _scan(self.env)[1]
+            at_endpoint = _scan(self.env, net.ports)[1]
         sent = sum(e.sent_bytes() for e in self.endpoints)
         rcvd = sum(e.received_bytes() for e in self.endpoints)
         pend = sum(e.pending_bytes() for e in self.endpoints) + at_endpoint

@@ -32,7 +32,7 @@ import networkx as nx
 import simpy
 from podsim.fabric.packet import DATA, Packet
 from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
-from podsim.fabric.port import Port
+from podsim.fabric.port import Port, packets_on_wires
 from podsim.fabric.routing import Routing
 from podsim.fabric.switch import Switch, SwitchConfig, SwitchPort
 from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES, SWITCH_ROLES, endpoints
@@ -304,10 +304,9 @@ class Network:
                 for pkt in q:
                     if pkt.kind == kind:
                         total += pkt.size
-        for entry in self.env._queue:
-            ev = entry[3]
-            if isinstance(ev, Packet) and ev.kind == kind:
-                total += ev.size
+        for pkt in packets_on_wires(self.env, self.ports):
+            if pkt.kind == kind:
+                total += pkt.size
         for pkt in self.held_packets():
             if pkt.kind == kind:
                 total += pkt.size

@@ -23,6 +23,19 @@ one event). Only when something is queued behind it does the port schedule one r
 "transmit done" event at the end of the serialisation. Under load that is two events per
 packet-hop, on an idle path one.
 
+The wire: packets on a link arrive in the order they were sent (a frame starts only once the
+previous one has left, and the delay after the start is the same for every frame), so the
+port keeps the packets on its wire in a FIFO (``_wire``, heap entries ``(time, 1, id,
+packet)``) and only the head is on the event heap; when the head arrives, its first callback
+(:meth:`Port._wire_next`) puts the next one there with the time and tie-break id it was given
+when it was sent. The order in which events run is exactly what it would be with every packet
+on the heap (the same keys, and the heap's minimum is always a FIFO head), while the heap holds
+one packet per busy link instead of every packet in flight: on a 128-host fat-tree with 1 us
+links about 1,400 entries instead of 12,000, which halves the cost of each heap operation. A
+frame that would arrive before the last one on the wire (a port whose delay was changed while
+frames were in flight) bypasses the FIFO and goes onto the heap itself, so the order stays exact
+whatever the delays.
+
 Queues: strict priority, control (ACK/NACK/CNP/PROBE) before DATA; PFC pause stops DATA only.
 PFC pause/resume MAC frames go before both. A host-side (NIC) port has an unbounded queue; the
 NIC is expected to pace into it, ideally through :attr:`Port.source` (pull model, below).
@@ -49,7 +62,7 @@ queues behind the one being pulled).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from heapq import heappush
 from typing import TYPE_CHECKING
 
@@ -59,9 +72,24 @@ from podsim.fabric.packet import MAX_DATA_WIRE_BYTES, PAUSE, Packet
 if TYPE_CHECKING:
     from podsim.fabric.switch import Switch
 
-__all__ = ["Port"]
+__all__ = ["Port", "packets_on_wires"]
 
 _INF = float("inf")
+
+
+def packets_on_wires(env: simpy.Environment, ports: Iterable[Port]) -> Iterator[Packet]:
+    """Every packet on a wire now (PFC frames included): those on the ``ports``' wire FIFOs,
+    and those on the event heap that are not a FIFO's head (frames that bypassed the FIFO, PFC
+    frames). ``ports`` must be every port of the network. O(packets in flight + events)."""
+    for p in ports:
+        for e in p._wire:
+            yield e[3]
+    for e in env._queue:
+        ev = e[3]
+        if isinstance(ev, Packet) and ev.link is not None:
+            w = ev.link._wire
+            if not (w and w[0][3] is ev):
+                yield ev
 
 
 class _TxDone:
@@ -120,6 +148,8 @@ class Port:
         "_tx_pending",
         "_txcb",
         "_txev",
+        "_wire",
+        "_wire_next",
         "credit_stalls",
         "drop_bytes",
         "drop_wire",
@@ -197,7 +227,14 @@ class Port:
         self._pulling = False
         self._txev = _TxDone()
         self._txcb = (self._tx_done,)
-        self._deliver: tuple[Callable[[Packet], object], ...] = (_unattached(self),)
+        #: packets on the wire, in arrival order; only the head is on the event heap
+        self._wire: deque[tuple[float, int, int, Packet]] = deque()
+        self._wire_next = self._make_wire_next()
+        #: a sent packet's callbacks: advance the wire, then the receiver
+        self._deliver: tuple[Callable[[Packet], object], ...] = (
+            self._wire_next,
+            _unattached(self),
+        )
         self._saved = self._deliver
         self._paused_at = 0.0
         self.qbytes = 0
@@ -234,9 +271,9 @@ class Port:
     def connect(self, receive: Callable[[Packet], object]) -> None:
         """Deliver arriving packets to ``receive(pkt)`` (a switch, or a NIC/host endpoint)."""
         if self.up:
-            self._deliver = (receive,)
+            self._deliver = (self._wire_next, receive)
         else:
-            self._saved = (receive,)
+            self._saved = (self._wire_next, receive)
 
     def set_up(self, up: bool) -> None:
         """Take the link direction down (packets transmitted from now on are lost and counted
@@ -251,7 +288,7 @@ class Port:
                 self.resume()
         else:
             self._saved = self._deliver
-            self._deliver = (self._lost,)
+            self._deliver = (self._wire_next, self._lost)
 
     def count_lost(self, pkt: Packet) -> None:
         """Count ``pkt`` as lost on this link (a drop too), whatever lost it."""
@@ -273,7 +310,7 @@ class Port:
     def receiver(self) -> Callable[[Packet], object]:
         """What arriving packets are handed to while the link is up (even when it is down
         now): the far end's ``receive``, or a fault model wrapping it."""
-        return (self._deliver if self.up else self._saved)[0]
+        return (self._deliver if self.up else self._saved)[1]
 
     def set_receiver(self, receive: Callable[[Packet], object]) -> None:
         """Replace :attr:`receiver` (fault models wrap it); packets already on the wire keep
@@ -344,11 +381,20 @@ class Port:
                 self.tx_bytes += w
                 self.tx_pkts += 1
                 pkt.link = self
-                pkt.callbacks = self._deliver
-                heappush(
-                    self._heap,
-                    ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
-                )
+                # inlined _put_on_wire(pkt, arrival)
+                t = (end if self._rx_ser else now) + self._after
+                e = (t, 1, next(self._eid), pkt)
+                wire = self._wire
+                if not wire:
+                    pkt.callbacks = self._deliver
+                    wire.append(e)
+                    heappush(self._heap, e)
+                elif t >= wire[-1][0]:
+                    pkt.callbacks = self._deliver
+                    wire.append(e)
+                else:
+                    pkt.callbacks = self._deliver[1:]
+                    heappush(self._heap, e)
                 if self._cr is not None and not kind:
                     self.spend_credit(w)
                 if self.source is not None:  # queued DATA (if any) is paused: resume kicks
@@ -417,11 +463,7 @@ class Port:
         self.tx_bytes += pkt.wire
         self.tx_pkts += 1
         pkt.link = self
-        pkt.callbacks = self._deliver
-        heappush(
-            self._heap,
-            ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt),
-        )
+        self._put_on_wire(pkt, (end if self._rx_ser else now) + self._after)
         if self._cr is not None and not pkt.kind:
             self.spend_credit(pkt.wire)
         self._tx_pending = more
@@ -429,6 +471,36 @@ class Port:
             ev = self._txev
             ev.callbacks = self._txcb
             heappush(self._heap, (end, 1, next(self._eid), ev))
+
+    def _put_on_wire(self, pkt: Packet, t: float) -> None:
+        """Schedule ``pkt``'s arrival at the far end at ``t`` (module docstring, "The wire"):
+        behind the packets already on the wire, or straight onto the event heap when the wire
+        is empty (it becomes the head) or when it would overtake the last one."""
+        e = (t, 1, next(self._eid), pkt)
+        wire = self._wire
+        if wire and t < wire[-1][0]:  # would overtake: not in order, so not on the FIFO
+            pkt.callbacks = self._deliver[1:]
+            heappush(self._heap, e)
+            return
+        pkt.callbacks = self._deliver
+        wire.append(e)
+        if len(wire) == 1:
+            heappush(self._heap, e)
+
+    def _make_wire_next(self) -> Callable[[Packet], None]:
+        """The first callback of every packet on this port's wire FIFO: the arriving packet
+        (the head) leaves the FIFO and the next one goes onto the event heap. A closure over
+        the FIFO and the heap (cheaper per call than a method reading them from ``self``)."""
+        wire = self._wire
+        heap = self._heap
+        popleft = wire.popleft
+
+        def wire_next(_pkt: Packet) -> None:
+            popleft()
+            if wire:
+                heappush(heap, wire[0])
+
+        return wire_next
 
     def _start(self, pkt: Packet, now: float) -> None:
         self._launch(pkt, now, bool(self._q or self._hq or self._macq or self.source is not None))

@@ -321,9 +321,20 @@ class SwitchPort(Port):
         self.tx_bytes += w
         self.tx_pkts += 1
         pkt.link = self
-        pkt.callbacks = self._deliver
         heap = self._heap
-        heappush(heap, ((end if self._rx_ser else now) + self._after, 1, next(self._eid), pkt))
+        t = (end if self._rx_ser else now) + self._after  # inlined _put_on_wire(pkt, t)
+        e = (t, 1, next(self._eid), pkt)
+        wire = self._wire
+        if not wire:
+            pkt.callbacks = self._deliver
+            wire.append(e)
+            heappush(heap, e)
+        elif t >= wire[-1][0]:
+            pkt.callbacks = self._deliver
+            wire.append(e)
+        else:
+            pkt.callbacks = self._deliver[1:]
+            heappush(heap, e)
         if self._cr is not None and not pkt.kind:
             self.spend_credit(w)
         if q or self._macq:  # anything still queued (a switch port has no source)
@@ -480,11 +491,19 @@ class Switch:
                 port.tx_pkts += 1
                 inp = pkt.link
                 pkt.link = port
-                pkt.callbacks = port._deliver
-                heappush(
-                    self._heap,
-                    ((end if port._rx_ser else now) + port._after, 1, next(self._eid), pkt),
-                )
+                t = (end if port._rx_ser else now) + port._after  # inlined port._put_on_wire
+                e = (t, 1, next(self._eid), pkt)
+                wire = port._wire
+                if not wire:
+                    pkt.callbacks = port._deliver
+                    wire.append(e)
+                    heappush(self._heap, e)
+                elif t >= wire[-1][0]:
+                    pkt.callbacks = port._deliver
+                    wire.append(e)
+                else:
+                    pkt.callbacks = port._deliver[1:]
+                    heappush(self._heap, e)
                 if not kind:  # credit flow control: never buffered here, so credit back now
                     if inp._cr is not None:
                         self._credit_back(inp, w)

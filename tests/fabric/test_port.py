@@ -219,3 +219,74 @@ def test_mixed_rates_fall_back_to_store_and_forward():
     # the uplink hop itself still cuts through: its delay does not include serialisation
     up = net.port("leaf0", "spine0")
     assert up.arrival_delay_s(wire) == pytest.approx(up.prop_s + up.fec_s + up.rx_latency_s)
+
+
+def _in_flight_net(after_s: float):
+    """Two NICs on one switch; nic0's uplink delays every frame by ``after_s`` after it starts
+    (a long link), and nic1 records (psn, arrival time)."""
+    env = simpy.Environment()
+    net = Network(env, star(hosts=2), SwitchConfig(latency_s=0.0), seed=0)
+    got: list[tuple[int, float]] = []
+    net.attach("nic1.p0", lambda p: got.append((p.psn, env.now)))
+    port = net.uplink("nic0.p0")
+    port._after = after_s
+    port.set_store_forward(False)
+    return env, net, port, got
+
+
+def _heap_packets_of(env: simpy.Environment, port) -> list[Packet]:
+    return [e[3] for e in env._queue if isinstance(e[3], Packet) and e[3].link is port]
+
+
+def test_a_wire_keeps_one_packet_on_the_event_heap_and_delivers_in_send_order():
+    """Ten frames in flight on one link: the event heap holds only the first (the wire's FIFO
+    holds all ten, podsim.fabric.port "The wire"), every one is counted once as in flight, and
+    they arrive one serialisation apart, at start + the link's delay."""
+    from podsim.fabric.invariants import Checker
+    from podsim.fabric.port import packets_on_wires
+
+    env, net, port, got = _in_flight_net(after_s=1e-6)
+    for i in range(10):
+        port.send(Packet(4000, 0, 1, psn=i))
+    ser = 8 * 4082 / 400e9
+    env.run(until=9.5 * ser)  # all ten have started, none has arrived
+    assert got == []
+    assert [p.psn for p in _heap_packets_of(env, port)] == [0]
+    on_wire = [p for p in packets_on_wires(env, net.ports) if p.link is port]
+    assert [p.psn for p in on_wire] == list(range(10))
+    assert net.bytes_in_flight() == 10 * 4000
+    Checker(net).check_all()  # the links check sees them on the wire, once each
+    env.run()
+    assert [psn for psn, _ in got] == list(range(10))
+    first = got[0][1]
+    for i, (_psn, t) in enumerate(got):
+        assert t - first == pytest.approx(i * ser, rel=1e-9)
+
+
+def test_a_frame_that_would_overtake_the_wire_goes_on_the_heap_itself():
+    """When a link's delay shrinks while frames are in flight, a new frame that would arrive
+    before the last one on the wire is scheduled on the event heap directly (not behind it on
+    the FIFO), so it arrives at its own time, ahead of the older frames, and is still counted
+    once in flight."""
+    from podsim.fabric.invariants import Checker
+    from podsim.fabric.port import packets_on_wires
+
+    env, net, port, got = _in_flight_net(after_s=5e-6)
+    for i in range(3):
+        port.send(Packet(4000, 0, 1, psn=i))
+    ser = 8 * 4082 / 400e9
+    env.run(until=3.5 * ser)
+    port._after = 1e-6  # the link got shorter (a test-only change of an internal delay)
+    port.send(Packet(4000, 0, 1, psn=3))
+    assert [p.psn for p in _heap_packets_of(env, port)] == [0, 3]
+    assert sorted(p.psn for p in packets_on_wires(env, net.ports) if p.link is port) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    Checker(net).check_all()
+    env.run()
+    assert [psn for psn, _ in got] == [3, 0, 1, 2]
+    # the same path after the link: packet 3 left 3.5 frames later over a 4 us shorter link
+    assert got[0][1] - got[1][1] == pytest.approx(3.5 * ser - 4e-6, rel=1e-9)
