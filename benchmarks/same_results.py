@@ -17,9 +17,10 @@ presets. ``--bench`` adds bench_engine.py's two 128-host fat-tree rows (about 25
 ``compare`` reads every case found in both folders: ``summary.json`` must be equal except the
 fields that measure the host rather than the simulation (wall time and event rate, and the
 engine's event count, which changes when events are coalesced, and the provenance: commit
-and date), every Parquet table must be
-equal (``DataFrame.equals``: same values, same dtypes, NaN where NaN) and every other file must
-be byte-identical. It prints each difference and exits 1 if there is any.
+and date), every Parquet table must be equal (``DataFrame.equals``: same values, same dtypes,
+NaN where NaN), ``resolved.yaml`` must resolve to the same scenario (keys whose value is null
+are left out: a key added to the schema on main since the capture) and every other file must be
+byte-identical. It prints each difference and exits 1 if there is any.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 #: summary.json keys that measure the machine or the engine's bookkeeping, not the results
 VOLATILE = {"wall_s", "events_per_s", "events", "provenance"}
@@ -99,7 +101,6 @@ def capture(root: Path, only: list[str] | None, bench: bool) -> None:
             print(r.stdout[-2000:], r.stderr[-2000:])
     if bench:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import yaml
         from bench_engine import fabric_row
 
         tmp = (
@@ -136,6 +137,15 @@ def _diff_json(a: object, b: object, where: str, out: list[str]) -> None:
         out.append(f"{where}: {a!r} -> {b!r}")
 
 
+def _drop_nulls(doc: object) -> object:
+    """``doc`` without mapping keys whose value is null (a key added to the schema since)."""
+    if isinstance(doc, dict):
+        return {k: _drop_nulls(v) for k, v in doc.items() if v is not None}
+    if isinstance(doc, list):
+        return [_drop_nulls(v) for v in doc]
+    return doc
+
+
 def compare_case(a: Path, b: Path) -> list[str]:
     """The differences between two result folders of one case."""
     diffs: list[str] = []
@@ -151,6 +161,10 @@ def compare_case(a: Path, b: Path) -> list[str]:
             diffs.append(f"{rel}: only in {'after' if not fa.exists() else 'before'}")
         elif rel.name == "summary.json":
             _diff_json(json.loads(fa.read_text()), json.loads(fb.read_text()), "", diffs)
+        elif rel.name == "resolved.yaml":  # the input echoed: keys new on main are null
+            ya, yb = (_drop_nulls(yaml.safe_load(f.read_text())) for f in (fa, fb))
+            if ya != yb:
+                diffs.append(f"{rel}: resolved scenarios differ (besides keys that are null)")
         elif rel.suffix == ".parquet":
             da, db = pd.read_parquet(fa), pd.read_parquet(fb)
             if not da.equals(db):

@@ -221,6 +221,11 @@ class Network:
         """All equal-cost node paths between two endpoints (see :meth:`Routing.paths`)."""
         return self.routing.paths(src, dst)
 
+    def first_path(self, src: str, dst: str) -> list[str]:
+        """The first of :meth:`paths` (``[]`` if none), without listing the others (see
+        :meth:`Routing.first_path`)."""
+        return self.routing.first_path(src, dst)
+
     def route(self, src: str, dst: str, flow: int, ev: int) -> list[str]:
         """The path packets of (flow, ev) take now (ECMP hashes replayed)."""
         return self.routing.route(src, dst, flow, ev)
@@ -252,11 +257,11 @@ class Network:
         (on the cabling's shortest path while failures leave no routed path: the base RTT is
         a property of the topology, and a transport may set up a connection during an
         outage)."""
-        fwd = self.paths(src, dst) or [self.static_path(src, dst)]
-        back = self.paths(dst, src) or [self.static_path(dst, src)]
-        if not fwd[0] or not back[0]:
+        fwd = self.first_path(src, dst) or self.static_path(src, dst)
+        back = self.first_path(dst, src) or self.static_path(dst, src)
+        if not fwd or not back:
             raise NetworkError(f"no path between {src!r} and {dst!r}")
-        return self.unloaded_latency(fwd[0], data_wire) + self.unloaded_latency(back[0], ack_wire)
+        return self.unloaded_latency(fwd, data_wire) + self.unloaded_latency(back, ack_wire)
 
     # ---- failures -------------------------------------------------------------------------
     def set_link_state(self, u: str, v: str, up: bool, *, reroute: bool = True) -> list[int]:

@@ -71,6 +71,7 @@ class Routing:
         self._tuples: dict[tuple[int, ...], tuple[Port, ...]] = {}
         self._port_ids = {id(p): k for k, p in enumerate(ports.values())}
         self._paths_cache: dict[tuple[int, int], list[list[str]]] = {}
+        self._first_cache: dict[tuple[int, int], list[str]] = {}
         e_count = len(self.endpoints)
         for sw in switches.values():
             sw._nh[:] = [()] * e_count
@@ -146,6 +147,7 @@ class Routing:
         for root in sorted(groups):
             self._install_group(root, groups[root])
         self._paths_cache.clear()
+        self._first_cache.clear()
 
     def set_link(self, u: str, v: str, up: bool) -> list[int]:
         """Mark link u-v up or down for routing and recompute the affected destinations.
@@ -209,6 +211,35 @@ class Routing:
         out.sort()
         self._paths_cache[key] = out
         return [list(p) for p in out]
+
+    def first_path(self, src: str, dst: str) -> list[str]:
+        """``paths(src, dst)[0]``, the smallest equal-cost path in list order, or ``[]`` when
+        there is none (cached). Found without enumerating the others: a depth-first search that
+        tries next hops in name order meets the paths in list order (no path to ``dst`` is a
+        prefix of another), so the first one it completes is the smallest. A transport's base
+        RTT needs only this path, once per pair of endpoints (an all-to-all sets up every
+        pair)."""
+        s, d = self._ep(src), self._ep(dst)
+        key = (s, d)
+        hit = self._first_cache.get(key)
+        if hit is not None:
+            return list(hit)
+        found: list[str] = []
+        if s != d:
+            stack = [[src, nb] for nb in sorted(self._uplink_neighbours(src), reverse=True)]
+            while stack:
+                path = stack.pop()
+                last = path[-1]
+                if last == dst:
+                    found = path
+                    break
+                sw = self.switches.get(last)
+                if sw is None:
+                    continue  # another endpoint: not a transit node
+                nxt = sorted((p.dst_node for p in sw._nh[d]), reverse=True)
+                stack.extend([*path, n] for n in nxt)
+        self._first_cache[key] = found
+        return list(found)
 
     def route(self, src: str, dst: str, flow: int, ev: int) -> list[str]:
         """The one path that packets of (flow, ev) take from ``src`` to ``dst`` (hash

@@ -1067,11 +1067,11 @@ class RdmaNetwork:
         if hit is None:
             net = self.network
             a, b = src.endpoints[0], dst.endpoints[0]
-            paths = net.paths(a, b) or [net.static_path(a, b)]  # set up during an outage
-            if not paths[0]:
+            path = net.first_path(a, b) or net.static_path(a, b)  # set up during an outage
+            if not path:
                 raise ValueError(f"no path from {a!r} to {b!r} in the network")
             rtt = net.base_rtt(a, b, mtu + ROCE_OVERHEAD, _ACK_WIRE)
-            hit = (rtt, len(paths[0]) - 2)
+            hit = (rtt, len(path) - 2)
             self._rtt_cache[key] = hit
         return hit
 

@@ -160,3 +160,39 @@ def test_unknown_endpoint():
     _env, net, _ = build(leaf_spine(hosts_per_leaf=1, leaves=2))
     with pytest.raises(RoutingError, match="not an endpoint"):
         net.paths("leaf0", "nic1.p0")
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [fat_tree(k=4), leaf_spine(hosts_per_leaf=2, leaves=3, spines=4)],
+    ids=["fat-tree-k4", "leaf-spine"],
+)
+def test_first_path_is_the_first_of_paths_for_every_pair_also_after_a_failure(graph):
+    """first_path (a depth-first search stopping at the first path) returns paths()[0] for
+    every ordered pair of endpoints, [] where paths() is empty (a pair with itself, a
+    partition), before a link failure, during it (the tables and caches are recomputed) and
+    after."""
+    _env, net, _ = build(graph)
+    eps = sorted(net.routing.endpoints)
+
+    def check() -> None:
+        for a in eps:
+            for b in eps:
+                paths = net.paths(a, b)
+                assert net.first_path(a, b) == (paths[0] if paths else []), (a, b)
+
+    check()
+    u = sorted(net.switches)[0]
+    v = net.routing.next_hops(u, net.endpoint_id(eps[-1]))[0]
+    net.set_link_state(u, v, up=False)
+    check()
+    net.set_link_state(u, v, up=True)
+    check()
+
+
+def test_first_path_is_empty_across_a_partition():
+    _env, net, _ = build(leaf_spine(hosts_per_leaf=1, leaves=2, spines=1))
+    path = ["nic0.p0", "leaf0", "spine0", "leaf1", "nic1.p0"]
+    assert net.first_path("nic0.p0", "nic1.p0") == path
+    net.set_link_state("leaf0", "spine0", up=False)
+    assert net.first_path("nic0.p0", "nic1.p0") == [] == net.paths("nic0.p0", "nic1.p0")
