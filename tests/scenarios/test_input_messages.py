@@ -144,10 +144,17 @@ def test_ctrl_c_inside_an_event_keeps_the_partial_results(monkeypatch, tmp_path:
         return send(self, *args, **kwargs)
 
     monkeypatch.setattr(packet.NicTransport, "send", send_and_press_ctrl_c)
+    # the engine defers Ctrl-C only under Python's own handler: make sure that is the one in
+    # place (in a shared test process an earlier test's library may have left another)
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     out = tmp_path / "out"
-    r = _cli("run", "quickstart", "--out", str(out), "--set", "workload.moe.tokens_per_rank=16")
+    try:
+        r = _cli("run", "quickstart", "--out", str(out), "--set", "workload.moe.tokens_per_rank=16")
+    finally:
+        signal.signal(signal.SIGINT, handler)
     _clean(r)
-    assert r.exit_code == 130, r.output
+    assert r.exit_code == 130, (r.output, f"SIGINT handler before the test: {handler!r}", calls)
     assert "interrupted: partial results kept" in _flat(r)
     assert (out / "summary.json").is_file() and "violated" not in r.output
 
