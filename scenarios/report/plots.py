@@ -69,6 +69,9 @@ _PHASE_COLOURS = {
     "compute": "tab:green",
     "combine": "tab:orange",
     "other": "tab:purple",
+    "tp": "tab:red",
+    "pp": "tab:brown",
+    "dp": "tab:cyan",
 }
 _ROLE_LEVEL = {"gpu": 0, "nic": 0, "leaf": 1, "scaleup": 1, "spine": 2, "core": 3}
 
@@ -530,11 +533,16 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     ph = res.phases
     if ph.empty:
         return None
-    span = ph.groupby(["step", "layer"]).agg(t0=("start_s", "min"), t1=("end_s", "max"))
+    # a training step (phases carry the pass): the whole step, compute in the upper half of a
+    # rank's row and communication in the lower half, since the two may overlap
+    training = "pass" in ph.columns
+    keys = ["step"] if training else ["step", "layer"]
+    span = ph.groupby(keys).agg(t0=("start_s", "min"), t1=("end_s", "max"))
     span["d"] = span["t1"] - span["t0"]
-    step, layer = span["d"].idxmax()
-    sel = ph[(ph["step"] == step) & (ph["layer"] == layer)]
-    t0 = float(span.loc[(step, layer), "t0"])
+    pick = span["d"].idxmax()
+    step, layer = (pick, None) if training else pick
+    sel = ph[ph["step"] == step] if training else ph[(ph["step"] == step) & (ph["layer"] == layer)]
+    t0 = float(span.loc[pick, "t0"])
     ranks = sorted(set(sel["rank"]))
     note = ""
     gap_at = 0.0
@@ -568,9 +576,10 @@ def fig_layer_timeline(res: Results) -> Figure | None:
         x0 = (grp["start_s"].to_numpy(float) - t0) * 1e6
         x1 = (grp["end_s"].to_numpy(float) - t0) * 1e6
         y = grp["rank"].map(row).to_numpy(float)
-        verts = np.stack(
-            [np.c_[x0, y - 0.4], np.c_[x0, y + 0.4], np.c_[x1, y + 0.4], np.c_[x1, y - 0.4]], axis=1
-        )
+        lo, hi = (y - 0.4, y + 0.4)
+        if training:
+            lo, hi = (y - 0.4, y) if p == "compute" else (y, y + 0.4)
+        verts = np.stack([np.c_[x0, lo], np.c_[x0, hi], np.c_[x1, hi], np.c_[x1, lo]], axis=1)
         colour = _PHASE_COLOURS.get(str(p), "grey")
         ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none"))
         handles.append(Patch(color=colour, label=str(p)))
@@ -581,12 +590,18 @@ def fig_layer_timeline(res: Results) -> Figure | None:
     if labels is not None:
         ax.set_yticks(ys, [str(r) for r in labels], fontsize=FONT_PT)
         _gap(ax, gap_at, len(ranks) - len(labels), vertical=False)
-    ax.set_xlabel(f"time since the layer started (us; layer start at {t0 * 1e6:.3f} us)")
+    what = "step" if training else "layer"
+    ax.set_xlabel(f"time since the {what} started (us; {what} start at {t0 * 1e6:.3f} us)")
     ax.set_ylabel("rank")
     ax.tick_params(labelsize=FONT_PT)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=FONT_PT)
-    title = _title(res, f"Timeline of step {step}, layer {layer} (the slowest)", note)
+    head = (
+        f"Timeline of training step {step} (compute above, communication below)"
+        if training
+        else f"Timeline of step {step}, layer {layer} (the slowest)"
+    )
+    title = _title(res, head, note)
     ax.set_title(title)
     _margins(fig, right=1.2, top=_top_in(title))
     return fig

@@ -32,6 +32,14 @@ SMALL: dict[str, list[str]] = {
     "chakra-4rank": [],
     "kineto-2rank": [],
     "collectives": ["workload.collective.size=4MiB"],
+    "train-1t-moe": [
+        "cluster.params.nodes=2",
+        "workload.training.pp=2",
+        "workload.training.ep=8",
+        "workload.training.layers=2",
+        "workload.training.microbatches=2",
+        "workload.training.seq_len=512",
+    ],
 }
 NO_FILES = ["outputs.plots=false"]
 

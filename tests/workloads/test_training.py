@@ -132,3 +132,18 @@ def test_cli_refuses_a_pipeline_that_does_not_divide_the_layers(tmp_path) -> Non
     assert "workload.training.pp" in r.output and "does not divide" in r.output
     r = CliRunner().invoke(app, ["run", str(f), "--set", "workload.training.schedule=zigzag"])
     assert r.exit_code == 2 and "zigzag" in r.output
+
+
+def test_the_timeline_figure_shows_the_whole_training_step() -> None:
+    from podsim.scenarios.report.plots import fig_layer_timeline
+    from podsim.scenarios.runner import run
+
+    res = run(_scenario(pp=2, ep=8), write=False)
+    fig = fig_layer_timeline(res)
+    assert fig is not None
+    ax = fig.axes[0]
+    assert "training step 0" in ax.get_title()
+    shown = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert {"compute", "pp", "dispatch", "combine", "dp"} <= shown
+    # the bars reach the end of the step
+    assert ax.get_xlim()[1] >= res.summary["training"]["step_time_s"] * 1e6

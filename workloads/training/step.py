@@ -24,9 +24,11 @@ After the last backward, data-parallel gradient reduction as ZeRO-1 (Rajbhandari
 2020): reduce-scatter of the stage's non-expert gradients over the DP group and all-gather of the
 updated BF16 parameters; expert gradients over the ``TP x DP / EP`` replicas of each expert. With
 ``dp_overlap`` each layer's reduction starts when the last micro-batch's backward of that layer
-ended (Megatron's ``--overlap-grad-reduce``, one bucket per layer). With ``ep_overlap`` even and
-odd micro-batches use two compute streams, so one's all-to-all overlaps the other's compute
-(DeepSeek-V3's two-micro-batch overlap; the GPU still runs one compute node at a time).
+ended (Megatron's ``--overlap-grad-reduce``, one bucket per layer). With ``ep_overlap`` a pass
+starts when the previous pass's last compute ended, not its last exchange, so one micro-batch's
+trailing all-to-all overlaps the next one's compute (in the spirit of DeepSeek-V3's overlap of
+two micro-batches; the GPU still runs one compute node at a time and the schedule's order
+holds).
 
 Optimizer step and embedding/head are left out [E]; every constant is a parameter of
 :class:`TrainingSpec`.
@@ -215,14 +217,16 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         layers = costs[p * per_stage : (p + 1) * per_stage]
         order = schedule(spec.schedule, p, pp, mb_count)
         last_b = max(i for i, (k, _) in enumerate(order) if k == "B")
-        done_before: dict[int, int] = {}  # rank -> exit of its previous pass
+        done_before: dict[int, int] = {}  # rank -> where its next pass may start
         for i, (kind, mb) in enumerate(order):
-            stream = f"compute{mb % 2}" if spec.ep_overlap else "compute"
+            stream = "compute"
             # without overlap a pass starts when the rank's previous pass ended, exchanges
-            # included (Megatron runs them back to back); a backward always follows its forward
+            # included (Megatron runs them back to back); with ep_overlap when the previous
+            # pass's last compute ended, so its trailing all-to-all overlaps this pass's compute.
+            # A backward always follows its forward.
             ent = {}
             for r in ranks:
-                deps = [] if spec.ep_overlap or r not in done_before else [done_before[r]]
+                deps = [done_before[r]] if r in done_before else []
                 if kind == "B":
                     deps.append(exit_[(p, "F", mb)][r])
                 ent[r] = g.join(deps, rank=r, label=f"{kind} mb{mb} stage {p} rank {r}")
@@ -259,7 +263,9 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                 if kind == "B" and i == last_b:
                     grads_ready[p][layer] = dict(cur)
             exit_[(p, kind, mb)] = cur
-            done_before = dict(cur)
+            done_before = (
+                {r: g.stream_tail(r, stream) for r in ranks} if spec.ep_overlap else dict(cur)
+            )
     # backward activation gradients flow to the previous stage
     for p in range(1, pp):
         for mb in range(mb_count):
