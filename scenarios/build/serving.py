@@ -145,7 +145,8 @@ def build_serving(sc: Scenario, cluster: Cluster) -> ServingSetup:
     requests = serving_requests(w, sc.seed, max_context)
     prefill, decode = instance_ranks(w, cluster)
     with at("workload.serving.gpu"):
-        gpu = Gpu(**w.gpu.model_dump())
+        spec = w.gpu.model_dump()
+        gpu = Gpu.named(spec.pop("name"), **spec)
     fmt = weight_format(w.weights)
     kv = KV_BYTES[w.kv_dtype]
     perf = {}

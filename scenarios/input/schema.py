@@ -993,13 +993,21 @@ class ServingInstances(Strict):
 
 
 class ServingGpu(Strict):
-    """The GPU's peaks and achieved fractions (defaults: H800/H100 SXM datasheet; mfu/mbu
-    estimates, podsim.workloads.serving.perf)."""
+    """The GPU (``name``: peaks from podsim.workloads.training.gpu, HBM capacity from
+    podsim.workloads.serving.perf.GPU_MEMORY; any figure may be overridden) and the achieved
+    fractions (mfu/mbu estimates, podsim.workloads.serving.perf)."""
 
-    flops_fp8: Annotated[float, Field(gt=0)] = Field(1979e12, description="dense FP8 FLOP/s")
-    flops_bf16: Annotated[float, Field(gt=0)] = Field(989e12, description="dense BF16 FLOP/s")
-    hbm_bandwidth: Annotated[float, Field(gt=0)] = Field(3.35e12, description="HBM bytes/s")
-    memory: Size = Field(80 * 10**9, description="HBM bytes per GPU")
+    name: GpuName = Field("h800", description="accelerator (podsim list gpus)")
+    flops_fp8: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="dense FP8 FLOP/s (default: the GPU's)"
+    )
+    flops_bf16: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="dense BF16 FLOP/s (default: the GPU's)"
+    )
+    hbm_bandwidth: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="HBM bytes/s (default: the GPU's)"
+    )
+    memory: Size | None = Field(None, description="HBM bytes per GPU (default: the GPU's)")
     mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         0.4, description="achieved fraction of the FLOP peak in prefill [E]"
     )

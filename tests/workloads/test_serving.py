@@ -213,3 +213,12 @@ def test_max_batch_holds_requests_back() -> None:
     firsts = tab["first_token_s"].to_numpy()
     lasts = tab["last_token_s"].to_numpy()
     assert firsts[1] >= lasts[0] - 1e-12 and firsts[2] >= lasts[1] - 1e-12
+
+
+def test_gpu_by_name_takes_the_training_table_and_overrides() -> None:
+    from podsim.workloads.training.gpu import GPUS
+
+    b = Gpu.named("b200")
+    assert b.flops_fp8 == GPUS.get("b200").fp8_flops and b.memory == 180e9
+    assert Gpu.named("h800") == Gpu()  # the defaults are the H800's
+    assert Gpu.named("h800", memory=141e9, hbm_bandwidth=None).memory == 141e9
