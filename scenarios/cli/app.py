@@ -539,6 +539,72 @@ def compare(
 
 @app.command()
 @guarded
+def analyse(
+    directory: Annotated[
+        Path, typer.Argument(help="A result folder, or a folder of per-rank Kineto JSON traces.")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Also write the tables (Parquet) into this folder."),
+    ] = None,
+) -> None:
+    """Pipeline bubbles, exposed communication and slow ranks of a run or of recorded traces
+    (podsim.scenarios.report.analyse says how each is measured)."""
+    from podsim.scenarios.report.analyse import SLOW_FACTOR, analyse_dir
+    from rich.table import Table
+
+    a = analyse_dir(directory)
+    b = a.breakdown
+    span = float(b["span_s"].max())
+    t = Table(title=f"time per rank, {a.source} (mean and max over {len(b)} ranks)",
+              title_justify="left")  # fmt: skip
+    for col in ("share", "mean", "max"):
+        t.add_column(col, justify="left" if col == "share" else "right")
+    for col in [c for c in b.columns if c not in ("rank", "span_s")]:
+        name = col if col in ("compute", "idle") else f"exposed {col}"
+        t.add_row(name, f"{b[col].mean() / span * 100:.1f} %", f"{b[col].max() * 1e6:,.1f} us")
+    t.caption = f"span {span * 1e6:,.1f} us; idle = bubbles and waits no exchange explains"
+    t.caption_justify = "left"
+    out_console.print(t)
+    g = Table(title="longest idle gaps (bubbles) per rank", title_justify="left")
+    for col in ("rank", "at", "idle", "ended by"):
+        g.add_column(col, justify="right" if col != "ended by" else "left")
+    for r in a.gaps.sort_values("duration_s", ascending=False).head(12).itertuples():
+        g.add_row(str(r.rank), f"{r.start_s * 1e6:,.1f} us", f"{r.duration_s * 1e6:,.1f} us",
+                  str(r.ended_by))  # fmt: skip
+    out_console.print(g)
+    if a.stages is not None and len(a.stages):
+        st = a.stages.groupby(["stage", "pass"])["wait_s"].sum().unstack(fill_value=0.0)
+        s = Table(title="pipeline bubble per stage (summed wait before passes)",
+                  title_justify="left")  # fmt: skip
+        s.add_column("stage", justify="right")
+        for c in st.columns:
+            s.add_column(f"before {c}", justify="right")
+        for stage, row in st.iterrows():
+            s.add_row(str(stage), *(f"{v * 1e6:,.1f} us" for v in row))
+        out_console.print(s)
+    if a.slow.empty:
+        out_console.print(f"no slow rank (none at {SLOW_FACTOR}x the median or more)")
+    else:
+        w = Table(title=f"slow ranks (>= {SLOW_FACTOR}x the median)", title_justify="left")
+        for col in ("rank", "slow in", "time", "median", "x median", "delays the step by"):
+            w.add_column(col, justify="left" if col == "slow in" else "right")
+        for r in a.slow.itertuples():
+            w.add_row(str(r.rank), r.slow_in, f"{r.time_s * 1e6:,.1f} us",
+                      f"{r.median_s * 1e6:,.1f} us", f"{r.vs_median:.2f}",
+                      f"up to {r.delay_s * 1e6:,.1f} us")  # fmt: skip
+        out_console.print(w)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("breakdown", "gaps", "slow", "stages"):
+            df = getattr(a, name)
+            if df is not None:
+                df.to_parquet(out / f"analysis_{name}.parquet", index=False)
+        out_console.print(f"wrote the tables in {out}", markup=False)
+
+
+@app.command()
+@guarded
 def report(
     directory: Annotated[Path, typer.Argument(help="A result or study folder.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file to write.")] = None,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMM_KINDS", "training_summary"]
+__all__ = ["COMM_KINDS", "rank_breakdown", "training_summary"]
 
 COMM_KINDS = ("tp", "pp", "dispatch", "combine", "dp")
 
@@ -31,7 +31,9 @@ def _cover(cuts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
     return np.cumsum(delta)[:-1] > 0
 
 
-def _rank_split(spans: pd.DataFrame, t_end: float) -> dict[str, float]:
+def _rank_split(
+    spans: pd.DataFrame, t_end: float, comm_kinds: tuple[str, ...] = COMM_KINDS
+) -> dict[str, float]:
     """Seconds of compute, idle and exposed communication per kind on one rank."""
     starts = spans["start_s"].to_numpy(float)
     ends = spans["end_s"].to_numpy(float)
@@ -41,14 +43,31 @@ def _rank_split(spans: pd.DataFrame, t_end: float) -> dict[str, float]:
     comp = kinds == "compute"
     busy = _cover(cuts, starts[comp], ends[comp])
     share = np.array(
-        [_cover(cuts, starts[kinds == k], ends[kinds == k]) for k in COMM_KINDS], dtype=float
+        [_cover(cuts, starts[kinds == k], ends[kinds == k]) for k in comm_kinds], dtype=float
     )
     active = share.sum(axis=0)
     free = ~busy & (active > 0)
     out = {"compute": float(width[busy].sum()), "idle": float(width[~busy & (active == 0)].sum())}
-    for k, kind in enumerate(COMM_KINDS):
+    for k, kind in enumerate(comm_kinds):
         out[kind] = float((width[free] * share[k][free] / active[free]).sum())
     return out
+
+
+def rank_breakdown(phases: pd.DataFrame, t0: float | None = None) -> pd.DataFrame:
+    """Per rank, seconds of ``compute``, ``idle`` and exposed communication per kind (every
+    non-compute phase present) over ``[t0, last end]`` (``t0`` default: the first start), as the
+    module docstring cuts a rank's time. Columns: rank, span_s, compute, idle, one per kind."""
+    if phases.empty:
+        return pd.DataFrame(columns=["rank", "span_s", "compute", "idle"])
+    start = float(phases["start_s"].min()) if t0 is None else t0
+    ph = phases.assign(start_s=phases["start_s"] - start, end_s=phases["end_s"] - start)
+    t_end = float(ph["end_s"].max())
+    kinds = tuple(sorted(k for k in ph["phase"].astype(str).unique() if k != "compute"))
+    rows = [
+        {"rank": int(r), "span_s": t_end, **_rank_split(grp, t_end, kinds)}
+        for r, grp in ph.groupby("rank", sort=True)
+    ]
+    return pd.DataFrame(rows)
 
 
 def training_summary(phases: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
