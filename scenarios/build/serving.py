@@ -3,9 +3,10 @@
 :func:`build_serving` draws or reads the requests (seeded by the scenario's ``seed``), splits
 the cluster's ranks into instances (prefill instances take the first nodes, decode instances the
 next, each node's GPUs in rank order; instance rank ``i`` sends its share of a cache to decode
-rank ``i``), checks that the weights fit the GPUs, and calls
-:func:`podsim.workloads.serving.build_serving_graph`. Every refusal is a ScenarioError at the
-``workload.serving`` key it concerns.
+rank ``i``), checks that the weights fit the GPUs, calls
+:func:`podsim.workloads.serving.build_serving_graph` and checks that the weights and the most KV
+cache the plan keeps resident on a decode instance fit its GPUs' memory. Every refusal is a
+ScenarioError at the ``workload.serving`` key it concerns.
 
 The planner's idle-fabric estimate of a rank pair's transfer (see the builder) takes the
 sending rank's NIC rate (its ports' link rates) and a 5 us latency [E].
@@ -174,4 +175,16 @@ def build_serving(sc: Scenario, cluster: Cluster) -> ServingSetup:
             pair_rate=_nic_rate_Bps(cluster, prefill[0][0]),
             pair_latency=PAIR_LATENCY_S,
         )
+    dp = perf["decode"]
+    for j, peak in enumerate(plan.decode_peak_kv_bytes.tolist()):
+        need = dp.weights_per_gpu() + peak / len(decode[j])
+        if need > gpu.memory:
+            raise ScenarioError(
+                f"decode instance {j} would hold up to {peak / 1e9:.1f} GB of KV cache at once "
+                f"({peak / len(decode[j]) / 1e9:.1f} GB per GPU) beside "
+                f"{dp.weights_per_gpu() / 1e9:.1f} GB of weights per GPU, more than the GPU's "
+                f"{gpu.memory / 1e9:.0f} GB; lower max_batch, use more or larger decode "
+                "instances, or an FP8 kv_dtype",
+                path="workload.serving.max_batch",
+            )
     return ServingSetup(plan, requests, prefill, decode)

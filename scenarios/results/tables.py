@@ -58,7 +58,8 @@ built by :mod:`podsim.workloads.serving.metrics` from the phases):
     prefill_instance, decode_instance, kv_bytes (its whole KV cache), prefill_start_s,
     prefill_end_s, queue_s (arrival -> prefill start), prefill_s, kv_start_s (first cache byte
     posted), kv_end_s (last byte delivered), kv_transfer_s (kv_end_s - kv_start_s),
-    kv_exposed_s (prefill end -> last byte delivered, >= 0), first_token_s (end of its first
+    kv_exposed_s (prefill end -> last byte delivered, >= 0), kv_rate_Bps (kv_bytes /
+    kv_transfer_s, over all its rank pairs), first_token_s (end of its first
     decode iteration), first_step_s (that iteration's time), last_token_s, ttft_s
     (first_token_s - arrival_s), tpot_s ((last_token_s - first_token_s) / (output_tokens - 1)),
     e2e_s (last_token_s - arrival_s), kv_share_of_ttft (kv_exposed_s / ttft_s), complete (every
@@ -794,6 +795,7 @@ class Results:
             ("KV transfer", "kv_transfer_s", _t),
             ("KV transfer exposed", "kv_exposed_s", _t),
             ("KV share of TTFT", "kv_share_of_ttft", _pct),
+            ("KV transfer rate", "kv_rate_Bps", _gbs),
         )
         for label, key, fmt in rows:
             m = sv.get(key) or {}

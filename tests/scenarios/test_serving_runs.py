@@ -69,6 +69,8 @@ def test_single_request_ttft_is_prefill_plus_transfer_plus_first_step(tmp_path) 
     assert row["first_step_s"] == pytest.approx(first, rel=1e-12)
     assert row["ttft_s"] == pytest.approx(prefill + row["kv_transfer_s"] + first, rel=1e-9)
     assert row["kv_exposed_s"] == pytest.approx(row["kv_transfer_s"], rel=1e-9)
+    assert row["kv_rate_Bps"] == pytest.approx(row["kv_bytes"] / row["kv_transfer_s"])
+    assert row["kv_rate_Bps"] <= 8 * NIC_BPS / 8  # at most 8 NICs' line rate
     s = res.summary["serving"]
     assert s["completed"] == 1 and s["ttft_s"]["p50"] == pytest.approx(row["ttft_s"])
 
@@ -162,3 +164,17 @@ def test_mix_longer_than_the_context_is_refused_at_its_entry(tmp_path) -> None:
     r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
     assert r.exit_code == 2, r.output
     assert "workload.serving.mix[1].prompt_tokens" in r.output
+
+
+def test_kv_cache_that_does_not_fit_beside_the_weights_is_refused(tmp_path) -> None:
+    # bf16 weights: 235 GB x 2 / 8 GPUs = 59 GB per GPU, 1 GB left on a 60 GB GPU; two
+    # 30,000-token requests decoding together hold 2 x 30,000 x 192.5 KB = 11.6 GB (1.4 per GPU)
+    rows = [(0.0, 30_000, 2000), (0.0, 30_000, 2000)]
+    sc = _scenario(tmp_path, rows, weights="bf16", gpu={"memory": "60GB"})
+    r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "workload.serving.max_batch" in out and "KV cache" in out
+    sc["workload"]["serving"]["max_batch"] = 1  # one at a time: 0.7 GB per GPU fits
+    r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
+    assert r.exit_code == 0, r.output

@@ -77,6 +77,7 @@ class _DecodeInstance:
     resident: list[list[int]] = field(default_factory=list)  # [request, context, left]
     pending: list[tuple[float, int, int, int]] = field(default_factory=list)  # heap
     iterations: list[_Iteration] = field(default_factory=list)
+    peak_kv: float = 0.0  # most cache bytes resident at once (planned)
 
     def add(self, ready: float, req: int, context: int, outputs: int) -> None:
         heapq.heappush(self.pending, (ready, req, context, outputs))
@@ -105,7 +106,11 @@ class _DecodeInstance:
                 _, req, ctx, outs = heapq.heappop(self.pending)
                 self.resident.append([req, ctx, outs])
                 joins.append(req)
-            dur = self.perf.decode_step_s([r[1] for r in self.resident])
+            ctx = [r[1] for r in self.resident]
+            att, kvb = self.perf.model.attention, self.perf.kv_bytes
+            held = sum(ctx) * att.bytes_per_token(kvb) + att.state_bytes * len(ctx)
+            self.peak_kv = max(self.peak_kv, held)
+            dur = self.perf.decode_step_s(ctx)
             self.iterations.append(
                 _Iteration(self.t, dur, tuple(r[0] for r in self.resident), tuple(joins))
             )
@@ -127,6 +132,8 @@ class ServingPlan:
     prefill_s: np.ndarray
     planned_kv_ready_s: np.ndarray
     decode_nodes: int
+    #: per decode instance: the most KV-cache bytes resident at once in the plan
+    decode_peak_kv_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -273,4 +280,5 @@ def build_serving_graph(
                phase="compute", part="first_token", bytes_out=0, bytes_in=0, **tags)  # fmt: skip
         g.span(dlead, int(first_node[r]), int(last_node[r]), step=r, layer=0, phase="compute",
                part="decode", bytes_out=0, bytes_in=0, **tags)  # fmt: skip
-    return ServingPlan(g, p_inst, d_inst, kv_total, pre_s, ready, decode_nodes)
+    peaks = np.array([d.peak_kv for d in dec])
+    return ServingPlan(g, p_inst, d_inst, kv_total, pre_s, ready, decode_nodes, peaks)

@@ -9,7 +9,8 @@
 - ``kv_start_s`` (first cache byte posted), ``kv_end_s`` (last byte delivered),
   ``kv_transfer_s`` (their difference: with layer-wise streaming it overlaps the prefill),
   ``kv_exposed_s`` (prefill end -> last byte delivered, at least 0: the transfer time the
-  request waits for);
+  request waits for), ``kv_rate_Bps`` (kv_bytes / kv_transfer_s: the fabric rate the cache
+  moved at, over all the request's rank pairs);
 - ``first_token_s`` (end of its first decode iteration), ``first_step_s`` (that iteration's
   duration), ``last_token_s`` (end of its last iteration);
 - ``ttft_s`` = first_token_s - arrival_s; ``tpot_s`` = (last_token_s - first_token_s) /
@@ -18,7 +19,7 @@
 - ``complete``: every part ended (a run stopped early leaves NaN times and False).
 
 :func:`serving_summary` gives the percentiles (p50, p90, p99, numpy's linear interpolation) of
-TTFT, TPOT, end-to-end latency, KV-transfer time and its share of TTFT over the completed
+TTFT, TPOT, end-to-end latency, KV-transfer time, its share of TTFT and its rate over the completed
 requests, plus output tokens per second per GPU over the run.
 """
 
@@ -52,6 +53,7 @@ REQUEST_COLUMNS = [
     "kv_end_s",
     "kv_transfer_s",
     "kv_exposed_s",
+    "kv_rate_Bps",
     "first_token_s",
     "first_step_s",
     "last_token_s",
@@ -88,6 +90,8 @@ def requests_table(phases: pd.DataFrame, num_requests: int | None = None) -> pd.
     out["kv_end_s"] = part("kv", "end_s")
     out["kv_transfer_s"] = out["kv_end_s"] - out["kv_start_s"]
     out["kv_exposed_s"] = (out["kv_end_s"] - out["prefill_end_s"]).clip(lower=0.0)
+    xfer = out["kv_transfer_s"].where(out["kv_transfer_s"] > 0)
+    out["kv_rate_Bps"] = out["kv_bytes"].astype(float) / xfer
     out["first_token_s"] = part("first_token", "end_s")
     out["first_step_s"] = out["first_token_s"] - part("first_token", "start_s")
     out["last_token_s"] = part("decode", "end_s")
@@ -129,6 +133,7 @@ def serving_summary(table: pd.DataFrame, gpus: int, makespan_s: float) -> dict[s
         "kv_transfer_s": _pct(done["kv_transfer_s"]),
         "kv_exposed_s": _pct(done["kv_exposed_s"]),
         "kv_share_of_ttft": _pct(done["kv_share_of_ttft"]),
+        "kv_rate_Bps": _pct(done["kv_rate_Bps"]),
         "queue_s": _pct(done["queue_s"]),
         "output_tokens": int(out_tokens),
         "output_tokens_per_s_per_gpu": (
