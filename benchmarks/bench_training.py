@@ -1,0 +1,95 @@
+"""CPU time and peak memory of one MoE training step on the flow engine, by GPU count.
+
+Usage: python benchmarks/bench_training.py [--gpus 256 512 1024] [--layers 16]
+       [--microbatches 16] [--markdown]
+
+Workload: the library scenario ``train-1t-moe`` (Kimi K2, PP 16 x EP 16, ZeRO-1 data
+parallelism, 4,096-token micro-batches, ``--layers`` of the model's 61 layers) on the
+``h800-deepep`` preset with GPUs / 8 nodes: the data-parallel size grows with the GPU count, so
+the step's messages grow linearly with it. Each size runs in its own process so that its peak
+resident memory (``ru_maxrss``) is its own; the script prints the graph's nodes and messages,
+the CPU seconds of the whole run (graph build, engine, results; no plots), the peak memory, the
+simulated step time, and a straight-line extrapolation of CPU time and memory per message to
+10,240 GPUs (the issue's target: a 10,240-GPU step in < 10 min and < 16 GiB on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+TARGET_GPUS = 10_240
+
+
+def one(gpus: int, layers: int, microbatches: int) -> dict:
+    """Run one size in this process and return its figures."""
+    import podsim
+
+    sets = [
+        f"cluster.params.nodes={gpus // 8}",
+        f"workload.training.layers={layers}",
+        f"workload.training.microbatches={microbatches}",
+        "outputs.plots=false",
+    ]
+    c0 = time.process_time()
+    res = podsim.run("train-1t-moe", overrides=sets)
+    cpu = time.process_time() - c0
+    t = res.summary["training"]
+    return {
+        "gpus": gpus,
+        "messages": len(res.messages),
+        "cpu_s": cpu,
+        "peak_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "step_ms": t["step_time_s"] * 1e3,
+        "mfu": t["mfu"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--microbatches", type=int, default=16)
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child process: one size
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one, a.layers, a.microbatches)))
+        return
+    rows = []
+    for n in a.gpus:
+        if n % 256:
+            ap.error(f"--gpus {n}: use multiples of 256 (PP 16 x EP 16)")
+        cmd = [sys.executable, __file__, "--one", str(n), "--layers", str(a.layers),
+               "--microbatches", str(a.microbatches)]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rows.append(json.loads(out.strip().splitlines()[-1]))
+        r = rows[-1]
+        print(
+            f"{r['gpus']:>6} GPUs  {r['messages']:>9,} messages  {r['cpu_s']:7.1f} s CPU  "
+            f"{r['peak_MiB']:8,.0f} MiB  step {r['step_ms']:8.1f} ms  MFU {r['mfu'] * 100:.1f} %",
+            flush=True,
+        )
+    per_msg_cpu = max(r["cpu_s"] / r["messages"] for r in rows)
+    per_msg_mem = max(r["peak_MiB"] / r["messages"] for r in rows)
+    msgs = rows[-1]["messages"] * TARGET_GPUS / rows[-1]["gpus"]
+    print(
+        f"extrapolated to {TARGET_GPUS:,} GPUs (linear in messages, worst per-message cost of "
+        f"the sizes run): {msgs:,.0f} messages, {msgs * per_msg_cpu / 60:,.0f} min CPU, "
+        f"{msgs * per_msg_mem / 1024:,.1f} GiB (target < 10 min, < 16 GiB)"
+    )
+    if a.markdown:
+        print("\n| GPUs | messages | CPU | peak memory | step | MFU |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            mfu = r["mfu"] * 100
+            print(f"| {r['gpus']:,} | {r['messages']:,} | {r['cpu_s']:.1f} s | "
+                  f"{r['peak_MiB']:,.0f} MiB | {r['step_ms']:.1f} ms | {mfu:.1f} % |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
