@@ -203,6 +203,37 @@ def _summary_html(s: dict[str, Any]) -> str:
     )
 
 
+def _serving_html(s: dict[str, Any]) -> str:
+    """Percentiles of the serving figures (``summary.serving``), or nothing for other runs."""
+    sv = s.get("serving")
+    if not sv:
+        return ""
+    cols = ("p50", "p90", "p99", "mean")
+    rows = [
+        [label, *(_num((sv.get(key) or {}).get(c), kind) for c in cols)]
+        for label, key, kind in (
+            ("TTFT", "ttft_s", "time"),
+            ("TPOT", "tpot_s", "time"),
+            ("end-to-end latency", "e2e_s", "time"),
+            ("queue before prefill", "queue_s", "time"),
+            ("KV transfer", "kv_transfer_s", "time"),
+            ("KV transfer exposed", "kv_exposed_s", "time"),
+            ("KV share of TTFT", "kv_share_of_ttft", "pct"),
+            ("KV transfer rate", "kv_rate_Bps", "GBps"),
+        )
+    ]
+    tput = sv.get("output_tokens_per_s_per_gpu")
+    return (
+        f"<h2>Serving: {sv.get('completed', 0)} of {sv.get('requests', 0)} requests completed</h2>"
+        + _table(["per request", *cols], rows)
+        + '<p class="meta">TTFT = arrival to the end of the first decode iteration (prefill, KV '
+        "transfer, first step); exposed KV transfer = prefill end to the cache's last byte; "
+        "per-request rows in requests.parquet"
+        + (f"; output tokens per second per GPU: {tput:.3g}" if tput is not None else "")
+        + ".</p>"
+    )
+
+
 def _hot_links(res: Results, n: int = 12) -> str:
     links = res.links
     if links.empty:
@@ -571,6 +602,7 @@ def render_report(directory: str | Path, baseline: str | Path | None = None) -> 
             if found
             else ""
         )
+        + _serving_html(s)
         + _summary_html(s)
         + _figures(plots, FIGURE_TITLES)
         + _cost_html(res)

@@ -114,6 +114,10 @@ def test_same_seed_gives_identical_requests_table(tmp_path) -> None:
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert set(summary["serving"]["ttft_s"]) == {"p50", "p90", "p99", "mean"}
     assert summary["serving"]["completed"] == 12
+    from podsim.scenarios.report.html import render_report
+
+    page = render_report(tmp_path / "a")
+    assert "Serving: 12 of 12 requests completed" in page and "TTFT" in page
     reread = podsim.Results.read(tmp_path / "a")
     pd.testing.assert_frame_equal(reread.analysis["requests"], a.analysis["requests"],
                                   check_dtype=False)  # fmt: skip
