@@ -42,7 +42,6 @@ the graph run and the longest phase bound. The tables are those of the graph run
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +52,7 @@ from podsim.fabric.bound import lower_bound
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.flow import FlowCluster
-from podsim.scenarios.execution.timeline import PHASE_ORDER, TimelineResult, run_timeline
+from podsim.scenarios.execution.timeline import TimelineResult, layer_plan, run_timeline
 from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = [
@@ -202,29 +201,9 @@ def _compute_times(ctx: RunContext) -> dict[tuple[int, int], np.ndarray]:
 
 
 def _plan(ctx: RunContext) -> list[tuple[int, int, list[str]]]:
-    """(step, layer, phases in order) as :func:`scenarios.execution.timeline.run_timeline` plays
-    them."""
-    have: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for s, l_, ph in (
-        ctx.trace[["step", "layer", "phase"]].drop_duplicates().itertuples(index=False)
-    ):
-        have[(int(s), int(l_))].add(str(ph))
-    comp = ctx.compute
-    if comp is not None and len(comp):
-        for s, l_ in comp[["step", "layer"]].drop_duplicates().itertuples(index=False):
-            have[(int(s), int(l_))].add("compute")
-    return [
-        (
-            s,
-            l_,
-            [
-                p
-                for p in PHASE_ORDER
-                if p in ph or (p == "compute" and {"dispatch", "combine"} & ph)
-            ],
-        )
-        for (s, l_), ph in sorted(have.items())
-    ]
+    """(step, layer, phases in order) as the layer timeline plays them
+    (:func:`podsim.scenarios.execution.timeline.layer_plan`)."""
+    return layer_plan(ctx.trace, ctx.compute)
 
 
 def _chain(ctx: RunContext, pb: PhaseBounds, paced: bool) -> tuple[np.ndarray, pd.DataFrame]:

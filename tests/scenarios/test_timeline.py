@@ -5,23 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import simpy
 from podsim.scenarios.execution.timeline import run_timeline
 
-RATE = 8e9  # bytes/s of the fake transport
-LAT = 1e-6
-
-
-class FixedTransport:
-    """Delivers a message nbytes / RATE + LAT after it is posted (no contention)."""
-
-    def __init__(self) -> None:
-        self.env = simpy.Environment()
-        self.posted: list[tuple[int, float]] = []
-
-    def send(self, msg, src_rank, dst_rank, nbytes, hop, on_done):
-        self.posted.append((msg, self.env.now))
-        self.env.timeout(nbytes / RATE + LAT).callbacks.append(lambda _e: on_done(msg))
+from tests.workloads.test_graph import LAT, RATE, FixedTransport
 
 
 def trace(rows: list[dict]) -> pd.DataFrame:
