@@ -182,3 +182,15 @@ def test_kv_cache_that_does_not_fit_beside_the_weights_is_refused(tmp_path) -> N
     sc["workload"]["serving"]["max_batch"] = 1  # one at a time: 0.7 GB per GPU fits
     r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
     assert r.exit_code == 0, r.output
+
+
+def test_serving_refuses_stragglers_and_ranks_spread_over_nodes(tmp_path) -> None:
+    sc = _scenario(tmp_path, [(0.0, 1024, 4)])
+    sc["faults"] = [{"kind": "straggler", "rank": 3, "factor": 2.0}]
+    r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
+    assert r.exit_code == 2 and "faults" in r.output and "straggler" in r.output, r.output
+    sc = _scenario(tmp_path, [(0.0, 1024, 4)])
+    sc["cluster"]["params"]["nodes"] = 4
+    sc["cluster"]["rank_map"] = "by-node"
+    r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
+    assert r.exit_code == 2 and "cluster.rank_map" in r.output, r.output

@@ -222,3 +222,25 @@ def test_gpu_by_name_takes_the_training_table_and_overrides() -> None:
     assert b.flops_fp8 == GPUS.get("b200").fp8_flops and b.memory == 180e9
     assert Gpu.named("h800") == Gpu()  # the defaults are the H800's
     assert Gpu.named("h800", memory=141e9, hbm_bandwidth=None).memory == 141e9
+
+
+def test_requests_spread_over_free_prefill_and_least_loaded_decode_instances() -> None:
+    pp, dp = _perf(gpus=2), _perf(gpus=2)
+    req = Requests.of([0.0, 0.0, 0.0], [4096, 4096, 4096], [100, 100, 100])
+    plan = build_serving_graph(req, [[0, 1], [2, 3]], [[4, 5], [6, 7]], pp, dp,
+                               kv_transfer="whole", pair_rate=8e9, pair_latency=1e-6)  # fmt: skip
+    # two prefill instances free at 0: requests 0 and 1 start at once, 2 waits for instance 0
+    assert plan.prefill_instance.tolist() == [0, 1, 0]
+    # decode: 0 and 1 arrive together and take one instance each; 2 goes to the emptier one
+    assert sorted(plan.decode_instance[:2].tolist()) == [0, 1]
+    tr = FixedTransport()
+    tl = run_timeline(tr.env, tr, plan.graph.messages(8), None, num_ranks=8, graph=plan.graph)
+    tab = requests_table(tl.phases, 3)
+    assert tab["queue_s"].tolist()[:2] == [0.0, 0.0]
+    assert tab["queue_s"].iloc[2] == pytest.approx(pp.prefill_s(4096), rel=1e-12)
+    # each request's cache went from its prefill instance's ranks to its decode instance's
+    msgs = plan.graph.messages(8)
+    for r in range(3):
+        m = msgs[msgs["step"] == r]
+        assert set(m["src_rank"]) == set([[0, 1], [2, 3]][plan.prefill_instance[r]])
+        assert set(m["dst_rank"]) == set([[4, 5], [6, 7]][plan.decode_instance[r]])
