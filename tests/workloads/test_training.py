@@ -147,3 +147,19 @@ def test_the_timeline_figure_shows_the_whole_training_step() -> None:
     assert {"compute", "pp", "dispatch", "combine", "dp"} <= shown
     # the bars reach the end of the step
     assert ax.get_xlim()[1] >= res.summary["training"]["step_time_s"] * 1e6
+
+
+def test_mla_parameters_and_score_flops_follow_the_config_by_hand() -> None:
+    """DeepSeek-V3 (config.json): hidden 7168, q_lora 1536, kv_lora 512, 128 heads, nope 128,
+    rope 64, v 128: 11.01 M + 37.75 M + 4.13 M + 16.78 M + 117.44 M = 187.11 M weights; causal
+    scores over S = 4096 tokens cost S x 128 x (192 + 128) FLOPs per token."""
+    from podsim.workloads.training.model import layer_costs
+
+    c = layer_costs("deepseek-v3", 4096)
+    hand = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert c[0].attn_params == hand == 187_105_280
+    assert c[10].attn_flops == pytest.approx(2 * hand + 4096 * 128 * 320)
+    assert [x.moe for x in c[:4]] == [False, False, False, True]  # 3 dense layers first
+    # the hybrid preset's linear layers cost their state update, not the quadratic scores
+    k3 = layer_costs("kimi-k3.1-pro-class", 65536)
+    assert k3[0].attn_flops < k3[3].attn_flops
