@@ -622,12 +622,27 @@ def assign_hops(trace: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
     return trace.assign(hop=hop)
 
 
+def _is_splits(t: Any) -> bool:
+    return t.format == "splits" or (t.format == "auto" and Path(t.path).suffix == ".npy")
+
+
+def _trace_workload_file(t: Any, num_ranks: int | None) -> pd.DataFrame:
+    """``workload.trace``'s file: a trace, or an all-to-all split matrix (a Megatron / NCCL
+    all-to-allv size log, podsim.workloads.splits) as a one-phase trace."""
+    if not _is_splits(t):
+        return read_trace_file(t.path, t.format, num_ranks)
+    from podsim.workloads.splits import splits_trace
+
+    with at("workload.trace", f"split matrix {str(t.path)!r}"):
+        return splits_trace(t.path, unit=t.unit, bytes_per_token=t.bytes_per_token)
+
+
 def trace_ranks(sc: Scenario) -> int | None:
     """For trace workloads: the trace's rank count (attrs ``num_ranks`` or max rank + 1)."""
     if sc.workload.trace is None:
         return None
     t = sc.workload.trace
-    df = read_trace_file(t.path, t.format, t.ranks)
+    df = _trace_workload_file(t, t.ranks)
     n = df.attrs.get("num_ranks")
     if n is None and len(df):
         n = int(max(df["src_rank"].max(), df["dst_rank"].max())) + 1
@@ -641,7 +656,9 @@ def build_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         df = _moe_trace(sc, cluster)
         path, source = "workload.moe", f"from MoE model {w.moe.model!r}"
     elif w.trace is not None:
-        df = read_trace_file(w.trace.path, w.trace.format, cluster.num_ranks)
+        df = _trace_workload_file(w.trace, cluster.num_ranks)
+        if _is_splits(w.trace):  # a size log knows no placement: hops from the cluster's
+            df = assign_hops(df, cluster)
         path, source = "workload.trace.path", repr(str(w.trace.path))
     else:
         assert w.synthetic is not None

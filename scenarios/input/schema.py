@@ -758,8 +758,14 @@ class TraceWorkload(Strict):
     zero."""
 
     path: Path = Field(description="trace file (.parquet or .csv), relative to the scenario file")
-    format: Literal["auto", "parquet", "csv"] = Field(
-        "auto", description="file format; auto: by extension"
+    format: Literal["auto", "parquet", "csv", "splits"] = Field(
+        "auto",
+        description="file format; auto: by extension (.npy: a split matrix); splits: an "
+        "all-to-all split matrix (.npy or CSV, row = source rank, podsim.workloads.splits)",
+    )
+    unit: Literal["bytes", "tokens"] = Field("bytes", description="splits: what the matrix counts")
+    bytes_per_token: PositiveInt | None = Field(
+        None, description="splits with unit tokens: bytes of one token"
     )
     ranks: PositiveInt | None = Field(
         None, description="ranks, when the file does not record num_ranks"
