@@ -22,7 +22,7 @@ import yaml
 from podsim.fabric.units import fmt_rate, fmt_size, fmt_time
 from podsim.scenarios.cost.tables import usd, usd_amount
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.results.tables import Results
+from podsim.scenarios.results.tables import Results, all_to_all_workload
 
 __all__ = ["FIGURE_TITLES", "STUDY_FIGURE_TITLES", "render_report", "write_report"]
 
@@ -104,50 +104,61 @@ def _table(headers: list[str], rows: list[list[str]], numeric_from: int = 1) -> 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _summary_html(s: dict[str, Any]) -> str:
+#: the per-phase figures of the summary table: (header, summary key, format)
+_PHASE_FIGURES = (
+    ("completion time", "completion_time_s", "time"),
+    ("algbw / GPU (NCCL)", "algbw_per_gpu_Bps", "GBps"),
+    ("busbw / GPU (NCCL)", "busbw_per_gpu_Bps", "GBps"),
+    ("RDMA send bw / GPU", "rdma_send_bw_per_gpu_Bps", "GBps"),
+    ("NVL send bw / GPU", "nvl_send_bw_per_gpu_Bps", "GBps"),
+    ("kernel time / rank (DeepEP)", "deepep_time_s", "time"),
+    ("RDMA bw / GPU (DeepEP)", "deepep_rdma_bw_per_gpu_Bps", "GBps"),
+    ("NVL bw / GPU (DeepEP)", "deepep_nvl_bw_per_gpu_Bps", "GBps"),
+    ("physical lower bound", "bound_s", "time"),
+    ("fraction of the bound", "fraction_of_bound", "pct"),
+)
+
+
+def _summary_html(s: dict[str, Any], a2a: bool = False) -> str:
+    """The summary's per-phase table (``a2a``: the run is an all-to-all, its completion time is
+    named so) and the link and counter tables."""
+    phases_in = s.get("phases") or {}
+    comm = {ph: m for ph, m in phases_in.items() if ph != "compute"}
+    # a figure only where it applies: a column no phase of this run has a value for is left out
+    # (DeepEP's figures outside DeepEP modes, NVLink without scale-up traffic, ...)
+    shown = [
+        f for f in _PHASE_FIGURES if any(_num(m.get(f[1]), f[2]) != "-" for m in comm.values())
+    ] or list(_PHASE_FIGURES[:1])
     rows = []
-    for ph, m in (s.get("phases") or {}).items():
+    for ph, m in phases_in.items():
         if ph == "compute":
             rows.append(
                 [
                     "compute (per rank, mean / max)",
                     f"{_num(m.get('mean_rank_time_s'), 'time')} / "
                     f"{_num(m.get('max_rank_time_s'), 'time')}",
-                    *[""] * 9,
+                    *[""] * (len(shown) - 1),
                 ]
             )
             continue
-        rows.append(
-            [
-                ph,
-                _num(m.get("completion_time_s"), "time"),
-                _num(m.get("algbw_per_gpu_Bps"), "GBps"),
-                _num(m.get("busbw_per_gpu_Bps"), "GBps"),
-                _num(m.get("rdma_send_bw_per_gpu_Bps"), "GBps"),
-                _num(m.get("nvl_send_bw_per_gpu_Bps"), "GBps"),
-                _num(m.get("deepep_time_s"), "time"),
-                _num(m.get("deepep_rdma_bw_per_gpu_Bps"), "GBps"),
-                _num(m.get("deepep_nvl_bw_per_gpu_Bps"), "GBps"),
-                _num(m.get("bound_s"), "time"),
-                _num(m.get("fraction_of_bound"), "pct"),
-            ]
+        rows.append([ph, *(_num(m.get(key), kind) for _, key, kind in shown)])
+    heads = [head for head, _, _ in shown]
+    if a2a and heads[0] == "completion time":
+        heads[0] = "all-to-all completion time"
+    phases = _table(["phase", *heads], rows)
+    keys = {key for _, key, _ in shown}
+    notes = []
+    if "algbw_per_gpu_Bps" in keys:
+        notes.append(
+            "algbw = mean bytes a rank sends / completion time; busbw = algbw x NCCL's bus "
+            "factor ((n-1)/n for all-to-all, 2(n-1)/n for all-reduce)."
         )
-    phases = _table(
-        [
-            "phase",
-            "all-to-all completion time",
-            "algbw / GPU (NCCL)",
-            "busbw / GPU (NCCL)",
-            "RDMA send bw / GPU",
-            "NVL send bw / GPU",
-            "kernel time / rank (DeepEP)",
-            "RDMA bw / GPU (DeepEP)",
-            "NVL bw / GPU (DeepEP)",
-            "physical lower bound",
-            "fraction of the bound",
-        ],
-        rows,
-    )
+    if keys & {"deepep_rdma_bw_per_gpu_Bps", "deepep_nvl_bw_per_gpu_Bps"}:
+        notes.append(
+            "DeepEP bandwidth = a rank's RDMA (NVLink) bytes as DeepEP counts them / its own "
+            "phase time, averaged over ranks."
+        )
+    notes.append("Utilisation is over the whole run.")
     util = _table(
         ["tier", "links", "mean utilisation", "max utilisation", "bytes"],
         [
@@ -197,9 +208,7 @@ def _summary_html(s: dict[str, Any]) -> str:
         + util
         + "<h3>Loss and congestion</h3>"
         + counters
-        + '<p class="meta">algbw = mean bytes a rank sends / all-to-all time; busbw = algbw x '
-        "(n-1)/n (NCCL all-to-all); DeepEP bandwidth = a rank's RDMA (NVLink) bytes / its own "
-        "phase time, averaged over ranks. Utilisation is over the whole run.</p>"
+        + f'<p class="meta">{_e(" ".join(notes))}</p>'
     )
 
 
@@ -603,7 +612,7 @@ def render_report(directory: str | Path, baseline: str | Path | None = None) -> 
             else ""
         )
         + _serving_html(s)
-        + _summary_html(s)
+        + _summary_html(s, all_to_all_workload(res.scenario))
         + _figures(plots, FIGURE_TITLES)
         + _cost_html(res)
         + _hot_links(res)

@@ -419,6 +419,15 @@ def _per_phase(
     return out.reset_index()[_PER_PHASE_COLUMNS]
 
 
+def all_to_all_workload(scenario: Mapping[str, Any] | None) -> bool:
+    """The resolved scenario's traffic is an all-to-all (an MoE layer or the uniform synthetic
+    pattern): where the summaries say "all-to-all completion time" and NCCL's all-to-all bus
+    factor applies."""
+    wl = (scenario or {}).get("workload") or {}
+    syn = wl.get("synthetic") or {}
+    return bool(wl.get("moe")) or (bool(syn) and syn.get("pattern", "uniform") == "uniform")
+
+
 def json_safe(x: Any) -> Any:
     """JSON-safe scalars: NaN/inf -> None, NumPy -> Python."""
     if isinstance(x, dict):
@@ -712,8 +721,7 @@ class Results:
         for ph in phases:
             head.add_column(ph, justify="right")
         wl = (self.scenario or {}).get("workload") or {}
-        syn = wl.get("synthetic") or {}
-        a2a = bool(wl.get("moe")) or (bool(syn) and syn.get("pattern", "uniform") == "uniform")
+        a2a = all_to_all_workload(self.scenario)
         nccl = a2a or bool(wl.get("collective"))
         rows = (
             ("all-to-all completion time" if a2a else "completion time", "completion_time_s", _t),

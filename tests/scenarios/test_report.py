@@ -242,3 +242,29 @@ def test_summary_rows_only_where_they_apply(quickstart_dir) -> None:
     out = text(other)
     assert "all-to-all" not in out and "completion time" in out
     assert "busbw" not in out and "NVLink send" not in out and "RDMA send" in out
+
+
+def test_the_html_summary_shows_only_the_figures_that_apply() -> None:
+    """A collective run has no DeepEP figures and no NVLink traffic: those columns are left
+    out; an all-to-all names its completion time so."""
+    from podsim.scenarios.report.html import _summary_html
+
+    s = {
+        "phases": {
+            "other": {
+                "completion_time_s": 1e-3,
+                "algbw_per_gpu_Bps": 20e9,
+                "busbw_per_gpu_Bps": 35e9,
+                "rdma_send_bw_per_gpu_Bps": 35e9,
+                "nvl_send_bw_per_gpu_Bps": None,
+                "deepep_time_s": None,
+                "deepep_rdma_bw_per_gpu_Bps": None,
+                "deepep_nvl_bw_per_gpu_Bps": None,
+            }
+        }
+    }
+    html = _summary_html(s)
+    assert "busbw / GPU (NCCL)" in html and "RDMA send bw / GPU" in html
+    assert "DeepEP" not in html and "NVL send bw" not in html
+    assert "all-to-all completion time" not in html
+    assert "all-to-all completion time" in _summary_html(s, a2a=True)
