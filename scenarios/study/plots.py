@@ -198,11 +198,26 @@ def fig_pareto(
     only_front = len(df) > LABEL_ALL_MAX
     finite = np.isfinite(x)
     mid = (np.nanmin(x) + np.nanmax(x)) / 2 if finite.any() else 0.0
+    ax.get_xlim()  # settle the autoscaled limits: label placement works in display points
+    to_pt = ax.transData.transform
+    placed: list[tuple[float, float, bool]] = []  # (x, y) in display points, side, of labels
+    step = MIN_FONT_PT * 1.3  # one label line, in points
+    scale = fig.dpi / 72.0
     for xi, yi, lab, f in zip(x, y, labels, front, strict=True):
         if np.isfinite(xi) and np.isfinite(yi) and (f or not only_front):
             # labels of the right half point left, so they stay inside the figure
             right = xi > mid
-            ax.annotate(lab, (xi, yi), fontsize=MIN_FONT_PT, xytext=(-3 if right else 3, 3),
+            px, py = to_pt((xi, yi)) / scale
+            dy = 3.0
+            # a label that would sit on an earlier one (same side, close points) moves up a
+            # line at a time until it is clear: coincident variants stay readable
+            while any(
+                s_ == right and abs(px - qx) < 60 and abs(py + dy - qy) < step
+                for qx, qy, s_ in placed
+            ):
+                dy += step
+            placed.append((px, py + dy, right))
+            ax.annotate(lab, (xi, yi), fontsize=MIN_FONT_PT, xytext=(-3 if right else 3, dy),
                         textcoords="offset points", ha="right" if right else "left",
                         color="tab:red" if f else "0.35")  # fmt: skip
     if only_front:

@@ -52,6 +52,28 @@ def test_pareto_capex_ticks_are_distinct_and_labels_stay_inside() -> None:
         assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, text.get_text()
 
 
+def test_pareto_labels_of_coincident_points_do_not_overlap() -> None:
+    import pandas as pd
+    from podsim.scenarios.study.plots import fig_pareto
+
+    # four variants at the same cost and time (a swept key with no effect), one apart
+    df = pd.DataFrame(
+        {
+            "point": range(5),
+            "param:cluster.nic.cc.name": ["dcqcn", "hpcc", "nscc", "swift", "timely"],
+            "capex_usd": [1e6, 1e6, 1e6, 1e6, 2e6],
+            "layer_time_s": [1e-3, 1e-3, 1e-3, 1e-3, 0.5e-3],
+        }
+    )
+    fig = fig_pareto(df, "layer_time_s", "capex_usd")
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in fig.axes[0].texts]
+    assert len(boxes) == 5
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), (a, b)
+
+
 def test_legends_do_not_cover_the_bars_and_phases_run_in_order(quickstart_dir: Path) -> None:
     from podsim.scenarios.report.plots import fig_gpu_bandwidth, fig_layer_timeline
     from podsim.scenarios.results.tables import Results
