@@ -28,7 +28,7 @@ table of messages (:meth:`OpGraph.messages`) has the trace schema of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +95,6 @@ class OpGraph:
     # -- building ----------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.kind)
-
-    @property
-    def num_messages(self) -> int:
-        return len(self._msg_rows)
 
     def _add(
         self,
@@ -303,10 +299,10 @@ class OpGraph:
 
         rows = sorted(self._msg_rows, key=lambda r: self.msg[r[0]])
         node = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        src = np.asarray(self.rank, dtype=np.int64)[node] if len(rows) else node
-        dst = np.asarray(self.peer, dtype=np.int64)[node] if len(rows) else node
-        nb = np.asarray(self.nbytes, dtype=np.int64)[node] if len(rows) else node
-        delay = np.asarray(self.delay_s, dtype=float)[node] if len(rows) else node.astype(float)
+        src = np.asarray(self.rank, dtype=np.int64)[node]
+        dst = np.asarray(self.peer, dtype=np.int64)[node]
+        nb = np.asarray(self.nbytes, dtype=np.int64)[node]
+        delay = np.asarray(self.delay_s, dtype=float)[node]
         stage = [r[5] for r in rows]
         hop = np.array([r[4] for r in rows], dtype=object)
         unset = np.array([h is None for h in hop], dtype=bool)
@@ -329,6 +325,3 @@ class OpGraph:
     def spans(self) -> list[tuple[int, int, int, dict[str, Any]]]:
         """(rank, first node, last node, tags) of every recorded span, in order."""
         return list(self._spans)
-
-    def labels(self, ids: Sequence[int]) -> list[str]:
-        return [self.label[i] for i in ids]

@@ -234,9 +234,7 @@ def span_table(g: OpGraph, run: GraphRun) -> pd.DataFrame:
         if not np.isnan(t1):
             records.append({**tags, "rank": r, "start_s": run.start_s[first], "end_s": t1})
     cols = ["step", "layer", "phase", "rank", "start_s", "end_s", "bytes_out", "bytes_in"]
-    ph = pd.DataFrame.from_records(records, columns=cols if not records else None)
-    if not len(ph):
-        ph = pd.DataFrame(columns=cols)
+    ph = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=cols)
     ph = ph[[c for c in cols if c in ph.columns] + [c for c in ph.columns if c not in cols]]
     if {"step", "layer", "phase"} <= set(ph.columns) and len(ph):
         ph["_order"] = ph["phase"].map(
