@@ -522,14 +522,13 @@ def chakra_graph(
     compute_scale: float = 1.0,
     comm_groups: Mapping[str, Sequence[int]] | None = None,
     serialize_compute: bool = True,
-    rank_scale: Mapping[int, float] | None = None,
 ) -> OpGraph:
     """The operation graph of a Chakra trace: one ``.et`` file per rank (a directory, a
     ``dir/<prefix>`` whose files are ``<prefix>.<rank>.et``, or the list of files, rank 0
     first). See the module docstring for how each node is replayed.
 
     ``compute_scale`` multiplies every recorded compute duration (0.5: a GPU twice as fast as
-    the traced one); ``rank_scale[r]`` multiplies rank ``r``'s on top (a straggler).
+    the traced one); a straggler is ``OpGraph.scale_compute`` on the result.
     ``comm_groups`` maps a ``pg_name`` to its ranks. Every problem is a
     :class:`TraceImportError` naming the file, the node and the field."""
     if isinstance(path, (str, Path)):
@@ -547,7 +546,6 @@ def chakra_graph(
     recvs: dict[tuple[int, int, int], deque[tuple[Path, EtNode, int]]] = defaultdict(deque)
     all_ranks = tuple(range(n))
     for rank, f in enumerate(files):
-        scale = compute_scale * (rank_scale or {}).get(rank, 1.0)
         _version, nodes = read_et(f)
         end_of: dict[int, int] = {}
         seq: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
@@ -562,7 +560,7 @@ def chakra_graph(
                     stream = "mem"
                 end_of[nd.id] = g.compute(
                     rank,
-                    nd.duration_micros * 1e-6 * scale,
+                    nd.duration_micros * 1e-6 * compute_scale,
                     deps,
                     stream=stream if serialize_compute else None,
                     label=label,

@@ -53,7 +53,7 @@ import gzip
 import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -352,12 +352,11 @@ def kineto_graph(
     *,
     compute_scale: float = 1.0,
     gaps: bool = True,
-    rank_scale: Mapping[int, float] | None = None,
 ) -> OpGraph:
     """The operation graph of a Kineto trace (a directory of per-rank JSON files or their
     list; see the module docstring for the fields read and the assumptions). ``compute_scale``
     multiplies every recorded kernel and copy duration (0.5: a GPU twice as fast);
-    ``rank_scale[r]`` multiplies rank ``r``'s on top (a straggler). Problems are
+    a straggler is ``OpGraph.scale_compute`` on the result. Problems are
     :class:`TraceImportError` naming the file, the event and the field."""
     if not compute_scale >= 0:
         raise ValueError(f"compute_scale must be >= 0; got {compute_scale}")
@@ -366,7 +365,6 @@ def kineto_graph(
     g = OpGraph()
     colls: dict[tuple[str, tuple[int, ...]], list[list[_Part]]] = {}
     for rank, t in enumerate(traces):
-        scale = compute_scale * (rank_scale or {}).get(rank, 1.0)
         t0 = min((k.ts for k in t.kernels), default=0.0)
         last_end: dict[Any, float] = {}
         seq: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
@@ -378,7 +376,7 @@ def kineto_graph(
             if gaps and gap > 0:
                 g.join(rank=rank, stream=stream, delay_s=gap * 1e-6, label=f"{label} gap")
             if not k.nccl:
-                g.compute(rank, k.dur * 1e-6 * scale, stream=stream, label=label)
+                g.compute(rank, k.dur * 1e-6 * compute_scale, stream=stream, label=label)
                 continue
             a = _coll_args(t, k)
             cname = str(a.get("Collective name"))

@@ -712,11 +712,10 @@ def compute_table(
     return with_stragglers(sc, cluster, out) if with_faults else out
 
 
-def with_stragglers(sc: Scenario, cluster: Cluster, compute: pd.DataFrame) -> pd.DataFrame:
-    """``compute`` (a :func:`compute_table` without faults) with the scenario's straggler
-    faults applied: each multiplies its rank's time by its factor. ``compute`` is not
-    changed; without stragglers it is returned as it is."""
-    out = compute
+def stragglers(sc: Scenario, cluster: Cluster) -> list[Straggler]:
+    """The scenario's straggler faults in order; one whose rank is outside the cluster's ranks
+    is a ScenarioError at its key."""
+    out = []
     for i, f in enumerate(sc.faults):
         if isinstance(f, Straggler):
             if f.rank >= cluster.num_ranks:
@@ -724,7 +723,25 @@ def with_stragglers(sc: Scenario, cluster: Cluster, compute: pd.DataFrame) -> pd
                     f"straggler rank {f.rank} is not one of the {cluster.num_ranks} ranks.",
                     path=f"faults[{i}].rank",
                 )
-            if out is compute:
-                out = compute.copy()
-            out.loc[out["rank"] == f.rank, "compute_s"] *= f.factor
+            out.append(f)
+    return out
+
+
+def straggler_factors(sc: Scenario, cluster: Cluster) -> dict[int, float]:
+    """Rank -> the product of its straggler faults' factors (:func:`stragglers`)."""
+    out: dict[int, float] = {}
+    for f in stragglers(sc, cluster):
+        out[f.rank] = out.get(f.rank, 1.0) * f.factor
+    return out
+
+
+def with_stragglers(sc: Scenario, cluster: Cluster, compute: pd.DataFrame) -> pd.DataFrame:
+    """``compute`` (a :func:`compute_table` without faults) with the scenario's straggler
+    faults applied (:func:`stragglers`): each multiplies its rank's time by its factor.
+    ``compute`` is not changed; without stragglers it is returned as it is."""
+    out = compute
+    for f in stragglers(sc, cluster):
+        if out is compute:
+            out = compute.copy()
+        out.loc[out["rank"] == f.rank, "compute_s"] *= f.factor
     return out

@@ -12,9 +12,9 @@ executor's timeline instead (:func:`podsim.scenarios.execution.timeline.layer_gr
 from __future__ import annotations
 
 import pandas as pd
-from podsim.scenarios.build.cluster import Cluster, assign_hops, at
+from podsim.scenarios.build.cluster import Cluster, assign_hops, at, straggler_factors
 from podsim.scenarios.errors import ScenarioError
-from podsim.scenarios.input.schema import Scenario, Straggler
+from podsim.scenarios.input.schema import Scenario
 from podsim.workloads.collectives import BUS_FACTORS, Collective, build_collective
 from podsim.workloads.graph import GraphError, OpGraph
 from podsim.workloads.training.step import TrainingError, TrainingSpec, build_training_step
@@ -24,19 +24,31 @@ __all__ = ["build_workload_graph", "graph_trace"]
 
 def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
     """The operation graph of ``sc``'s workload, or None for a layer-timeline workload.
-    Straggler faults multiply the durations of their rank's compute nodes."""
+    Straggler faults multiply the durations of their rank's compute nodes (the serving
+    workload refuses them)."""
     w = sc.workload
     if w.serving is not None:
         from podsim.scenarios.build.serving import build_serving
 
         return build_serving(sc, cluster).graph
     if w.training is not None:
-        return _training_graph(sc, cluster)
-    if w.chakra is not None or w.kineto is not None:
-        return _imported_trace_graph(sc, cluster)
-    if w.collective is None:
+        g = _training_graph(sc, cluster)
+    elif w.chakra is not None or w.kineto is not None:
+        g = _imported_trace_graph(sc, cluster)
+    elif w.collective is not None:
+        g = _collective_graph(sc, cluster)
+    else:
         return None
-    c = w.collective
+    slow = straggler_factors(sc, cluster)
+    if slow:
+        g.scale_compute(slow)
+    return g
+
+
+def _collective_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
+    """``workload.collective`` repeated ``steps`` times, ``compute_time`` before each."""
+    c = sc.workload.collective
+    assert c is not None
     n = cluster.num_ranks
     local = c.local_size or max(1, min(cluster.gpus_per_pod, n))
     g = OpGraph()
@@ -59,7 +71,6 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
             path="workload.collective.shift",
         )
     done: dict[int, int] = {}
-    slow = _straggler_factors(sc)
     with at("workload.collective", f"{c.op} ({c.algorithm})"):
         try:
             for s in range(c.steps):
@@ -67,7 +78,7 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
                     for r in ranks:
                         node = g.compute(
                             r,
-                            c.compute_time * slow.get(r, 1.0),
+                            c.compute_time,
                             (done[r],) if r in done else (),
                             label=f"compute step {s} rank {r}",
                         )
@@ -99,8 +110,7 @@ def build_workload_graph(sc: Scenario, cluster: Cluster) -> OpGraph | None:
 
 
 def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
-    """One training step (podsim.workloads.training.step) over the cluster's ranks; straggler
-    faults scale their rank's compute."""
+    """One training step (podsim.workloads.training.step) over the cluster's ranks."""
     t = sc.workload.training
     assert t is not None
     spec = TrainingSpec(
@@ -123,18 +133,14 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         dp_overlap=t.dp_overlap,
     )
     try:
-        g = build_training_step(spec)
+        return build_training_step(spec)
     except TrainingError as exc:
         raise ScenarioError(str(exc), path=f"workload.training.{exc.key}") from None
-    slow = _straggler_factors(sc)
-    if slow:
-        g.scale_compute(slow)
-    return g
 
 
 def _imported_trace_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
-    """A Chakra or Kineto trace as an operation graph (podsim.workloads.chakra / .kineto);
-    straggler faults scale their rank's recorded compute. A trace that cannot be imported is a
+    """A Chakra or Kineto trace as an operation graph (podsim.workloads.chakra / .kineto). A
+    trace that cannot be imported is a
     :class:`ScenarioError` naming the key, the file, the node and the field."""
     from podsim.workloads.chakra import chakra_graph
     from podsim.workloads.kineto import kineto_graph
@@ -142,7 +148,6 @@ def _imported_trace_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
 
     w = sc.workload
     key = f"workload.{w.kind}.path"
-    slow = _straggler_factors(sc)
     try:
         if w.chakra is not None:
             c = w.chakra
@@ -151,12 +156,11 @@ def _imported_trace_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
                 compute_scale=c.compute_scale,
                 comm_groups=c.comm_groups,
                 serialize_compute=c.serialize_compute,
-                rank_scale=slow,
             )
         else:
             k = w.kineto
             assert k is not None
-            g = kineto_graph(k.path, compute_scale=k.compute_scale, gaps=k.gaps, rank_scale=slow)
+            g = kineto_graph(k.path, compute_scale=k.compute_scale, gaps=k.gaps)
     except TraceImportError as exc:
         raise ScenarioError(str(exc), path=key) from None
     used = {int(r) for r in g.rank if r >= 0} | {int(r) for r in g.peer if r >= 0}
@@ -166,14 +170,6 @@ def _imported_trace_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
             path=key,
         )
     return g
-
-
-def _straggler_factors(sc: Scenario) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for f in sc.faults:
-        if isinstance(f, Straggler):
-            out[f.rank] = out.get(f.rank, 1.0) * f.factor
-    return out
 
 
 def graph_trace(g: OpGraph, cluster: Cluster) -> pd.DataFrame:

@@ -121,3 +121,22 @@ def test_podsim_trace_writes_an_imported_traces_messages(tmp_path: Path) -> None
     assert "operation graph" in res.output
     df = read_trace(tmp_path / "t.parquet")
     assert len(df) == 28 and int(df["bytes"].sum()) == 24 * (1 << 18) + 4 * (1 << 16)
+
+
+def test_a_straggler_outside_the_ranks_of_a_graph_workload_is_refused(tmp_path) -> None:
+    """As for the layer-timeline workloads (with_stragglers), every graph workload refuses a
+    straggler rank the run does not have, at its key."""
+    import podsim
+    from podsim.scenarios.errors import ScenarioError
+
+    sc = {
+        "name": "c",
+        "engine": "flow",
+        "cluster": {"topology": {"name": "star", "params": {"hosts": 4}}},
+        "workload": {"collective": {"op": "all-reduce", "size": 1 << 20, "compute_time": 1e-5}},
+        "faults": [{"kind": "straggler", "rank": 9, "factor": 2.0}],
+        "outputs": {"plots": False},
+    }
+    with pytest.raises(ScenarioError) as exc:
+        podsim.run(sc)
+    assert exc.value.path == "faults[0].rank" and "straggler rank 9" in str(exc.value)

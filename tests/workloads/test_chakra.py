@@ -247,11 +247,12 @@ def test_process_groups_restrict_a_collective_to_their_ranks(tmp_path: Path) -> 
 
 
 def test_a_straggler_rank_scales_its_compute_and_collectives_get_spans() -> None:
-    """rank_scale {3: 2}: rank 3's forward takes 260 us, so it begins the all-reduce last.
+    """scale_compute {3: 2}: rank 3's forward takes 260 us, so it begins the all-reduce last.
     Step k of rank i carries what rank i - k began with, so of the messages rank 3 sends or
     receives the last to wait for its own start is its step-4 send (5 steps after 260 us);
     then its backward (100 us), the send to rank 0 and its optimizer (40 us) end the run."""
-    g = chakra_graph(EXAMPLE, rank_scale={3: 2.0})
+    g = chakra_graph(EXAMPLE)
+    g.scale_compute({3: 2.0})
     res = replay(g, 4)
     end = 260e-6 + 5 * msg_time(1 << 18) + 100e-6 + msg_time(1 << 16) + 40e-6
     assert res.sim_time_s == pytest.approx(end, rel=1e-12)
