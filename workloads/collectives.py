@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from podsim.fabric.registry import Registry
@@ -106,7 +106,6 @@ class Collective:
     layer: int = 0
     phase: str = "other"
     label: str = ""
-    tags: Mapping[str, object] = field(default_factory=dict)
     #: broadcast / reduce: the root rank (None: ``ranks[0]``)
     root: int | None = None
     #: send-recv: (src, dst) pairs, each sending ``nbytes``; empty: every ``ranks[i]`` sends to
@@ -271,15 +270,8 @@ def _all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int
 
 @COLLECTIVES.register("all-reduce/hierarchical", "all-reduce: scale-up, rails, scale-up")
 def _hierarchical(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
-    ranks = list(c.ranks)
-    ls = c.local_size
-    if ls < 1 or len(ranks) % ls:
-        raise GraphError(
-            f"hierarchical all-reduce: local_size {ls} must divide the {len(ranks)} ranks"
-        )
-    groups = [ranks[i : i + ls] for i in range(0, len(ranks), ls)]
-    rails = [[grp[k] for grp in groups] for k in range(ls)]
-    shard = -(-c.nbytes // ls)
+    groups, rails = _groups(c)
+    shard = -(-c.nbytes // c.local_size)
     here = dict(start)
     for grp in groups:  # reduce-scatter inside each scale-up group
         here.update(build_collective(g, _sub(c, "reduce-scatter", grp, c.nbytes), here))
@@ -287,7 +279,7 @@ def _hierarchical(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[i
         here.update(build_collective(g, _sub(c, "all-reduce", rail, shard), here))
     for grp in groups:  # all-gather inside each group
         here.update(build_collective(g, _sub(c, "all-gather", grp, c.nbytes), here))
-    return {r: here[r] for r in ranks}
+    return {r: here[r] for r in c.ranks}
 
 
 def _sub(c: Collective, op: str, ranks: Sequence[int], nbytes: int) -> Collective:
