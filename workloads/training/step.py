@@ -152,6 +152,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
     tp, pp, dp, ep = spec.tp, spec.pp, spec.dp, spec.ep
     tokens = spec.micro_batch_size * spec.seq_len
     shard = tokens / tp  # tokens a rank routes (sequence parallel inside the TP group)
+    pair_tokens = shard * m.top_k / ep  # token copies a rank sends each EP peer (uniform)
     scale = spec.compute_scale
     act_bytes = int(tokens * m.hidden * BF16)
     pp_bytes = int(shard * m.hidden * BF16)
@@ -165,6 +166,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
     exit_: dict[tuple[int, str, int], dict[int, int]] = {}
     # stage -> layer -> rank -> node at which the last micro-batch's backward of it ended
     grads_ready: dict[int, dict[int, dict[int, int]]] = defaultdict(dict)
+    final: dict[int, dict[int, int]] = {}  # stage -> rank -> end of its last backward
 
     def stage_ranks(p: int) -> list[int]:
         return [rank_of(spec, t, d, p) for d in range(dp) for t in range(tp)]
@@ -179,8 +181,8 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
             for blk in range(dp // ep)
         ]
 
-    def compute(r: int, seconds: float, after: int, stream: str, label: str, **tags) -> int:
-        node = g.compute(r, seconds * scale, (after,), stream=stream, label=label)
+    def compute(r: int, seconds: float, after: int, label: str, **tags) -> int:
+        node = g.compute(r, seconds * scale, (after,), label=label)  # the "compute" stream
         g.span(r, node, node, step=0, phase="compute", bytes_out=0, bytes_in=0, **tags)
         return node
 
@@ -196,11 +198,11 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                        bytes_in=nbytes, **tags)  # fmt: skip
                 cur[r] = done[r]
 
-    def a2a(pair_tokens: float, tok_bytes: int, cur: dict[int, int], p: int, phase: str, **tags):
+    def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, **tags):
         pair = round(pair_tokens * tok_bytes)
         if ep < 2 or pair <= 0:
             return
-        for grp in ep_groups(p):
+        for grp in groups:
             mat = np.full((ep, ep), pair, dtype=np.int64)
             np.fill_diagonal(mat, 0)
             c = Collective("all-to-all", grp, pair * ep, phase=phase, label=f"{phase}")
@@ -211,15 +213,14 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                        bytes_in=pair * (ep - 1), **tags)  # fmt: skip
                 cur[r] = done[r]
 
-    pair_tokens = shard * m.top_k / ep
     for p in range(pp):
         ranks = stage_ranks(p)
+        tp_grp, ep_grp = tp_groups(p), ep_groups(p)
         layers = costs[p * per_stage : (p + 1) * per_stage]
         order = schedule(spec.schedule, p, pp, mb_count)
         last_b = max(i for i, (k, _) in enumerate(order) if k == "B")
         done_before: dict[int, int] = {}  # rank -> where its next pass may start
         for i, (kind, mb) in enumerate(order):
-            stream = "compute"
             # without overlap a pass starts when the rank's previous pass ended, exchanges
             # included (Megatron runs them back to back); with ep_overlap when the previous
             # pass's last compute ended, so its trailing all-to-all overlaps this pass's compute.
@@ -248,23 +249,23 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                 tags = {"layer": layer, "microbatch": mb, "pass": kind}
                 attn_s = mult * tokens * (lc.attn_flops + (0 if lc.moe else lc.ffn_flops)) / tp
                 for r in ranks:
-                    cur[r] = compute(r, attn_s / rate, cur[r], stream, f"attn {kind}", **tags)
-                collective("all-reduce", tp_groups(p), act_bytes, cur, "tp", **tags)
+                    cur[r] = compute(r, attn_s / rate, cur[r], f"attn {kind}", **tags)
+                collective("all-reduce", tp_grp, act_bytes, cur, "tp", **tags)
                 if lc.moe:
                     first = disp_tok if kind == "F" else bf16_tok
-                    a2a(pair_tokens, first, cur, p, "dispatch" if kind == "F" else "combine",
-                        **tags)  # fmt: skip
+                    a2a(first, cur, ep_grp, "dispatch" if kind == "F" else "combine", **tags)
                     exp_s = mult * (shard * lc.routed_flops + tokens * lc.ffn_flops / tp) / rate
                     for r in ranks:
-                        cur[r] = compute(r, exp_s, cur[r], stream, f"experts {kind}", **tags)
-                    a2a(pair_tokens, bf16_tok, cur, p, "combine" if kind == "F" else "dispatch",
-                        **tags)  # fmt: skip
-                    collective("all-reduce", tp_groups(p), act_bytes, cur, "tp", **tags)
+                        cur[r] = compute(r, exp_s, cur[r], f"experts {kind}", **tags)
+                    a2a(bf16_tok, cur, ep_grp, "combine" if kind == "F" else "dispatch", **tags)
+                    collective("all-reduce", tp_grp, act_bytes, cur, "tp", **tags)
                 if kind == "B" and i == last_b:
                     grads_ready[p][layer] = dict(cur)
             exit_[(p, kind, mb)] = cur
+            if i == last_b:
+                final[p] = cur
             done_before = (
-                {r: g.stream_tail(r, stream) for r in ranks} if spec.ep_overlap else dict(cur)
+                {r: g.stream_tail(r, "compute") for r in ranks} if spec.ep_overlap else dict(cur)
             )
     # backward activation gradients flow to the previous stage
     for p in range(1, pp):
@@ -281,23 +282,21 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
     # data-parallel gradient reduction (ZeRO-1): reduce-scatter grads, all-gather params
     for p in range(pp):
         layers = costs[p * per_stage : (p + 1) * per_stage]
-        final = exit_[(p, "B", _last_backward(spec, p))]
         buckets = (
             [(p * per_stage + i, [lc]) for i, lc in enumerate(layers)][::-1]
             if spec.dp_overlap
             else [(None, layers)]
         )
-        cur = dict(final) if not spec.dp_overlap else dict(grads_ready[p][buckets[0][0]])
+        cur = dict(final[p]) if not spec.dp_overlap else dict(grads_ready[p][buckets[0][0]])
+        dp_groups = [[rank_of(spec, t, d, p) for d in range(dp)] for t in range(tp)]
+        xp_groups = [
+            [rank_of(spec, t, d, p) for t in range(tp) for d in range(k, dp, ep)] for k in range(ep)
+        ]
         for layer, group in buckets:
             if layer is not None:
                 cur = {r: g.join((grads_ready[p][layer][r], cur[r]), rank=r) for r in cur}
             dense = sum(lc.attn_params + lc.ffn_params for lc in group) // tp
             expert = sum(lc.expert_params for lc in group) * (m.routed_experts // ep)
-            dp_groups = [[rank_of(spec, t, d, p) for d in range(dp)] for t in range(tp)]
-            xp_groups = [
-                [rank_of(spec, t, d, p) for t in range(tp) for d in range(k, dp, ep)]
-                for k in range(ep)
-            ]
             for groups, params in ((dp_groups, dense), (xp_groups, expert)):
                 if params <= 0:
                     continue
@@ -325,8 +324,3 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         "tokens_per_step": spec.microbatches * dp * tokens,
     }
     return g
-
-
-def _last_backward(spec: TrainingSpec, p: int) -> int:
-    order = schedule(spec.schedule, p, spec.pp, spec.microbatches)
-    return [mb for k, mb in order if k == "B"][-1]
