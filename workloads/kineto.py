@@ -284,6 +284,14 @@ def _coll_args(t: _RankTrace, k: _Kernel) -> dict[str, Any]:
     )
 
 
+def collective_of(t: _RankTrace, k: _Kernel) -> tuple[dict[str, Any], str, str | None]:
+    """An NCCL kernel's collective: its recorded arguments (on the kernel or its cpu_op), the
+    recorded collective name and podsim's kind for it (None: not one podsim replays)."""
+    a = _coll_args(t, k)
+    cname = str(a.get("Collective name"))
+    return a, cname, _collective_kind(cname)
+
+
 def _group(t: _RankTrace, k: _Kernel, a: dict[str, Any], n: int) -> tuple[int, ...]:
     node = f"event {k.index} ({k.name})"
     ranks = a.get("Process Group Ranks")
@@ -378,9 +386,7 @@ def kineto_graph(
             if not k.nccl:
                 g.compute(rank, k.dur * 1e-6 * compute_scale, stream=stream, label=label)
                 continue
-            a = _coll_args(t, k)
-            cname = str(a.get("Collective name"))
-            kind = _collective_kind(cname)
+            a, cname, kind = collective_of(t, k)
             if kind is None:
                 raise TraceImportError(
                     t.path,

@@ -52,38 +52,32 @@ class Analysis:
 
 def phases_from_kineto(path: Path) -> pd.DataFrame:
     """The recorded GPU timeline of a Kineto trace folder as spans: kernels and copies are
-    ``compute``, NCCL kernels their collective (``nccl`` when the name does not tell it);
+    ``compute``, NCCL kernels their collective (``nccl`` when podsim does not know it);
     times in seconds from the earliest event of any rank (profilers share a clock only
     approximately: ranks are compared by durations, gaps within a rank by its own clock)."""
-    from podsim.workloads.kineto import _coll_args, _collective_kind, kineto_files
+    from podsim.workloads.kineto import collective_of, kineto_files
     from podsim.workloads.trace_import import TraceImportError
 
     try:
         traces = kineto_files(path)
+        rows = [
+            (
+                r,
+                (collective_of(t, k)[2] or "nccl") if k.nccl else "compute",
+                k.ts * 1e-6,
+                (k.ts + k.dur) * 1e-6,
+            )
+            for r, t in enumerate(traces)
+            for k in t.kernels
+        ]
     except TraceImportError as exc:
         raise ScenarioError(str(exc)) from None
-    rows = [
-        (
-            r,
-            _nccl_kind(t, k, _coll_args, _collective_kind) if k.nccl else "compute",
-            k.ts * 1e-6,
-            (k.ts + k.dur) * 1e-6,
-        )
-        for r, t in enumerate(traces)
-        for k in t.kernels
-    ]
     df = pd.DataFrame(rows, columns=["rank", "phase", "start_s", "end_s"])
     if len(df):
         t0 = df["start_s"].min()
         df["start_s"] -= t0
         df["end_s"] -= t0
     return df
-
-
-def _nccl_kind(t, k, coll_args, kind_of) -> str:
-    """The collective of an NCCL kernel: from its recorded arguments, else its name."""
-    name = str(coll_args(t, k).get("Collective name") or "")
-    return kind_of(name) or kind_of(k.name) or "nccl"
 
 
 def _gaps(phases: pd.DataFrame) -> pd.DataFrame:

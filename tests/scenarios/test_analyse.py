@@ -90,3 +90,17 @@ def test_cli_prints_the_tables_and_refuses_what_it_cannot_analyse(tmp_path: Path
     assert r.exit_code == 2 and "not a folder" in r.output
     with pytest.raises(ScenarioError, match="neither a result folder"):
         analyse_dir(tmp_path / "o")
+
+
+def test_an_nccl_kernel_without_its_arguments_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "kineto"
+    shutil.copytree(TRACES / "kineto-2rank", out)
+    f = out / "kineto.0.json"
+    doc = json.loads(f.read_text())
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") == "kernel" and ev["name"].startswith("ncclDevKernel_AllReduce"):
+            ev["args"] = {"stream": ev["args"]["stream"]}
+    f.write_text(json.dumps(doc))
+    r = CliRunner().invoke(app, ["analyse", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "kineto.0.json" in r.output and "Collective name" in r.output
