@@ -39,28 +39,36 @@ class Figure:
     get: Callable[[Results], float | None]
 
 
-def _num(x: Any) -> float | None:
+def finite_number(x: Any) -> float | None:
+    """``x`` as a float if it is a finite real number (not a bool), else None: how summary
+    figures are read (a figure may be None, NaN or missing)."""
     if isinstance(x, bool) or not isinstance(x, int | float):
         return None
     return float(x) if math.isfinite(x) else None
 
 
+def _makespan(r: Results) -> float | None:
+    return finite_number(r.summary.get("makespan_s"))
+
+
 def _phase(ph: str, key: str) -> Callable[[Results], float | None]:
-    return lambda r: _num(((r.summary.get("phases") or {}).get(ph) or {}).get(key))
+    return lambda r: finite_number(((r.summary.get("phases") or {}).get(ph) or {}).get(key))
 
 
 def _counter(key: str) -> Callable[[Results], float | None]:
-    return lambda r: _num((r.summary.get("counters") or {}).get(key))
+    return lambda r: finite_number((r.summary.get("counters") or {}).get(key))
 
 
 def _cost(part: str, key: str) -> Callable[[Results], float | None]:
-    return lambda r: _num(((r.cost or {}).get(part) or {}).get(key))
+    return lambda r: finite_number(((r.cost or {}).get(part) or {}).get(key))
 
 
 def figures_of(runs: Sequence[Results]) -> list[Figure]:
     """The figures compared for ``runs`` (the phases any of them has)."""
     have = {ph for r in runs for ph in (r.summary.get("phases") or {}) if ph in PHASES}
-    out = [Figure("makespan", "time", "lower", lambda r: _num(r.summary.get("makespan_s")))]
+    out = [
+        Figure("makespan", "time", "lower", lambda r: finite_number(r.summary.get("makespan_s")))
+    ]
     for ph in (p for p in PHASES if p in have):
         out += [
             Figure(f"{ph}: completion time", "time", "lower", _phase(ph, "completion_time_s")),

@@ -9,10 +9,10 @@ table); a figure the run does not have leaves its sentence out rather than guess
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from podsim.fabric.units import fmt_time
+from podsim.scenarios.report.compare import finite_number
 from podsim.scenarios.results.tables import Results
 
 __all__ = ["findings"]
@@ -21,7 +21,7 @@ COMM_PHASES = ("dispatch", "combine", "other")
 
 
 def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return finite_number(x) is not None
 
 
 def _timing(s: dict[str, Any]) -> list[str]:
