@@ -999,8 +999,8 @@ class ServingInstances(Strict):
 
 
 class ServingGpu(Strict):
-    """The GPU (``name``: peaks from podsim.workloads.training.gpu, HBM capacity from
-    podsim.workloads.serving.perf.GPU_MEMORY; any figure may be overridden) and the achieved
+    """The GPU (``name``: peaks and HBM capacity from podsim.workloads.training.gpu; any
+    figure may be overridden) and the achieved
     fractions (mfu/mbu estimates, podsim.workloads.serving.perf)."""
 
     name: GpuName = Field("h800", description="accelerator (podsim list gpus)")

@@ -23,10 +23,10 @@ balance), the communication inside an instance (TP all-reduce, EP all-to-all) is
 GPU defaults (:class:`Gpu`): NVIDIA H800 SXM = H100 SXM compute: 1,979 TFLOP/s dense FP8 and
 989 TFLOP/s dense BF16 tensor core, 3.35 TB/s HBM3, 80 GB (NVIDIA H100 Tensor Core GPU datasheet,
 SXM column, dense figures = half the "with sparsity" ones); :meth:`Gpu.named` takes the peaks
-of another accelerator from :data:`podsim.workloads.training.gpu.GPUS` and its HBM capacity from
-:data:`GPU_MEMORY`. ``mfu`` 0.4 and ``mbu`` 0.7 are
-estimates [E] (prefill MFU of large MoE models is reported around 30-50 %, decode bandwidth
-utilisation of memory-bound kernels around 60-80 %); every figure is a scenario parameter.
+and HBM capacity of another accelerator from :data:`podsim.workloads.training.gpu.GPUS`.
+``mfu`` 0.4 and ``mbu`` 0.7 are estimates [E] (prefill MFU of large MoE models is reported
+around 30-50 %, decode bandwidth utilisation of memory-bound kernels around 60-80 %); every
+figure is a scenario parameter.
 """
 
 from __future__ import annotations
@@ -38,16 +38,7 @@ import numpy as np
 from podsim.workloads.precision import WeightFormat
 from podsim.workloads.serving.models import ServingModel
 
-__all__ = ["GPU_MEMORY", "Gpu", "InstancePerf"]
-
-#: HBM bytes per GPU by accelerator name (the names of podsim.workloads.training.gpu.GPUS)
-GPU_MEMORY: dict[str, float] = {
-    "h100": 80e9,  # [D] NVIDIA H100 datasheet, SXM: 80 GB
-    "h800": 80e9,  # [D] NVIDIA H800 SXM5: 80 GB HBM3
-    "b200": 180e9,  # [D] NVIDIA HGX B200 datasheet: 1,440 GB for 8 GPUs
-    "gb200": 186e9,  # [D] NVIDIA GB200 NVL72 page: 13.4 TB HBM3e over 72 GPUs
-    "ascend-910c": 128e9,  # [E] press reports of arXiv 2506.12708
-}
+__all__ = ["Gpu", "InstancePerf"]
 
 
 @dataclass(frozen=True)
@@ -71,18 +62,16 @@ class Gpu:
 
     @classmethod
     def named(cls, name: str, **overrides: float | None) -> Gpu:
-        """The peaks of accelerator ``name`` (training.gpu.GPUS) and its memory
-        (:data:`GPU_MEMORY`), with any figure given in ``overrides`` (None: keep)."""
+        """The peaks and HBM capacity of accelerator ``name`` (training.gpu.GPUS), with any
+        figure given in ``overrides`` (None: keep)."""
         from podsim.workloads.training.gpu import GPUS
 
         g = GPUS.get(name)
-        if name not in GPU_MEMORY and overrides.get("memory") is None:
-            raise ValueError(f"no HBM capacity known for GPU {name!r}; give memory")
         base: dict[str, float] = {
             "flops_fp8": g.fp8_flops,
             "flops_bf16": g.bf16_flops,
             "hbm_bandwidth": g.hbm_Bps,
-            "memory": GPU_MEMORY.get(name, 0.0),
+            "memory": g.memory_bytes,
         }
         return cls(**{**base, **{k: v for k, v in overrides.items() if v is not None}})
 

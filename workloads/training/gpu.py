@@ -1,6 +1,6 @@
 """Accelerator peak rates for the training compute model.
 
-Dense (no sparsity) peak tensor rates and HBM bandwidth, per accelerator:
+Dense (no sparsity) peak tensor rates, HBM bandwidth and HBM capacity, per accelerator:
 
 - H100 SXM5 and H800 SXM5: 989 TFLOP/s BF16, 1,979 TFLOP/s FP8, 3.35 TB/s HBM3 (NVIDIA H100
   Tensor Core GPU datasheet, SXM column; the sparse figures there are twice these; H800 differs
@@ -32,21 +32,24 @@ DEFAULT_ACHIEVED = 0.6
 
 @dataclass(frozen=True)
 class Gpu:
-    """Peak dense rates of one accelerator (FLOP/s, bytes/s)."""
+    """Peak dense rates of one accelerator (FLOP/s, bytes/s) and its HBM capacity (bytes)."""
 
     name: str
     bf16_flops: float
     fp8_flops: float
     hbm_Bps: float
+    memory_bytes: float
     source: str
 
 
 GPUS: Registry[Gpu] = Registry("GPU")
 for _g in (
-    Gpu("h100", 989e12, 1979e12, 3.35e12, "NVIDIA H100 datasheet (SXM, dense) [D]"),
-    Gpu("h800", 989e12, 1979e12, 3.35e12, "NVIDIA H800 SXM5 datasheet (dense) [D]"),
-    Gpu("b200", 2250e12, 4500e12, 8.0e12, "NVIDIA HGX B200 datasheet (dense) [D]"),
-    Gpu("gb200", 2500e12, 5000e12, 8.0e12, "NVIDIA GB200 NVL72 page (per GPU, dense) [D]"),
-    Gpu("ascend-910c", 752e12, 752e12, 3.2e12, "press reports of arXiv 2506.12708 [E]"),
+    # HBM capacity: H100 SXM 80 GB, H800 SXM5 80 GB HBM3, HGX B200 1,440 GB for 8 GPUs, GB200
+    # NVL72 13.4 TB HBM3e over 72 GPUs (the same datasheets) [D]; Ascend 910C 128 GB [E]
+    Gpu("h100", 989e12, 1979e12, 3.35e12, 80e9, "NVIDIA H100 datasheet (SXM, dense) [D]"),
+    Gpu("h800", 989e12, 1979e12, 3.35e12, 80e9, "NVIDIA H800 SXM5 datasheet (dense) [D]"),
+    Gpu("b200", 2250e12, 4500e12, 8.0e12, 180e9, "NVIDIA HGX B200 datasheet (dense) [D]"),
+    Gpu("gb200", 2500e12, 5000e12, 8.0e12, 186e9, "NVIDIA GB200 NVL72 page (per GPU, dense) [D]"),
+    Gpu("ascend-910c", 752e12, 752e12, 3.2e12, 128e9, "press reports of arXiv 2506.12708 [E]"),
 ):
     GPUS.add(_g.name, _g, f"{_g.bf16_flops / 1e12:,.0f} TFLOP/s BF16 dense; {_g.source}")
