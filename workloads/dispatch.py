@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from podsim.fabric.registry import Registry
-from podsim.workloads.layout import check_topk, token_rank_matrix
+from podsim.workloads.layout import check_topk, token_ranks
 from podsim.workloads.parallel import resolve_threads, run_chunks
 from podsim.workloads.precision import WireTokens
 from podsim.workloads.workspace import Workspace
@@ -155,27 +155,24 @@ def _copy_plan(
     return plan.reshape(n, k), np.ascontiguousarray(weight, dtype=np.float32)
 
 
-def _dedup_plan(
-    in_rank: np.ndarray, dst: np.ndarray, row_token: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _dedup_plan(ranks: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Combine plan of ``deepep-normal``: each token's rows, by destination rank, weight 1.
 
-    Receive row i carries (dst[i], row_token[i]); scattering i into a [tokens, ranks] table and
-    reading it back in row-major order lists each token's rows by ascending rank. The plan is
+    ``ranks`` is each token's distinct ranks, ascending with -1 padding at the end
+    (podsim.workloads.layout.token_ranks); receive row i holds the (token, rank) pair at flat
+    position ``order[i]`` of ``ranks``. Inverting ``order`` gives each pair's row in the
+    row-major order of ``ranks``: grouped by token, ranks ascending. The plan is
     [tokens, max ranks per token]; padding is row 0 with weight 0.
     """
-    n = in_rank.shape[0]
-    row_of = np.empty(in_rank.shape, dtype=np.int64)
-    row_of[row_token, dst] = np.arange(row_token.shape[0])
-    rows = row_of[in_rank]  # row-major: grouped by token, ranks ascending
-    counts = in_rank.sum(axis=1)
+    n = ranks.shape[0]
+    row_of = np.zeros(ranks.size, dtype=np.int64)
+    row_of[order] = np.arange(order.shape[0])
+    counts = (ranks >= 0).sum(axis=1)
     width = max(int(counts.max(initial=0)), 1)
-    tok = np.repeat(np.arange(n), counts)
-    slot = np.arange(rows.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
-    plan = np.zeros((n, width), dtype=np.int64)
+    plan = np.ascontiguousarray(row_of.reshape(ranks.shape)[:, :width])
     weight = np.zeros((n, width), dtype=np.float32)
-    plan[tok, slot] = rows
-    weight[tok, slot] = 1.0
+    weight[np.arange(width)[None, :] < counts[:, None]] = 1.0
+    plan[weight == 0] = 0
     return plan, weight
 
 
@@ -249,17 +246,20 @@ def dispatch(
     per_rank = num_experts // num_ranks
     rank_offsets = np.zeros(num_ranks + 1, dtype=np.int64)
     if m.dedup:
-        # is_token_in_rank read as [rank, token] in row-major order yields the (dst, token)
-        # pairs deduplicated and sorted by destination, then source token (DeepEP's order).
-        in_rank = token_rank_matrix(topk_idx, per_rank, num_ranks)
-        dst, row_token = np.divmod(np.flatnonzero(in_rank.T), n)
+        # the deduplicated (token, rank) pairs sorted by destination, then source token
+        # (DeepEP's order): a stable sort of the flat pairs by rank keeps tokens ascending
+        ranks = token_ranks(topk_idx, per_rank, num_ranks)
+        flat = ranks.ravel()
+        pos = np.flatnonzero(flat >= 0)
+        order = pos[np.argsort(_sort_key(flat[pos].astype(np.int64), num_ranks), kind="stable")]
+        row_token, dst = order // ranks.shape[1], flat[order].astype(np.int64)
         np.cumsum(np.bincount(dst, minlength=num_ranks), out=rank_offsets[1:])
         row_topk = topk_idx[row_token]
         here = (row_topk >= 0) & (row_topk // per_rank == dst[:, None])
         recv_idx = np.where(here, row_topk - (dst * per_rank)[:, None], -1)
         recv_w = np.where(here, topk_weights[row_token], np.float32(0))
         extra = {"recv_topk_idx": recv_idx, "recv_topk_weights": recv_w}
-        combine_rows, combine_weight = _dedup_plan(in_rank, dst, row_token)
+        combine_rows, combine_weight = _dedup_plan(ranks, order)
     else:
         flat_e = topk_idx.ravel()
         pos = np.flatnonzero(flat_e >= 0)
