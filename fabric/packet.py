@@ -9,6 +9,12 @@ Wire size (docs/physics.md, "400GbE over 112G PAM4"): RoCEv2 adds 82 B per packe
 on the first packet of an RDMA WRITE. An Ethernet frame is at least 64 B, so no packet occupies
 less than 64 + 20 = 84 B of wire time.
 
+InfiniBand (IBTA Architecture Specification vol. 1, ch. 5 "Data packet format", 7.7 "Local route
+header", 7.8 "CRCs", 9.2 "Base transport header", 9.3.3 "RETH") carries LRH 8 + BTH 12 + ICRC 4
++ VCRC 2 = 26 B per packet (RETH +16 B on a WRITE's first packet likewise) and has no Ethernet
+preamble, inter-frame gap, FCS or minimum frame: its least packet is those 26 B.
+:func:`link_framing` gives each link layer's pair (overhead, least wire bytes).
+
 A packet in flight is also a SimPy event (see :mod:`fabric.kernel`): the transmitting port sets
 ``callbacks`` to the receiver and pushes the packet onto the event heap. Transports must not
 touch ``callbacks`` or ``link``.
@@ -23,7 +29,10 @@ __all__ = [
     "CNP",
     "CONTROL_KINDS",
     "DATA",
+    "IB_MIN_WIRE_BYTES",
+    "IB_OVERHEAD",
     "KIND_NAMES",
+    "LINK_FRAMING",
     "MAX_DATA_WIRE_BYTES",
     "MIN_WIRE_BYTES",
     "NACK",
@@ -34,6 +43,7 @@ __all__ = [
     "RETH_BYTES",
     "ROCE_OVERHEAD",
     "Packet",
+    "link_framing",
 ]
 
 #: RoCEv2 per-packet wire overhead in bytes (docs/physics.md [S]).
@@ -42,6 +52,17 @@ ROCE_OVERHEAD = 82
 RETH_BYTES = 16
 #: Minimum Ethernet frame (64 B) plus preamble+IFG (20 B): the least wire time of any frame.
 MIN_WIRE_BYTES = 84
+#: InfiniBand per-packet overhead: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 B [S: IBTA vol. 1 ch. 5, 7.7,
+#: 7.8, 9.2]. No preamble, IFG or FCS (the link layer's VCRC replaces the FCS).
+IB_OVERHEAD = 8 + 12 + 4 + 2
+#: InfiniBand has no minimum packet size beyond its headers [S: IBTA vol. 1 ch. 5].
+IB_MIN_WIRE_BYTES = IB_OVERHEAD
+#: Per link layer (``cluster.nic.link_layer``): (bytes of wire beyond each packet's payload,
+#: least wire bytes of any packet).
+LINK_FRAMING = {
+    "ethernet": (ROCE_OVERHEAD, MIN_WIRE_BYTES),
+    "infiniband": (IB_OVERHEAD, IB_MIN_WIRE_BYTES),
+}
 #: A PFC (802.1Qbb) pause frame is a minimum-size MAC control frame.
 PAUSE_FRAME_WIRE_BYTES = 84
 #: The largest DATA frame podsim builds: a 4096 B payload (the largest RoCE / InfiniBand path
@@ -141,3 +162,14 @@ class Packet:
             f"Packet({kind} {self.src}->{self.dst} flow={self.flow} psn={self.psn} "
             f"size={self.size} wire={self.wire} ev={self.ev} ecn={self.ecn})"
         )
+
+
+def link_framing(link_layer: str) -> tuple[int, int]:
+    """``(overhead, least wire bytes)`` per packet of a link layer (``ethernet`` = RoCEv2,
+    ``infiniband``); see :data:`LINK_FRAMING`."""
+    try:
+        return LINK_FRAMING[link_layer]
+    except KeyError:
+        raise ValueError(
+            f"link_layer={link_layer!r}: expected one of {sorted(LINK_FRAMING)}"
+        ) from None

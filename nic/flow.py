@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from podsim.fabric.flow import FlowPaths, wire_bytes
-from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.packet import MIN_WIRE_BYTES, ROCE_OVERHEAD
 
 __all__ = ["NicConstraints", "QpCacheLatency", "nic_constraints"]
 
@@ -59,11 +59,19 @@ class QpCacheLatency:
     serialisation. Stateful: the queue pairs seen so far stay cached-or-counted.
     """
 
-    def __init__(self, capacity: int, penalty_s: float, mtu: int, first_extra: int) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        penalty_s: float,
+        mtu: int,
+        first_extra: int,
+        framing: tuple[int, int] = (ROCE_OVERHEAD, MIN_WIRE_BYTES),
+    ) -> None:
         self.capacity = int(capacity)
         self.penalty_s = float(penalty_s)
         self.mtu = int(mtu)
         self.first_extra = int(first_extra)
+        self.overhead, self.min_wire = framing  # the link layer's (fabric.packet.link_framing)
         self._seen: set[int] = set()
         self._held = np.zeros(0, dtype=np.int64)
 
@@ -88,10 +96,9 @@ class QpCacheLatency:
         np.add.at(self._held, uniq[fresh] % (1 << 31), 1)
         held = self._held
         miss = cold | (held[cs] > self.capacity) | (held[cd] > self.capacity)
-        wire = wire_bytes(nbytes, self.mtu, ROCE_OVERHEAD, self.first_extra)
-        first_wire = wire_bytes(
-            np.minimum(nbytes, self.mtu), self.mtu, ROCE_OVERHEAD, self.first_extra
-        )
+        frame = (self.overhead, self.first_extra, self.min_wire)
+        wire = wire_bytes(nbytes, self.mtu, *frame)
+        first_wire = wire_bytes(np.minimum(nbytes, self.mtu), self.mtu, *frame)
         hidden = 8.0 * (wire - first_wire) / rate
         p = self.penalty_s
         return np.where(miss, p + np.maximum(0.0, p - hidden), 0.0)

@@ -45,7 +45,7 @@ from podsim.fabric.packet import CNP as K_CNP
 from podsim.fabric.packet import DATA as K_DATA
 from podsim.fabric.packet import NACK as K_NACK
 from podsim.fabric.packet import PROBE as K_PROBE
-from podsim.fabric.packet import ROCE_OVERHEAD
+from podsim.fabric.packet import link_framing
 from podsim.fabric.params import param
 from podsim.fabric.plugins import is_plugin_spec
 from podsim.fabric.registry import Registry
@@ -77,8 +77,6 @@ if TYPE_CHECKING:
 __all__ = ["NIC_MODELS", "NicConfig", "RdmaNetwork", "SmartNic", "nic_model"]
 
 _INF = math.inf
-_ACK_WIRE = ROCE_OVERHEAD + ACK_WIRE_EXTRA
-_CNP_WIRE = ROCE_OVERHEAD + CNP_WIRE_EXTRA
 _ACK_NOW = F_LAST | F_ACK_REQ  # DATA flags that make the receiver acknowledge at once
 
 
@@ -100,8 +98,9 @@ class NicConfig:
         choices={"ethernet": "ethernet", "infiniband": "infiniband"},
         doc="the NIC's link layer: ethernet (RoCEv2 / UEC: PFC or lossy with ECN) or "
         "infiniband (credit-based link flow control: needs cluster.switch.credit_buffer)",
-        source="[S] IEEE 802.3 / IBTA vol. 1; the packet overhead stays RoCEv2's 82 B [E] "
-        "(InfiniBand's LRH+BTH+ICRC+VCRC is 26 B: 1.3 % of serialisation at 4 KiB)",
+        source="[S] IEEE 802.3 / IBTA vol. 1; sets the per-packet wire overhead: RoCEv2's 82 B "
+        "(Ethernet, 84 B least frame) or InfiniBand's LRH+BTH+ICRC+VCRC 26 B (IBTA vol. 1 ch. 5, "
+        "7.7, 7.8, 9.2; podsim.fabric.packet.LINK_FRAMING)",
     )
     mtu: int = param(
         4096,
@@ -327,6 +326,12 @@ class NicConfig:
         if self.pcie_rate_cap_bps is not None and not self.pcie_rate_cap_bps > 0:
             raise bad("pcie_rate_cap_bps", "bit/s > 0 or None")
 
+    @property
+    def framing(self) -> tuple[int, int]:
+        """``(overhead, least wire bytes)`` per packet of :attr:`link_layer`
+        (:func:`podsim.fabric.packet.link_framing`)."""
+        return link_framing(self.link_layer)
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> NicConfig:
         """Build from a mapping of field names whose quantities may be human strings
@@ -420,7 +425,15 @@ class SmartNic:
         #: the CCEvent every QP of this NIC fills for its congestion-control handler calls
         self.cc_event = CCEvent(0.0)
         self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
-        self.credit = ReceiverCredit(self.line_rate_bps, config.mtu) if cc.requires_credit else None
+        #: the link layer's per-packet wire bytes beyond the payload, and its least packet
+        self.overhead, self.min_wire = config.framing
+        self.ack_wire = max(self.overhead + ACK_WIRE_EXTRA, self.min_wire)
+        self.cnp_wire = max(self.overhead + CNP_WIRE_EXTRA, self.min_wire)
+        self.credit = (
+            ReceiverCredit(self.line_rate_bps, config.mtu, self.overhead)
+            if cc.requires_credit
+            else None
+        )
         self._credit_cb: Callback | None = None
         self._timers: list[tuple[float, int, QueuePair]] = []  # QP timers (TLP/RTO) by time
         self._timer_cb: Callback | None = None
@@ -681,7 +694,7 @@ class SmartNic:
         pkt = RdmaPacket(
             K_PROBE,
             0,
-            _ACK_WIRE,
+            self.ack_wire,
             self.eids[0],
             qp.dst_nic.eids[0],
             qp.id,
@@ -699,7 +712,7 @@ class SmartNic:
         pkt = RdmaPacket(
             K_PROBE,
             0,
-            _ACK_WIRE,
+            self.ack_wire,
             self.eids[0],
             qp.dst_nic.eids[0],
             qp.id,
@@ -817,7 +830,7 @@ class SmartNic:
         if cnp is not None and pkt.ecn and cnp.on_data(pkt.meta, True, now):
             qp = pkt.meta
             c = RdmaPacket(
-                K_CNP, 0, _CNP_WIRE, pkt.dst, pkt.src, pkt.flow, pkt.psn, pkt.ev, now, qp
+                K_CNP, 0, self.cnp_wire, pkt.dst, pkt.src, pkt.flow, pkt.psn, pkt.ev, now, qp
             )
             c.dpsn = pkt.psn
             rq.cnps += 1
@@ -834,7 +847,7 @@ class SmartNic:
             pkt.src = pkt.dst
             pkt.dst = src
             pkt.size = 0
-            pkt.wire = _ACK_WIRE  # ECN echo (pkt.ecn), INT echo (pkt.int_rec), EV kept as is
+            pkt.wire = self.ack_wire  # ECN echo (pkt.ecn), INT echo (pkt.int_rec), EV kept as is
             if v == ACK:
                 pkt.kind = K_ACK
                 pkt.psn = rq.rcv_nxt
@@ -886,7 +899,7 @@ class SmartNic:
             r = RdmaPacket(
                 K_PROBE,
                 0,
-                _ACK_WIRE,
+                self.ack_wire,
                 pkt.dst,
                 pkt.src,
                 pkt.flow,
@@ -907,7 +920,7 @@ class SmartNic:
             g = RdmaPacket(
                 K_PROBE,
                 0,
-                _ACK_WIRE,
+                self.ack_wire,
                 self.eids[0],
                 qp.nic.eids[0],
                 qp.id,
@@ -1070,7 +1083,7 @@ class RdmaNetwork:
             path = net.first_path(a, b) or net.static_path(a, b)  # set up during an outage
             if not path:
                 raise ValueError(f"no path from {a!r} to {b!r} in the network")
-            rtt = net.base_rtt(a, b, mtu + ROCE_OVERHEAD, _ACK_WIRE)
+            rtt = net.base_rtt(a, b, mtu + src.overhead, src.ack_wire)
             hit = (rtt, len(path) - 2)
             self._rtt_cache[key] = hit
         return hit

@@ -354,7 +354,7 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     does). Headroom per ingress: one round trip of the link (propagation and FEC both ways) at
     its rate plus two frames, the switch model's sizing rule. A configuration that breaks it
     is refused (``--force`` runs it anyway, to study the drops)."""
-    from podsim.fabric.packet import ROCE_OVERHEAD
+    from podsim.fabric.packet import link_framing
     from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
     from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES
     from podsim.fabric.units import fmt_size
@@ -365,7 +365,7 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
         return
     device = switch_config(sc)
     g = prep.cluster.graph
-    frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + ROCE_OVERHEAD
+    frame = max(sc.cluster.nic.mtu, sc.sim.cell or 0) + link_framing(sc.cluster.nic.link_layer)[0]
     # (need, switch, links, headroom, buffer)
     worst: tuple[float, str, int, float, int] | None = None
     for node, role in g.nodes(data="role"):

@@ -32,20 +32,26 @@ def wire_bytes(
     mtu: int,
     overhead: int = ROCE_OVERHEAD,
     first_extra: int = 0,
+    min_wire: int = MIN_WIRE_BYTES,
 ) -> np.ndarray:
-    """Wire bytes of each message: payload + ``overhead`` per packet, minimum frame included,
-    plus ``first_extra`` once (RETH on an RDMA WRITE's first packet)."""
+    """Wire bytes of each message: payload + ``overhead`` per packet, each packet at least
+    ``min_wire`` (the link layer's least frame, :func:`podsim.fabric.packet.link_framing`), plus
+    ``first_extra`` once (RETH on an RDMA WRITE's first packet)."""
     b = np.asarray(nbytes, dtype=np.int64)
     n = packets(b, mtu)
     last = b - (n - 1) * mtu
-    full = (n - 1) * max(mtu + overhead, MIN_WIRE_BYTES)
-    return full + np.maximum(last + overhead, MIN_WIRE_BYTES) + first_extra
+    full = (n - 1) * max(mtu + overhead, min_wire)
+    return full + np.maximum(last + overhead, min_wire) + first_extra
 
 
 def goodput_fraction(
-    nbytes: np.ndarray | int, mtu: int, overhead: int = ROCE_OVERHEAD, first_extra: int = 0
+    nbytes: np.ndarray | int,
+    mtu: int,
+    overhead: int = ROCE_OVERHEAD,
+    first_extra: int = 0,
+    min_wire: int = MIN_WIRE_BYTES,
 ) -> np.ndarray:
     """Payload bytes per wire byte of each message (``B / wire(B)``; 1 for an empty one)."""
     b = np.asarray(nbytes, dtype=np.int64)
-    w = wire_bytes(b, mtu, overhead, first_extra)
+    w = wire_bytes(b, mtu, overhead, first_extra, min_wire)
     return np.where(b > 0, b / w, 1.0)

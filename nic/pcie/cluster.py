@@ -27,7 +27,8 @@ What the engines use:
   closed-form check of that solve).
 
 NIC network goodput, the NIC's cap in the couplings: the sum of its ports' MAC rates x MTU /
-(MTU + 82 B) (RoCEv2 framing, team brief "Packet overhead").
+(MTU + overhead), the link layer's framing (RoCEv2 82 B, InfiniBand 26 B;
+:func:`podsim.fabric.packet.link_framing`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ from podsim.nic.pcie.tree import PcieTree
 __all__ = ["ClusterPcie", "NodeMap", "nic_goodput_bps"]
 
 
-def nic_goodput_bps(mac_bps: float, mtu: int) -> float:
-    """RoCEv2 payload rate of a port: MAC rate x MTU / (MTU + 82 B)."""
-    return mac_bps * mtu / (mtu + ROCE_OVERHEAD)
+def nic_goodput_bps(mac_bps: float, mtu: int, overhead: int = ROCE_OVERHEAD) -> float:
+    """Payload rate of a port: MAC rate x MTU / (MTU + overhead) (RoCEv2: 82 B; the link
+    layer's, :func:`podsim.fabric.packet.link_framing`)."""
+    return mac_bps * mtu / (mtu + overhead)
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class ClusterPcie:
         *,
         mtu: int,
         rank_gpu: np.ndarray,
+        overhead: int = ROCE_OVERHEAD,
         rank_server: np.ndarray,
         rank_nic: np.ndarray,
     ) -> ClusterPcie:
@@ -166,7 +169,7 @@ class ClusterPcie:
             serves = tuple(tuple(g_local.get(x, -1) for x in shape.serves[c]) for c in shape.cards)
             sig = (len(shape.gpus), len(shape.cards), serves)
             for c in shape.cards:
-                goodput[c] = nic_goodput_bps(shape.mac_bps[c], mtu)
+                goodput[c] = nic_goodput_bps(shape.mac_bps[c], mtu, overhead)
             coupling = couplings.get(sig)
             if coupling is None:
                 tree = _build_tree(layout, builder, params, shape, server, topo)

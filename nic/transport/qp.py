@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from podsim.fabric.packet import DATA as K_DATA
-from podsim.fabric.packet import ROCE_OVERHEAD, Packet
+from podsim.fabric.packet import Packet
 from podsim.nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
 from podsim.nic.transport.reliability import (
     MODE_SR,
@@ -70,7 +70,7 @@ __all__ = [
     "RecvQp",
 ]
 
-#: AETH (4 B) on ACK/NACK packets, beyond the 82 B RoCEv2 overhead [S: IBTA].
+#: AETH (4 B) on ACK/NACK packets, beyond the link layer's overhead [S: IBTA vol. 1 9.3.5].
 ACK_WIRE_EXTRA = 4
 #: A RoCEv2 CNP carries 16 reserved bytes after the BTH [S: IBTA RoCEv2 annex].
 CNP_WIRE_EXTRA = 16
@@ -121,7 +121,7 @@ class RdmaPacket(Packet):
     ) -> None:
         self.kind = kind
         self.size = size
-        self.wire = wire if wire > 84 else 84
+        self.wire = wire  # the sender applies its link layer's least packet
         self.src = src
         self.dst = dst
         self.flow = flow
@@ -254,6 +254,7 @@ class QueuePair:
         "fcc",
         "id",
         "index",
+        "min_wire",
         "mode",
         "msgs",
         "mtu",
@@ -262,6 +263,7 @@ class QueuePair:
         "next_plane",
         "next_time",
         "nic",
+        "overhead",
         "planes",
         "queued",
         "retries",
@@ -310,6 +312,8 @@ class QueuePair:
         self.dst_nic = dst_nic
         self.index = index
         self.mtu = mtu
+        self.overhead = nic.overhead  # the link layer's per-packet framing (fabric.packet)
+        self.min_wire = nic.min_wire
         self.mode = mode
         self.planes = selector.planes
         self.src_eids = nic.eids
@@ -483,9 +487,11 @@ class QueuePair:
                     return None
             elif not fcc.may_send(payload, snd.inflight_bytes):
                 return None
-        wire = payload + ROCE_OVERHEAD
+        wire = payload + self.overhead
         if idx == 0 and m.opcode == OP_WRITE:
             wire += RETH_BYTES
+        if wire < self.min_wire:
+            wire = self.min_wire
         flags = F_LAST if last else 0
         if (w is not None and snd.inflight_bytes + payload + mtu > w) or psn < snd.high_sent:
             flags |= F_ACK_REQ  # the window has no room for another packet, or a resend

@@ -254,6 +254,7 @@ def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
     from podsim.scenarios.input.registries import get_registry
 
     reg = get_registry("node layout")
+    from podsim.fabric.packet import link_framing
     from podsim.fabric.registry import ParamError
     from podsim.nic.pcie.cluster import ClusterPcie
 
@@ -264,6 +265,7 @@ def _node_layout(sc: Scenario, graph: nx.Graph, rm: Any) -> Any:
             reg.get(name),
             sc.cluster.layout_params,
             mtu=int(sc.cluster.nic.mtu),
+            overhead=link_framing(str(sc.cluster.nic.link_layer))[0],
             rank_gpu=rm.gpu,
             rank_server=rm.server,
             rank_nic=rm.nic,

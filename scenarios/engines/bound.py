@@ -31,13 +31,14 @@ Makespan bound: no run ends before its longest phase bound, nor before any rank'
 Operation graphs (``workload.collective`` and the other graph workloads): the graph is executed
 (:func:`podsim.scenarios.execution.executor.execute`) over an ideal transport on which every
 message takes its lone-flow bound above (its bytes at the tightest constraint of its least
-loading route, wire framing P/(P+82) included, plus the path's unloaded latency) whatever else
-is in flight. Every node then starts and ends no later than in any simulation of the same graph
-(induction over the graph: its dependencies end no later and its own duration is no longer), so
-the run is a lower bound that keeps the graph's dependencies: a ring all-reduce on an idle
-fabric takes exactly its closed form ``2 (n - 1) (S / (n B) + L)``. Contention is left to the
-phase bound: per phase the bound is the larger of the two, and the makespan bound the larger of
-the graph run and the longest phase bound. The tables are those of the graph run.
+loading route, the link layer's wire framing P/(P+overhead) included, plus the path's unloaded
+latency) whatever else is in flight. Every node then starts and ends no later than in any
+simulation of the same graph (induction over the graph: its dependencies end no later and its
+own duration is no longer), so the run is a lower bound that keeps the graph's dependencies: a
+ring all-reduce on an idle fabric takes exactly its closed form ``2 (n - 1) (S / (n B) + L)``.
+Contention is left to the phase bound: per phase the bound is the larger of the two, and the
+makespan bound the larger of the graph run and the longest phase bound. The tables are those of
+the graph run.
 """
 
 from __future__ import annotations

@@ -34,8 +34,10 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   stream one max-min weight however many messages feed it; here each flow has weight 1 (the same
   shares when the ranks send alike, as in an all-to-all). Without ``cluster.layout`` there is no
   tree: PCIe does not limit, and same-card messages are delivered at once;
-- wire bytes follow RoCEv2 framing at ``cluster.nic.mtu`` (:mod:`podsim.fabric.flow.wire`; +16 B
-  RETH per message with the SmartNIC endpoint, as an RDMA WRITE);
+- wire bytes follow the NIC link layer's framing (RoCEv2 82 B, InfiniBand 26 B per packet:
+  :func:`podsim.fabric.packet.link_framing`) at ``cluster.nic.mtu``
+  (:mod:`podsim.fabric.flow.wire`; +16 B RETH per message with the SmartNIC endpoint, as an
+  RDMA WRITE);
 - congestion control enters as the efficiency of shared fabric queues
   (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
@@ -73,9 +75,10 @@ from podsim.fabric.flow import FlowPaths, FlowSim, cc_efficiency, packets, wire_
 from podsim.fabric.flow.checks import check_flow_run
 from podsim.fabric.flow.faults import FLOW_FAULT_KINDS, FlowFaults
 from podsim.fabric.kernel import call_at
-from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.packet import RETH_BYTES, link_framing
 from podsim.fabric.topology import SWITCH_ROLES
 from podsim.nic.flow import QpCacheLatency, nic_constraints
+from podsim.nic.transport.qp import ACK_WIRE_EXTRA
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
@@ -105,8 +108,6 @@ AUTO_EXACT_FLOWS = 5_000
 #: benchmarks/bench_scale.py it puts dispatch and combine times 0.3 % and 0.4 % above the exact
 #: model (5.608 vs 5.592 ms, 11.063 vs 11.021 ms) at 1/55 of its CPU time (8 s vs 436 s).
 AUTO_RTOL = 0.003
-#: ACK wire bytes of the SmartNIC (82 B RoCEv2 + 4 B AETH; podsim.nic.transport.qp).
-ACK_WIRE_BYTES = ROCE_OVERHEAD + 4
 #: Selectors that steer each packet by load or congestion feedback (modelled as an even split).
 LOAD_AWARE = ("adaptive", "bitmap", "reps")
 
@@ -185,6 +186,9 @@ class FlowCluster:
         self.mtu = int(nic.mtu)
         self.endpoint = str(getattr(sc.sim, "endpoint", "host"))
         self.first_extra = RETH_BYTES if self.endpoint == "nic" else 0
+        # per-packet framing of the NIC's link layer (RoCEv2 82 B / InfiniBand 26 B)
+        self.overhead, self.min_wire = link_framing(str(nic.link_layer))
+        self.ack_wire = max(self.overhead + ACK_WIRE_EXTRA, self.min_wire)  # + AETH
         self.selector = str(nic.multipath.selector)
         self.mode, self.n_paths = path_policy(
             self.selector, int(nic.multipath.paths), p, opts.max_hashed_paths
@@ -242,7 +246,9 @@ class FlowCluster:
         qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
         penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
         self.qp_cache = (
-            QpCacheLatency(qp_cache, penalty, self.mtu, self.first_extra)
+            QpCacheLatency(
+                qp_cache, penalty, self.mtu, self.first_extra, (self.overhead, self.min_wire)
+            )
             if self.endpoint == "nic" and qp_cache > 0 and penalty > 0
             else None
         )
@@ -278,7 +284,7 @@ class FlowCluster:
         rd = ~su & ~same_card
         pc = self.pcie
         pk = packets(b, self.mtu)
-        wire = wire_bytes(b, self.mtu, ROCE_OVERHEAD, self.first_extra)
+        wire = wire_bytes(b, self.mtu, self.overhead, self.first_extra, self.min_wire)
         wf = np.where(b > 0, wire / np.maximum(b, 1), 1.0)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, idx, frac)
         lat = np.zeros(n)
@@ -346,7 +352,7 @@ class FlowCluster:
                 idx = np.concatenate([idx, gdr], axis=1)
                 frac = np.concatenate([frac, (gdr >= 0).astype(float)], axis=1)
             first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
-            sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + ROCE_OVERHEAD) / first
+            sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + self.overhead) / first
             lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)
             if self.qp_cache is not None:
                 lat[rows] += self.qp_cache.delay(
@@ -361,7 +367,7 @@ class FlowCluster:
             if self.endpoint == "nic":
                 # the sender waits for the ACK, which may come after the receiver's GPU has
                 # the data (one more network path latency than the NIC -> GPU path)
-                ack[rows] = np.maximum(0.0, net + 8.0 * ACK_WIRE_BYTES / first - rx_lat)
+                ack[rows] = np.maximum(0.0, net + 8.0 * self.ack_wire / first - rx_lat)
             parts.append((rows, idx, frac))
         k = max((x[1].shape[1] for x in parts), default=1)
         idx_all = np.full((n, k), -1, dtype=np.int64)

@@ -279,13 +279,14 @@ class HostTransport(_Transport):
     name = "podsim.fabric.host (line rate, no CC, no retransmission)"
 
     def __init__(self, ctx: RunContext) -> None:
-        from podsim.fabric.packet import ROCE_OVERHEAD
+        from podsim.fabric.packet import link_framing
 
         super().__init__(ctx)
         sc, cl = ctx.scenario, ctx.cluster
         mtu = sc.cluster.nic.mtu
         cell = sc.sim.cell if sc.sim.cell and sc.sim.cell > mtu else mtu
         frames = math.ceil(cell / mtu)
+        overhead = link_framing(str(sc.cluster.nic.link_layer))[0]
         spray = sc.cluster.nic.multipath.selector != "ecmp"
         self.hosts: dict[str, Any] = {}
         for ports in cl.rank_ports:
@@ -295,7 +296,7 @@ class HostTransport(_Transport):
                         self.net,
                         p,
                         mtu=cell,
-                        overhead=ROCE_OVERHEAD * frames,
+                        overhead=overhead * frames,
                         spray=spray,
                         on_complete=self._complete,
                     )
