@@ -162,6 +162,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         "topology": prep.cluster.graph.graph.get("name"),
         "gpus": len({*prep.cluster.rank_gpu.tolist()}),
         **prep.cluster.extra,
+        **_traffic_source(prep.trace.attrs),
     }
     resolved = sc.resolved()
     summary = {**head, **summary, "engine_info": eo.extra, "provenance": provenance(resolved)}
@@ -174,6 +175,19 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         summary=summary,
         scenario=resolved,
     )
+
+
+def _traffic_source(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Where an MoE trace's messages came from (podsim.workloads.kernel_traffic), if it says."""
+    if "traffic_source" not in attrs:
+        return {}
+    return {
+        "traffic": {
+            "source": attrs["traffic_source"],
+            "kernel_ranks": int(attrs["kernel_ranks"]),
+            "ranks": int(attrs["num_ranks"]),
+        }
+    }
 
 
 def _counting(progress: Progress | None, seen: dict[str, int | None]) -> Progress:

@@ -52,6 +52,7 @@ __all__ = [
     "max_mean",
     "popularity_logits",
     "replay_routing",
+    "sample_topk",
     "scores_from_logits",
 ]
 
@@ -419,3 +420,34 @@ def popularity_logits(
     lift = noise.max(axis=1) - noise.min(axis=1) + np.float32(0.5)
     np.put_along_axis(noise, assign, np.take_along_axis(noise, assign, 1) + lift[:, None], 1)
     return noise
+
+
+# ------------------------------------------------------------ routing without router logits
+
+
+def sample_topk(
+    num_tokens: int, num_experts: int, top_k: int, rng: np.random.Generator
+) -> np.ndarray:
+    """[N, K] expert ids: k distinct experts per token, uniformly at random (int64).
+
+    The same distribution as :func:`gate` on i.i.d. logits without a group limit (top-k of
+    exchangeable scores is a uniformly random k-subset), drawn without the [N, E] logits, whose
+    cost grows with the experts: ids are drawn i.i.d. and the tokens that drew an expert twice
+    draw again (a token keeps its row only once all k differ, so every k-subset stays equally
+    likely). For routing at scale (benchmarks/bench_scale.py); ``podsim run`` uses :func:`gate`.
+    """
+    if not 1 <= top_k <= num_experts:
+        raise ValueError(f"top_k={top_k} must be in 1..{num_experts} (the number of experts)")
+    if num_tokens < 0:
+        raise ValueError(f"num_tokens must be >= 0; got {num_tokens}")
+    if 2 * top_k * top_k > num_experts:  # repeats likely: rank random keys instead (small E)
+        return np.argsort(rng.random((num_tokens, num_experts)), axis=1)[:, :top_k]
+    out = np.empty((num_tokens, top_k), dtype=np.int64)
+    todo = np.arange(num_tokens)
+    while todo.size:  # rounds shrink geometrically: P(repeat) <= k^2 / 2E <= 1/4 per token
+        draw = rng.integers(0, num_experts, size=(todo.size, top_k))
+        s = np.sort(draw, axis=1)
+        bad = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        out[todo[~bad]] = draw[~bad]
+        todo = todo[bad]
+    return out

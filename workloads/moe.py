@@ -29,6 +29,13 @@ from podsim.workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
 from podsim.workloads.deepep_metrics import DEEPEP_KINDS, deepep_rank_bytes
 from podsim.workloads.dispatch import get_mode
 from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
+from podsim.workloads.kernel_traffic import (
+    DEFAULT_KERNEL_MEMORY,
+    DEFAULT_SAMPLE_RANKS,
+    check_against_counts,
+    kernel_traffic,
+    pick_ranks,
+)
 from podsim.workloads.layout import EPLayout, ep_layout
 from podsim.workloads.models import MoEModel, get_model
 from podsim.workloads.placement import Placement, base_rank_of_expert, make_placement
@@ -186,6 +193,9 @@ def moe_layer_trace(
     achieved_flops: float = DEFAULT_ACHIEVED_FLOPS,
     compute_overhead_s: float = 0.0,
     allow_nvlink_for_low_latency_mode: bool = True,
+    traffic_source: str = "auto",
+    kernel_memory: int = DEFAULT_KERNEL_MEMORY,
+    kernel_sample_ranks: int = DEFAULT_SAMPLE_RANKS,
 ) -> pd.DataFrame:
     """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
 
@@ -199,11 +209,18 @@ def moe_layer_trace(
     ``allow_nvlink_for_low_latency_mode``: DeepEP's Buffer argument; for
     ``deepep-low-latency`` True (default, as DeepEP's Buffer) sends same-node messages over the
     scale-up domain, False sends every message to another rank over RDMA
-    (podsim.workloads.traffic).
+    (podsim.workloads.traffic). ``traffic_source``: where the messages come from
+    (podsim.workloads.kernel_traffic): ``kernels`` runs the dispatch and combine kernels of
+    every rank on real tensors (at most ``kernel_memory`` bytes of buffers) and reads the
+    messages from their buffers; ``counts`` derives them from the layout; ``auto`` is
+    ``kernels`` when it fits, else the counts checked against the kernels on
+    ``kernel_sample_ranks`` source ranks of every (step, layer).
 
     Returns a validated trace (podsim.workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
-    layers and steps), the per-rank compute times and ``deepep_bytes``: the bytes DeepEP's test
+    layers and steps), ``traffic_source`` ('kernels' or 'counts') with ``kernel_ranks`` (the
+    source ranks whose messages the kernels produced or checked, per layer), the per-rank
+    compute times and ``deepep_bytes``: the bytes DeepEP's test
     scripts count per rank (podsim.workloads.deepep_metrics), arrays [step, layer, rank] keyed
     ``dispatch_rdma``, ``dispatch_nvl``, ``combine_rdma``, ``combine_nvl`` (NaN: not counted).
     """
@@ -236,6 +253,7 @@ def moe_layer_trace(
     parts: list[tuple[int, int, str, Messages]] = []
     stats: dict[str, list[float]] = {}
     loads: dict[int, np.ndarray] = {}
+    kernel_ranks = ep_size
     for st in range(steps):  # one pass per (step, layer): each is a whole vectorised layer
         for ly in range(layers):
             lt = moe_layer(
@@ -259,16 +277,36 @@ def moe_layer_trace(
             loads.setdefault(ly, lt.routing.expert_counts())
             for k, v in lt.layout.stats().items():
                 stats.setdefault(k, []).append(v)
-            for phase, bpt in (("dispatch", bpt_d), ("combine", bpt_c)):
+            lay, rows = lt.layout, {"dispatch": bpt_d, "combine": bpt_c}
+            ranks = pick_ranks(
+                lay, mode_, traffic_source, kernel_memory, kernel_sample_ranks, bpt_d, m.hidden
+            )
+            kernel_ranks = min(kernel_ranks, 0 if ranks is None else len(ranks))
+            if ranks is not None:
+                kt = kernel_traffic(
+                    lay,
+                    lt.physical_topk,
+                    lt.placement.num_physical,
+                    mode_,
+                    ranks,
+                    dispatch_dtype,
+                    combine_dtype,
+                    m.hidden,
+                )
+                check_against_counts(kt, lay, bpt_d, bpt_c)
+                if len(ranks) == ep_size:  # every message from the kernels' buffers
+                    lay = kt.layout
+                    rows = {"dispatch": kt.dispatch_row, "combine": kt.combine_row}
+            for phase, bpt in rows.items():
                 msgs = phase_messages(
-                    lt.layout,
+                    lay,
                     mode_,
                     phase,
                     bpt,
                     allow_nvlink_for_low_latency_mode=allow_nvlink_for_low_latency_mode,
                 )
                 parts.append((st, ly, phase, msgs))
-                for kind, v in deepep_rank_bytes(lt.layout, mode_, phase, bpt).items():
+                for kind, v in deepep_rank_bytes(lay, mode_, phase, bpt).items():
                     deepep[f"{phase}_{kind}"][st, ly] = v
             (comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly]) = (
                 rank_compute(
@@ -317,6 +355,8 @@ def moe_layer_trace(
         combine_bytes_per_token=bpt_c,
         achieved_flops=achieved_flops,
         allow_nvlink_for_low_latency_mode=bool(allow_nvlink_for_low_latency_mode),
+        traffic_source="kernels" if kernel_ranks == ep_size else "counts",
+        kernel_ranks=kernel_ranks,
         **{k: float(np.mean(v)) for k, v in stats.items()},
         compute=comp,
         deepep_bytes=deepep,

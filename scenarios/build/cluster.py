@@ -523,6 +523,9 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         "dispatch_dtype": m.dispatch_dtype,
         "combine_dtype": m.combine_dtype,
         "compute_overhead_s": m.compute_overhead,
+        "traffic_source": m.traffic_source,
+        "kernel_memory": m.kernel_memory,
+        "kernel_sample_ranks": m.kernel_sample_ranks,
         **m.skew.params,
     }
     if m.tflops is not None:

@@ -309,12 +309,28 @@ def run(
     if not quiet:
         for table in res.summary_tables():
             out_console.print(table)
+        if "traffic" in res.summary:
+            out_console.print(_traffic_line(res.summary["traffic"]), markup=False)
         out_console.print(f"results in {folder}/", markup=False)
     if res.status == "interrupted":
         err_console.print(f"interrupted: partial results kept in {folder}/", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED)
     if res.status != "complete" and not quiet:
         err_console.print(f"warning: the run ended with status {res.status!r}", markup=False)
+
+
+def _traffic_line(t: dict[str, Any]) -> str:
+    """Which source produced the MoE messages (workload.moe.traffic_source)."""
+    if t["source"] == "kernels":
+        return (
+            f"MoE traffic: read from the dispatch/combine kernels' buffers (all {t['ranks']} ranks)"
+        )
+    if t["kernel_ranks"]:
+        return (
+            f"MoE traffic: from the routing counts, checked against the kernels' buffers on "
+            f"{t['kernel_ranks']} of {t['ranks']} source ranks per layer (kernel_memory)"
+        )
+    return "MoE traffic: from the routing counts (traffic_source: counts, no kernel ran)"
 
 
 @app.command()

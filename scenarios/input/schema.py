@@ -727,6 +727,25 @@ class MoeWorkload(Strict):
     combine_dtype: Literal["fp8", "bf16"] = Field(
         "bf16", description="data type of combined tokens"
     )
+    traffic_source: Literal["auto", "kernels", "counts"] = Field(
+        "auto",
+        description="where the messages come from (podsim.workloads.kernel_traffic): kernels "
+        "runs the mode's dispatch and combine kernels on real NumPy tensors of every rank and "
+        "reads each message from their buffers; counts derives the same messages from the "
+        "routing counts, moving no tensor (fast); auto is kernels when their buffers fit "
+        "kernel_memory, else counts checked against the kernels on kernel_sample_ranks ranks "
+        "of every layer (a disagreement is an error)",
+    )
+    kernel_memory: Size = Field(
+        1 << 30,
+        description="most bytes of kernel buffers per layer for traffic_source kernels or auto "
+        "[E] (1 GiB; quickstart needs about 0.2 GB)",
+    )
+    kernel_sample_ranks: PositiveInt = Field(
+        4,
+        description="traffic_source auto, when every rank does not fit kernel_memory: source "
+        "ranks (spread evenly) whose messages the kernels check in every layer [E]",
+    )
     tflops: Annotated[float, Field(gt=0)] | None = Field(
         None, description="achieved TFLOP/s of expert compute (default: the workloads estimate)"
     )

@@ -25,6 +25,8 @@ def test_run_without_file_runs_quickstart_and_writes_everything(quickstart_dir: 
         assert not (quickstart_dir / f"{name}.csv").exists()
     summary = json.loads((quickstart_dir / "summary.json").read_text())
     assert summary["scenario"] == "quickstart" and summary["status"] == "complete"
+    # quickstart's kernels fit the default kernel_memory: every message read from their buffers
+    assert summary["traffic"] == {"source": "kernels", "kernel_ranks": 16, "ranks": 16}
     resolved = yaml.safe_load((quickstart_dir / "resolved.yaml").read_text())
     assert resolved["workload"]["moe"]["tokens_per_rank"] == 16
     for fig in [*FIGURES, "topology"]:

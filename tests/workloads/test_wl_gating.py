@@ -146,3 +146,20 @@ def test_assignment_has_exact_counts_and_distinct_experts(seed):
     np.testing.assert_array_equal(np.bincount(a.ravel(), minlength=e), counts)
     s = np.sort(a, axis=1)
     assert (s[:, 1:] != s[:, :-1]).all()
+
+
+@pytest.mark.parametrize(("n", "e", "k"), [(20000, 256, 8), (3000, 8, 4)])
+def test_sample_topk_draws_k_distinct_experts_uniformly(n, e, k):
+    from podsim.workloads.gating import sample_topk
+
+    idx = sample_topk(n, e, k, np.random.default_rng(1))
+    assert idx.shape == (n, k) and idx.min() >= 0 and idx.max() < e
+    s = np.sort(idx, axis=1)
+    assert (s[:, 1:] != s[:, :-1]).all()  # k distinct experts per token
+    counts = np.bincount(idx.ravel(), minlength=e)
+    expect = n * k / e  # each expert is in a uniform k-subset with probability k / e
+    chi2 = ((counts - expect) ** 2 / expect).sum()
+    assert chi2 < e + 6 * np.sqrt(2 * e)  # far above the mean (e - 1) only if not uniform
+    np.testing.assert_array_equal(idx, sample_topk(n, e, k, np.random.default_rng(1)))
+    with pytest.raises(ValueError, match=r"top_k=9 must be in 1\.\.8"):
+        sample_topk(4, 8, 9, np.random.default_rng(0))
