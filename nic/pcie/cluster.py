@@ -16,7 +16,8 @@ What the engines use:
   ``rx``: NIC -> GPU) and their idle path latencies (switch hops 115 ns each, the root
   complex's extra latency; docs/physics.md "PCIe 5.0", :mod:`podsim.nic.pcie.devices`);
 - for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
-- for GPUDirect Storage, the SSD nearest each GPU (fewest hops, then lowest index);
+- for GPUDirect Storage, the SSD each GPU reads from (one of its nearest, GPUs that share
+  their nearest SSDs spread over them: :attr:`PcieTree.storage_map`);
 - :meth:`ClusterPcie.rates` (one server's active set -> shares and NIC DMA caps) for the packet
   engine's runtime (:mod:`podsim.nic.pcie.runtime`);
 - for the flow engine and the bound, the tree resources as extra max-min constraints
@@ -225,13 +226,12 @@ class ClusterPcie:
         return self._tree(a).latency(ga, gb)
 
     def ssd_of(self, rank: int) -> str:
-        """The SSD nearest the rank's GPU (fewest hops, then lowest index)."""
+        """The SSD the rank's GPU reads from (:attr:`PcieTree.storage_map`: one of its nearest
+        SSDs, spread over the GPUs that share them)."""
         tree = self._tree(rank)
-        gpu = self.rank_gpu_dev[rank]
-        ssds = tree.ssds
-        if not ssds:
+        if not tree.ssds:
             raise ValueError(f"node layout {self.layout!r} has no SSDs")
-        return min(ssds, key=lambda s: (len(tree.path(s, gpu).nodes), tree.graph.nodes[s]["index"]))
+        return tree.storage_map[self.rank_gpu_dev[rank]]
 
     def gds_key(self, rank: int) -> tuple[int, StreamKey]:
         """(server, key) of a GPUDirect Storage read into the rank's GPU."""

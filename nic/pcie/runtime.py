@@ -122,7 +122,8 @@ class PcieRuntime:
 
     def storage_read(self, rank: int, nbytes: int, done: Callable[[Any], object] | None = None,
                      arg: Any = None) -> None:  # fmt: skip
-        """A GPUDirect Storage read of ``nbytes`` from the SSD nearest ``rank``'s GPU."""
+        """A GPUDirect Storage read of ``nbytes`` from the SSD ``rank``'s GPU reads from
+        (:meth:`ClusterPcie.ssd_of`)."""
         server, key = self.pcie.gds_key(rank)
         lat = self.pcie.gds_latency(rank)
         self._start(server, key, nbytes, lat, done, arg, "gds", -1, rank)

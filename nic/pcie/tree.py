@@ -215,6 +215,23 @@ class PcieTree:
         self._check_node(nic)
         return list(self.graph.nodes[nic]["serves"])
 
+    @cached_property
+    def storage_map(self) -> dict[str, str]:
+        """GPU -> the SSD its GPUDirect Storage reads come from: one of the SSDs nearest the
+        GPU (fewest hops), the GPUs that share the same nearest SSDs spread over them in index
+        order (GPU k of the group reads SSD k mod n), as a file set striped per GPU would be.
+        Empty without SSDs. Assumption: a GPU reads from one SSD, the nearest (a layout with
+        one SSD per GPU gives each GPU its own)."""
+        ssds = self.ssds
+        if not ssds:
+            return {}
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for gpu in self.gpus:
+            hops = {s: len(self.path(s, gpu).nodes) for s in ssds}
+            near = min(hops.values())
+            groups.setdefault(tuple(s for s in ssds if hops[s] == near), []).append(gpu)
+        return {g: near[k % len(near)] for near, gs in groups.items() for k, g in enumerate(gs)}
+
     def root_of(self, node: str) -> str:
         """The root complex (socket) above ``node``."""
         self._check_node(node)

@@ -1110,13 +1110,16 @@ class ServingWorkload(Strict):
 
 class StorageReads(Strict):
     """GPUDirect Storage traffic during the run (checkpoint load, KV-cache offload): every
-    rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from the SSD nearest its GPU
+    rank in ``ranks`` (default: all) reads ``reads_per_gpu`` bytes from an SSD nearest its GPU
     into GPU memory, starting at ``start`` (simulated time), as a stream on the node's PCIe tree
     that competes with the network traffic (Gen5 NVMe 14 GB/s read, docs/physics.md [S]). Needs a
     ``cluster.layout`` with SSDs (``layout_params.ssds``). The reads run in the background: a
     run ends when the workload's phases end, whether or not they finished."""
 
-    reads_per_gpu: Size = Field(description="bytes each rank reads from its nearest SSD")
+    reads_per_gpu: Size = Field(
+        description="bytes each rank reads from its SSD (one of the nearest; GPUs that share them "
+        "spread over them)"
+    )
     start: Time = Field(0.0, description="when the reads start (simulated time)")
     ranks: list[NonNegInt] | None = Field(None, description="ranks that read (default: all)")
 

@@ -161,3 +161,28 @@ def test_cost_model_can_count_the_layout_hardware():
     assert sum(d["role"] == "switch" and d["on_card"] for _, d in g.nodes(data=True)) == 4
     g = NODE_LAYOUTS.get("external-switch")(gpus=8, nics=8).graph
     assert sum(d["role"] == "switch" and not d["on_card"] for _, d in g.nodes(data=True)) == 4
+
+
+@pytest.mark.parametrize(
+    ("builder", "kwargs", "want"),
+    [
+        # two SSDs on each of 4 switches: the switch's two GPUs read one each
+        (external_switch, {"ssds": 8}, [f"ssd{i}" for i in range(8)]),
+        # one SSD per switch: the switch's two GPUs share it
+        (external_switch, {"ssds": 4}, [f"ssd{i // 2}" for i in range(8)]),
+        # one card per GPU, one SSD per card
+        (on_card_switch, {"ssds": 8}, [f"ssd{i}" for i in range(8)]),
+        # two GPUs per card, two SSDs per card
+        (on_card_switch, {"ssds": 8, "gpus_per_nic": 2}, [f"ssd{i}" for i in range(8)]),
+        # every SSD on the root complex is equally near: spread over all GPUs
+        (root_complex, {"ssds": 4}, [f"ssd{i % 4}" for i in range(8)]),
+    ],
+)
+def test_storage_reads_spread_over_the_nearest_ssds(builder, kwargs, want):
+    """A GPU reads from one of its nearest SSDs; GPUs that share the same nearest SSDs spread
+    over them instead of all reading the lowest-numbered one."""
+    tree = builder(8, **kwargs)
+    assert [tree.storage_map[g] for g in tree.gpus] == want
+    near = {g: len(tree.path(tree.storage_map[g], g).nodes) for g in tree.gpus}
+    for g in tree.gpus:
+        assert near[g] == min(len(tree.path(s, g).nodes) for s in tree.ssds)
