@@ -190,17 +190,20 @@ def sweep_command(
         f"ran {len(report.ran)}, already done {len(report.skipped)}, failed "
         f"{len(report.failures)}; table: {out_dir / 'results.parquet'}"
     )
-    two_points = len(report.ran) + len(report.skipped) == 2 and not report.interrupted
-    if two_points and len(df) == 2 and any(c.startswith("capex.") for c in df.columns):
+    from podsim.scenarios.cost.sensitivity import compares_first_two
+
+    points = len(report.ran) + len(report.skipped)
+    pair = compares_first_two(points, spec.savings_threshold) and len(df) == points
+    if pair and not report.interrupted and any(c.startswith("capex.") for c in df.columns):
         from podsim.scenarios.cost.tables import savings_table
         from podsim.scenarios.study.plots import variant_labels
 
         a, b = (
             {c[len("capex.") :]: float(v) for c, v in row.items() if c.startswith("capex.")}
-            for _, row in df.iterrows()
+            for _, row in df.iloc[:2].iterrows()
         )
         if a != b:  # a comparison of two designs; points that cost the same have no saving
-            names = variant_labels(df)
+            names = variant_labels(df.iloc[:2])
             console.print(savings_table(a, b, names[0], names[1]))
     if not df.empty:
         from podsim.scenarios.cost.tables import sensitivity_table

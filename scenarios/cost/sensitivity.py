@@ -5,8 +5,9 @@ A study's answer is read from its results table (one row per point):
 - ``best cost per performance``: the point with the lowest cost per unit of performance,
   ``cost x metric`` when a lower metric is better (a time: cost x time = cost per unit of
   throughput) or ``cost / metric`` when a higher one is (``study.maximize``);
-- ``saving >= T at <scope>`` (two-point studies with ``savings_threshold: T``): whether the
-  second point's capex saving over the first reaches ``T`` at each scope of
+- ``saving >= T at <scope>`` (studies with ``savings_threshold: T``, or any two-point study
+  asked it): whether the second point's capex saving over the first (study order:
+  :func:`compares_first_two`) reaches ``T`` at each scope of
   :data:`podsim.scenarios.cost.compare.SCOPES` ("does the on-card switch cut system cost by
   30 %?").
 
@@ -41,6 +42,7 @@ __all__ = [
     "Answer",
     "answer_of",
     "best_per_performance",
+    "compares_first_two",
     "price_sensitivity",
     "sensitivity_items",
     "study_answers",
@@ -58,6 +60,14 @@ class Answer:
 
     question: str
     answer: str
+
+
+def compares_first_two(points: int, threshold: float | None) -> bool:
+    """Whether a study's results compare the capex of its first two points (the savings by
+    scope and the ``saving >= T`` questions): a two-point study always does (a comparison of
+    two designs), a larger one when it sets ``savings_threshold`` (its first point is the
+    baseline design and its second the claimed one; the other points add performance cases)."""
+    return points == 2 or (threshold is not None and points > 2)
 
 
 def _cost_categories(cost_metric: str) -> tuple[str, ...] | None:
@@ -129,7 +139,7 @@ def study_answers(
     questions = []
     if metric in df.columns and cost_metric in df.columns:
         questions.append(BEST)
-    if threshold is not None and len(df) == 2:
+    if threshold is not None and compares_first_two(len(df), threshold):
         questions += [f"saving >= {threshold:.0%} at {s}" for s in SCOPES]
     return [
         Answer(q, answer_of(q, rows, labels, metric, cost_metric, maximize, threshold))

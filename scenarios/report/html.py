@@ -495,10 +495,15 @@ def _render_study(d: Path) -> str:
 
 
 def _study_answers_html(df: Any, study: dict[str, Any]) -> str:
-    """The study's answers, the savings by scope of a two-point study and the prices with no
+    """The study's answers, the savings by scope of its first two points (a two-point study, or
+    one with ``savings_threshold``: :func:`compares_first_two`) and the prices with no
     (or a weak) source that decide each answer, with the price at which it flips."""
     from podsim.scenarios.cost.compare import scope_savings
-    from podsim.scenarios.cost.sensitivity import price_sensitivity, study_answers
+    from podsim.scenarios.cost.sensitivity import (
+        compares_first_two,
+        price_sensitivity,
+        study_answers,
+    )
     from podsim.scenarios.cost.tables import CONFIDENCE_MARK
     from podsim.scenarios.study.plots import variant_labels
 
@@ -506,9 +511,11 @@ def _study_answers_html(df: Any, study: dict[str, Any]) -> str:
     maximize, threshold = study["maximize"], study.get("savings_threshold")
     parts = []
     capex = [c for c in df.columns if c.startswith("capex.")]
-    if len(df) == 2 and capex:
-        a, b = ({c[len("capex.") :]: float(r[c] or 0) for c in capex} for _, r in df.iterrows())
-        names = variant_labels(df)
+    if compares_first_two(len(df), threshold) and capex:
+        a, b = (
+            {c[len("capex.") :]: float(r[c] or 0) for c in capex} for _, r in df.iloc[:2].iterrows()
+        )
+        names = variant_labels(df.iloc[:2])
         sav = scope_savings(a, b)
         parts += [
             f"<h2>Capex saving by scope: {_e(names[1])} vs {_e(names[0])}</h2>",

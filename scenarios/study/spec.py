@@ -159,9 +159,10 @@ class Study(BaseModel):
         None,
         gt=0.0,
         lt=1.0,
-        description="two-point studies: the claim to test, the second point saves at least "
-        "this fraction of the first's capex (0.30 = 30 %), answered at every scope of system "
-        "cost, with the prices that decide it (scenarios/cost/sensitivity.py)",
+        description="the claim to test: the study's second point saves at least this fraction "
+        "of its first point's capex (0.30 = 30 %; list the baseline design first, the claimed "
+        "one second, other points add cases), answered at every scope of system cost, with "
+        "the prices that decide it (scenarios/cost/sensitivity.py)",
     )
     base_dir: str | None = Field(None, exclude=True)
     #: the study file it was loaded from (None for a mapping), for error messages
