@@ -121,3 +121,28 @@ def test_study_report_and_sweep_show_the_deciding_prices(study_run, tmp_path) ->
         for flip in (r.flip_below_usd, r.flip_above_usd):
             if math.isfinite(flip):
                 assert usd(flip) in part
+
+
+def test_a_third_point_keeps_the_saving_answers_of_the_first_two(study_run) -> None:
+    """With savings_threshold, a study of more points asks the saving questions of its first
+    two (baseline, claimed design); a third point (here a dearer copy of the first) changes
+    neither those answers nor their flip prices."""
+    import pandas as pd
+
+    spec, table, _points, _out = study_run
+    third = table.iloc[[0]].copy()
+    for c in [c for c in table.columns if c.startswith("capex.")] + ["capex_usd"]:
+        third[c] = third[c] * 2
+    big = pd.concat([table, third], ignore_index=True)
+    args = (spec.metric, spec.cost_metric, spec.maximize, THRESHOLD)
+
+    def savings(df: pd.DataFrame) -> list[tuple[str, str]]:
+        return [(a.question, a.answer) for a in study_answers(df, *args) if a.question != BEST]
+
+    assert savings(big) == savings(table) and len(savings(table)) == 4
+    cols = ["question", "answer", "item", "flip_below_usd", "flip_above_usd"]
+    s2, s3 = (price_sensitivity(df, *args) for df in (table, big))
+    s2, s3 = (s[s.question != BEST][cols].reset_index(drop=True) for s in (s2, s3))
+    pd.testing.assert_frame_equal(s2, s3)
+    # without a threshold only the cost-per-performance question is asked
+    assert [a.question for a in study_answers(big, *args[:3], None)] == [BEST]

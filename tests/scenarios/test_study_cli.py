@@ -14,6 +14,7 @@ from podsim.scenarios.cli.study import register_commands
 from podsim.scenarios.cost import load_catalog
 from podsim.scenarios.cost.compare import scope_savings
 from podsim.scenarios.cost.scenario import cost_of_scenario
+from podsim.scenarios.cost.sensitivity import compares_first_two
 from podsim.scenarios.study import sweep as sweep_mod
 from podsim.scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
 from podsim.scenarios.study.spec import load_study, study_names
@@ -246,3 +247,31 @@ def test_two_point_study_prints_savings_only_between_designs_that_differ_in_cost
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert ("saving by scope" in res.output) is table
+
+
+@pytest.mark.parametrize("threshold", [None, 0.3])
+def test_larger_study_compares_its_first_two_points_when_it_tests_a_saving(
+    tmp_path: Path,
+    app: typer.Typer,
+    monkeypatch: pytest.MonkeyPatch,
+    threshold: float | None,
+) -> None:
+    """A study of more than two points prints the savings by scope, first point as baseline and
+    second as variant, only when it sets savings_threshold (the claim under test)."""
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(SCENARIO))
+    spec = {"name": "three", "base": "base.yaml", "metric": "layer_time_s",
+            "list": [{"cluster.layout": x}
+                     for x in ("external-switch", "on-card-switch", "root-complex")]}  # fmt: skip
+    if threshold is not None:
+        spec["savings_threshold"] = threshold
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr(sweep_mod, "_default_run_point", lambda: priced_point)
+    args = ["sweep", str(study), "--workers", "0", "--out", str(tmp_path / "o"), "--no-plots"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    title = "on-card-switch vs layout=external-switch: capex saving by scope"
+    assert (title in " ".join(res.output.split())) is (threshold is not None)
+    assert "root-complex vs" not in res.output
+    assert compares_first_two(3, threshold) is (threshold is not None)
+    assert compares_first_two(2, None) and not compares_first_two(1, 0.3)
