@@ -79,7 +79,21 @@ class PresetSpec:
 
 
 _SMARTNIC = "[S] the design's SmartNIC, docs/physics.md 'PCIe 5.0' (T-Head Panmai 920): 400 Gb/s"
-_LAT_E = "[E] GPU-to-GPU one-way through the scale-up switch; no public figure in docs/physics.md"
+#: one-way GPU-to-GPU latency through the scale-up switch. No vendor publishes a hardware
+#: figure; the public measurements bound it from above, so 500 ns stays an estimate [E]
+_LAT_E = (
+    "[E] GPU-to-GPU one-way through the scale-up switch; no public figure (the NVLink and UB "
+    "measurements below bound it by 1-2 us)"
+)
+_LAT_NVLINK = (
+    "[E] no public hardware figure: CUDA's p2pBandwidthLatencyTest measures 1.8-2.6 us for an "
+    "NVLink P2P write (NVIDIA/cuda-samples issue 230), kernel launch and polling included, so "
+    "an upper bound"
+)
+_LAT_UB = (
+    "[E] within the < 1 us inter-node UB latency reported for CloudMatrix384 (arXiv "
+    "2506.12708, secondary summary); no per-hop figure"
+)
 _RAIL_E = "[E] rail-optimised 1:1, one port per plane per NIC card"
 
 #: preset name -> its figures. Adding a row adds a preset (registered by
@@ -95,7 +109,7 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
             "gpus_per_pod": Figure(8, "[S] NVLink inside the 8-GPU node (DeepEP, docs/physics.md)"),
             "gpus_per_server": Figure(8, "[S] 8 H800 per node (DeepEP, docs/physics.md)"),
             "scaleup_rate": Figure("160GB/s", "[S] NVLink 160 GB/s per GPU (docs/physics.md)"),
-            "scaleup_latency": Figure("500ns", _LAT_E),
+            "scaleup_latency": Figure("500ns", _LAT_NVLINK),
             "scaleup_switches": Figure(1, "[E] the HGX board's NVSwitch chips as one switch"),
             "gpus_per_nic": Figure(1, "[S] one 400 Gb/s IB NIC per GPU (DeepEP, docs/physics.md)"),
             "planes": Figure(1, "[S] one port per NIC"),
@@ -134,7 +148,7 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
             "gpus_per_pod": Figure(384, "[S] CloudMatrix384 (arXiv 2506.12708)"),
             "gpus_per_server": Figure(8, "[S] 48 nodes of 8 NPUs (arXiv 2506.12708)"),
             "scaleup_rate": Figure("392GB/s", "[S] UB per NPU, one way (arXiv 2506.12708)"),
-            "scaleup_latency": Figure("500ns", _LAT_E),
+            "scaleup_latency": Figure("500ns", _LAT_UB),
             "scaleup_switches": Figure(7, "[S] seven L1 UB switches per node (arXiv 2506.12708)"),
             "gpus_per_nic": Figure(1, "[S] 400 Gb/s RDMA per NPU (arXiv 2506.12708)"),
             "planes": Figure(1, "[E] one port per NIC"),
@@ -163,7 +177,7 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
                 "[S] NVLink 5: 1.8 TB/s bidirectional per GPU (NVIDIA GB200 NVL72 product "
                 "page), 900 GB/s each way [D]",
             ),
-            "scaleup_latency": Figure("500ns", _LAT_E),
+            "scaleup_latency": Figure("500ns", _LAT_NVLINK),
             "scaleup_switches": Figure(
                 18,
                 "[D] 9 NVLink switch trays (docs.nvidia.com tuning guide) x 2 NVSwitch chips; "
@@ -242,7 +256,7 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
                 "392GB/s",
                 "[S] UB: over 392 GB/s unidirectional per NPU, 14 x 400 Gb/s (arXiv 2506.12708)",
             ),
-            "scaleup_latency": Figure("500ns", _LAT_E),
+            "scaleup_latency": Figure("500ns", _LAT_UB),
             "scaleup_switches": Figure(
                 7,
                 "[S] seven L1 UB switch chips per node (arXiv 2506.12708); each plane's L1+L2 "
