@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from podsim.scenarios.cost.scenario import cost_of_scenario
 from podsim.scenarios.cost.sensitivity import compares_first_two
 from podsim.scenarios.study import sweep as sweep_mod
 from podsim.scenarios.study.plots import fmt_metric, pareto_front, save_study_figures, tornado_data
-from podsim.scenarios.study.spec import load_study, study_names
+from podsim.scenarios.study.spec import Study, load_study, study_names
 from podsim.scenarios.study.sweep import resolve_points
 from typer.testing import CliRunner
 
@@ -170,8 +171,10 @@ def test_builtin_savings_study_cost_side() -> None:
     closed form from catalog prices (external boards removed, SmartNIC premium added)."""
     assert "on-card-switch-savings" in study_names()
     study = load_study("on-card-switch-savings")
-    ext, onc = resolve_points(study)
-    assert ext.params == {"cluster.layout": "external-switch"}
+    ext, onc = resolve_points(study)[:2]  # the cost question's baseline and claimed design
+    assert ext.params["cluster.layout"] == "external-switch"
+    assert onc.params == {**ext.params, "cluster.layout": "on-card-switch"}
+    assert study.savings_threshold == 0.30
     a, b = cost_of_scenario(ext.resolved), cost_of_scenario(onc.resolved)
     cat = load_catalog()
     cards = a.capex_by_category()["nic"] / cat.get("nic-cx7-400g").price_usd
@@ -199,16 +202,37 @@ def test_builtin_studies_resolve(name: str) -> None:
     assert points and len({p.key for p in points}) == len(points)
 
 
+def small_savings_study() -> Study:
+    """The built-in savings study on two pods of 16 accelerators at EP 32 (the same cases,
+    layouts and order; about 1/8 of the messages per point)."""
+    spec = load_study("on-card-switch-savings").model_dump(by_alias=True)
+    spec["base"]["cluster"]["params"]["gpus_per_pod"] = 16
+    spec["base"]["workload"]["moe"].update(ep_size=32, tokens_per_rank=64)
+    return load_study(spec)
+
+
 @pytest.mark.slow
 def test_savings_study_runs_end_to_end(tmp_path: Path) -> None:
-    """Simulates both points: same workload and fabric, so the same layer time; only cost moves."""
+    """A small variant of the built-in study, simulated: layouts that put GPU and NIC under one
+    PCIe switch tie in every case (nothing they differ in, the host link, carries traffic),
+    the root complex is slower wherever it carries the NIC's DMA, and GDS reads slow the
+    switched layouts only when a GPU has a whole NIC to itself."""
     from podsim.scenarios.study.sweep import run_study
 
-    rep = run_study("on-card-switch-savings", tmp_path, workers=0, progress=False)
-    assert not rep.failures and len(rep.table) == 2
-    t = rep.table.set_index("param:cluster.layout")
-    assert t.loc["on-card-switch", "capex_usd"] < t.loc["external-switch", "capex_usd"]
+    rep = run_study(small_savings_study(), tmp_path, workers=0, progress=False)
+    assert not rep.failures and len(rep.table) == 12
+    t = rep.table.assign(reads=rep.table["param:workload.storage"].notna())
+    t = t.set_index(["param:cluster.layout", "param:cluster.params.gpus_per_nic", "reads"])
     assert np.isfinite(t["layer_time_s"]).all() and np.isfinite(t["usd_per_moe_layer"]).all()
+    disp = t["phases.dispatch.completion_time_s"]
+    for gpn, reads in itertools.product((2, 1), (False, True)):
+        ext, onc = (t.loc[(x, gpn, reads)] for x in ("external-switch", "on-card-switch"))
+        assert onc["capex_usd"] < ext["capex_usd"]
+        assert onc["layer_time_s"] == ext["layer_time_s"]
+        assert disp[("root-complex", gpn, reads)] > 1.1 * disp[("external-switch", gpn, reads)]
+    for layout in ("external-switch", "on-card-switch"):
+        assert disp[(layout, 2, True)] == pytest.approx(disp[(layout, 2, False)], rel=1e-9)
+        assert disp[(layout, 1, True)] > 1.02 * disp[(layout, 1, False)]
 
 
 def test_study_can_sweep_catalog_prices() -> None:
