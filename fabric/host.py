@@ -32,8 +32,8 @@ SPRAY_MODES = ("none", "random", "paths")
 
 class Message:
     """One message from ``src`` to ``dst`` (endpoint ids): ``size`` payload bytes, earliest
-    start ``start_s``; filled in as it runs: ``sent``, ``rx_bytes``, ``pkts``, ``t_first_tx``,
-    ``t_first_rx``, ``t_last_rx``, ``t_done`` (NaN until complete)."""
+    start ``start_s``, traffic class ``tc``; filled in as it runs: ``sent``, ``rx_bytes``,
+    ``pkts``, ``t_first_tx``, ``t_first_rx``, ``t_last_rx``, ``t_done`` (NaN until complete)."""
 
     __slots__ = (
         "dst",
@@ -49,10 +49,14 @@ class Message:
         "t_first_rx",
         "t_first_tx",
         "t_last_rx",
+        "tc",
     )
 
-    def __init__(self, mid: int, src: int, dst: int, size: int, start_s: float, flow: int):
+    def __init__(
+        self, mid: int, src: int, dst: int, size: int, start_s: float, flow: int, tc: int = 0
+    ) -> None:
         self.id = mid
+        self.tc = tc
         self.src = src
         self.dst = dst
         self.size = size
@@ -133,8 +137,12 @@ class Host:
         self.telemetry = bool(telemetry)
         self.trace: list[tuple] | None = [] if trace else None
 
-    def add_message(self, dst: str | int, size: int, start_s: float = 0.0) -> Message:
-        """Queue a message to endpoint ``dst`` (name or id) of ``size`` bytes at ``start_s``."""
+    def add_message(
+        self, dst: str | int, size: int, start_s: float = 0.0, *, tc: int = 0
+    ) -> Message:
+        """Queue a message to endpoint ``dst`` (name or id) of ``size`` bytes at ``start_s``,
+        in traffic class ``tc``. A host sends its messages one after the other in start
+        order, whatever their class (it has no per-class scheduler: the SmartNIC has)."""
         d = dst if isinstance(dst, int) else self.network.endpoint_id(dst)
         if not 0 <= d < len(self.network.endpoints):
             raise ValueError(f"host {self.name}: dst={dst!r} is not an endpoint id")
@@ -143,7 +151,7 @@ class Host:
         if not start_s >= 0:
             raise ValueError(f"host {self.name}: start_s={start_s!r} must be >= 0")
         seq = len(self.messages)
-        m = Message(seq, self.id, d, size, float(start_s), (self.id << 32) | seq)
+        m = Message(seq, self.id, d, size, float(start_s), (self.id << 32) | seq, int(tc))
         # keep not-yet-started messages sorted by start time (stable for equal starts)
         i = len(self.messages)
         while i > self._next and self.messages[i - 1].start_s > m.start_s:
@@ -182,6 +190,7 @@ class Host:
         else:
             ev = self._evs[m.pkts % len(self._evs)]
         pkt = Packet(size, self.id, m.dst, m.flow, m.pkts, ev, DATA, self.overhead, now, m)
+        pkt.tc = m.tc
         if self.telemetry:
             pkt.int_rec = []
         m.pkts += 1

@@ -232,7 +232,7 @@ class Checker:
         assert net is not None
         bad: list[str] = []
         for p in net.ports:
-            queued = sum(pkt.wire for pkt in p._q) + sum(pkt.wire for pkt in p._hq)
+            queued = sum(pkt.wire for pkt in p.queued())
             if p.qbytes < 0 or p.qbytes != queued:
                 bad.append(f"port {p.name}: qbytes={p.qbytes}, packets queued hold {queued} B")
         into: dict[str, int] = {}
@@ -286,7 +286,7 @@ class Checker:
             out_p = sw.noroute_drops
             out_w = sw.noroute_wire
             for q in sw.ports:
-                out_p += q.tx_pkts + len(q._q) + len(q._hq) + (q.drops - q.lost_pkts)
+                out_p += q.tx_pkts + q.queued_packets + (q.drops - q.lost_pkts)
                 out_w += q.tx_bytes - q.mac_bytes + q.qbytes + (q.drop_wire - q.lost_wire)
             if in_p.get(name, 0) != out_p or in_w.get(name, 0) != out_w:
                 bad.append(

@@ -30,6 +30,8 @@ from typing import Protocol
 
 import networkx as nx
 import simpy
+from podsim.fabric.classed import ClassedPort, ClassedSwitch, ClassedSwitchPort
+from podsim.fabric.classes import TrafficClasses
 from podsim.fabric.packet import DATA, Packet
 from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
 from podsim.fabric.port import Port, packets_on_wires
@@ -64,7 +66,10 @@ class Network:
     choice in the fabric (ECN, ECMP salts); ``switch_configs`` optional per-switch-name or
     per-role (``"leaf"``, ``"spine"``, ...) overrides; ``include_scaleup`` also build the
     scale-up fabric (GPU nodes become endpoints, after the NIC ports; each GPU must then have a
-    single scale-up link); ``propagation_s_per_m`` (default 5 ns/m, docs/physics.md).
+    single scale-up link); ``propagation_s_per_m`` (default 5 ns/m, docs/physics.md);
+    ``classes`` the traffic classes (:mod:`podsim.fabric.classes`): with two or more, every
+    port keeps a queue per class (:mod:`podsim.fabric.classed`); None or one class builds the
+    plain single-queue fabric.
 
     Every endpoint must have exactly one link (the contract's one node per NIC port).
 
@@ -82,8 +87,11 @@ class Network:
         switch_configs: Mapping[str, SwitchConfig] | None = None,
         include_scaleup: bool = False,
         propagation_s_per_m: float = PROPAGATION_S_PER_M,
+        classes: TrafficClasses | None = None,
     ) -> None:
         self.env = env
+        #: the traffic classes (None: one class, the plain ports and switches)
+        self.classes = classes if classes is not None and len(classes) > 1 else None
         self.graph = graph
         self.seed = seed
         self.switch_config = switch_config or SwitchConfig()
@@ -105,7 +113,10 @@ class Network:
         self.switches: dict[str, Switch] = {}
         for name in sw_names:
             cfg = overrides.get(name) or overrides.get(roles[name]) or self.switch_config
-            self.switches[name] = Switch(env, name, cfg, seed=seed)
+            if self.classes is None:
+                self.switches[name] = Switch(env, name, cfg, seed=seed)
+            else:
+                self.switches[name] = ClassedSwitch(env, name, cfg, seed=seed, classes=self.classes)
 
         self._ports: dict[tuple[str, str], Port] = {}
         self._uplink: dict[str, Port] = {}
@@ -163,9 +174,12 @@ class Network:
         self, a: str, b: str, rate: float, prop: float, fec: float, length: float, tier: str
     ) -> Port:
         rx_sw = self.switches.get(b)
-        cls = SwitchPort if a in self.switches else Port
+        if self.classes is None:
+            cls: type[Port] = SwitchPort if a in self.switches else Port
+        else:
+            cls = ClassedSwitchPort if a in self.switches else ClassedPort
         saf = rx_sw is None or rx_sw.config.store_and_forward or rate < self._max_rate[b]
-        return cls(
+        port = cls(
             self.env,
             a,
             b,
@@ -177,6 +191,9 @@ class Network:
             length_m=length,
             tier=tier,
         )
+        if self.classes is not None:
+            port.set_classes(self.classes)  # type: ignore[attr-defined]
+        return port
 
     # ---- endpoints ------------------------------------------------------------------------
     def endpoint_id(self, name: str) -> int:
@@ -305,10 +322,9 @@ class Network:
         O(events + queued packets); for tests and samplers, not the hot path."""
         total = 0
         for p in self.ports:
-            for q in (p._q, p._hq):
-                for pkt in q:
-                    if pkt.kind == kind:
-                        total += pkt.size
+            for pkt in p.queued():
+                if pkt.kind == kind:
+                    total += pkt.size
         for pkt in packets_on_wires(self.env, self.ports):
             if pkt.kind == kind:
                 total += pkt.size
@@ -345,6 +361,23 @@ class Network:
                 "max_qbytes": [p.max_qbytes for p in self.ports],
             }
         )
+
+    def class_table(self):  # -> pandas.DataFrame
+        """With traffic classes, one row per (egress port, class) with the class's counters
+        (:class:`podsim.fabric.classed.ClassQueues`); empty with one class."""
+        import pandas as pd
+
+        cols = ("tx_bytes", "tx_pkts", "drops", "drop_bytes", "ecn_marks", "pauses_rcvd",
+                "pauses_sent", "paused_s", "max_qbytes")  # fmt: skip
+        if self.classes is None:
+            return pd.DataFrame(columns=["port", "class", *cols])
+        names = self.classes.names
+        rows = []
+        for p in self.ports:
+            cq = p.tcq  # type: ignore[attr-defined]
+            for i, name in enumerate(names):
+                rows.append((p.name, name, *(getattr(cq, c)[i] for c in cols)))
+        return pd.DataFrame(rows, columns=["port", "class", *cols])
 
     def __repr__(self) -> str:
         return (

@@ -98,6 +98,8 @@ class Packet:
     ``ev``        entropy value (UEC EV / UDP source port): fixed per flow = one path,
                   varied per packet = spraying;
     ``ecn``       congestion-experienced mark (set by switches on DATA packets);
+    ``tc``        traffic class (index into the network's :class:`~podsim.fabric.classes.
+                  TrafficClasses`; 0 by default; PFC frames carry the class they pause);
     ``ts``        send timestamp (set by the sender); ``ts_echo`` a timestamp echoed back;
     ``int_rec``   None, or a list to which every switch egress appends
                   ``(qlen_bytes, tx_bytes, time_s, rate_bps)`` (HPCC INT; ask by passing []);
@@ -119,6 +121,7 @@ class Packet:
         "psn",
         "size",
         "src",
+        "tc",
         "ts",
         "ts_echo",
         "wire",
@@ -149,6 +152,7 @@ class Packet:
         self.ev = ev
         self.kind = kind
         self.ecn = False
+        self.tc = 0
         self.ts = ts
         self.ts_echo = 0.0
         self.meta = meta

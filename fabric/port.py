@@ -64,6 +64,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappush
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import simpy
@@ -353,6 +354,10 @@ class Port:
     @property
     def queued_packets(self) -> int:
         return len(self._q) + len(self._hq)
+
+    def queued(self) -> Iterator[Packet]:
+        """Every packet waiting in this port's queues (control and DATA; not PFC frames)."""
+        return chain(self._q, self._hq)
 
     def serialisation_s(self, wire_bytes: int) -> float:
         """Time to serialise ``wire_bytes`` at this port's MAC rate."""

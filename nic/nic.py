@@ -51,6 +51,7 @@ from podsim.fabric.plugins import is_plugin_spec
 from podsim.fabric.registry import Registry
 from podsim.nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
 from podsim.nic.congestion.api import CCEvent
+from podsim.nic.transport.classes import ClassedReady
 from podsim.nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
 from podsim.nic.transport.qp import (
     ACK_WIRE_EXTRA,
@@ -438,7 +439,11 @@ class SmartNic:
         self._timers: list[tuple[float, int, QueuePair]] = []  # QP timers (TLP/RTO) by time
         self._timer_cb: Callback | None = None
         self._timer_cb_at = _INF
-        self._ready: list[deque[QueuePair]] = [deque() for _ in self.ports]
+        self._ready: list[deque[QueuePair]] | list[ClassedReady] = (
+            [deque() for _ in self.ports]
+            if net.classes is None
+            else [ClassedReady(net.classes, p.tcq.paused) for p in self.ports]  # type: ignore[attr-defined]
+        )
         self._heap: list[tuple[float, int, QueuePair]] = []
         self._seq = itertools.count()
         self._wake_t = _INF
@@ -505,12 +510,13 @@ class SmartNic:
             self._schedule_timers(timers[0][0])
 
     # ------------------------------------------------------------------ QPs
-    def qp_to(self, dst: SmartNic, index: int = 0) -> QueuePair:
-        """The QP number ``index`` from this NIC to ``dst`` (created on first use)."""
-        key = (dst.card, index)
+    def qp_to(self, dst: SmartNic, index: int = 0, tc: int = 0) -> QueuePair:
+        """The QP number ``index`` of traffic class ``tc`` from this NIC to ``dst`` (created
+        on first use)."""
+        key = (dst.card, index) if not tc else (dst.card, index, tc)
         qp = self.qps.get(key)
         if qp is None:
-            qp = self.rdma._new_qp(self, dst, index)
+            qp = self.rdma._new_qp(self, dst, index, tc)
             self.qps[key] = qp
         return qp
 
@@ -1029,7 +1035,7 @@ class RdmaNetwork:
         """QP ``index`` from NIC card ``src`` to card ``dst`` (created on first use)."""
         return self.nic(src).qp_to(self.nic(dst), index)
 
-    def _new_qp(self, src: SmartNic, dst: SmartNic, index: int) -> QueuePair:
+    def _new_qp(self, src: SmartNic, dst: SmartNic, index: int, tc: int = 0) -> QueuePair:
         if src is dst:
             raise ValueError(f"a QP needs two different NICs; got nic{src.card} to itself")
         if src.planes != dst.planes:
@@ -1039,7 +1045,12 @@ class RdmaNetwork:
             )
         cfg = src.config
         qid = next(self._qp_ids)
-        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
+        classes = self.network.classes
+        if tc and (classes is None or not 0 <= tc < len(classes)):
+            n = 1 if classes is None else len(classes)
+            raise ValueError(f"traffic class {tc!r}: the network has {n} class(es), 0 .. {n - 1}")
+        tail = f"/tc{tc}" if tc else ""  # class 0 keeps the seeds of a fabric without classes
+        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}{tail}")
         sel = make_selector(
             cfg.selector,
             cfg.n_evs,
@@ -1071,6 +1082,7 @@ class RdmaNetwork:
             rto_max_s=cfg.rto_max_s,
             retry_limit=cfg.retry_limit,
         )
+        qp.tc = tc
         self._qp_list.append(qp)
         return qp
 
@@ -1099,11 +1111,13 @@ class RdmaNetwork:
         at: float | None = None,
         qp: int | None = None,
         tag: Any = None,
+        tc: int = 0,
     ) -> Message:
         """Post an RDMA ``op`` of ``size`` bytes from NIC card ``src`` to ``dst``.
 
         ``at`` absolute simulated time to post (default now); ``qp`` the QP index (default:
-        round-robin over ``qps_per_pair``); ``tag`` any user value kept in the results.
+        round-robin over ``qps_per_pair``); ``tag`` any user value kept in the results; ``tc``
+        the traffic class (an index into the network's classes; each class has its own QPs).
         """
         if isinstance(size, bool) or not isinstance(size, int | float) or int(size) != size:
             raise ValueError(f"message size {size!r}; expected an int number of bytes >= 0")
@@ -1125,7 +1139,7 @@ class RdmaNetwork:
                 index = k % n
         else:
             index = int(qp)
-        q = s.qp_to(d, index)
+        q = s.qp_to(d, index, tc)
         msg = Message(len(self.messages), q, size, opcode, when, tag)
         self.messages.append(msg)
         self._pending += 1
@@ -1258,6 +1272,7 @@ class RdmaNetwork:
                 "fct_s": [m.done_s - m.post_s for m in ms],
                 "retx_pkts": [m.retx_pkts for m in ms],
                 "tag": [m.tag for m in ms],
+                "tc": [m.qp.tc for m in ms],
                 "error": [m.error or "" for m in ms],
             }
         )

@@ -131,6 +131,7 @@ class RdmaPacket(Packet):
         self.meta = meta
         self.flags = flags
         self.ecn = False
+        self.tc = 0
         self.ts_echo = 0.0
         self.int_rec = None
         self.aux = 0
@@ -279,6 +280,7 @@ class QueuePair:
         "sel",
         "snd",
         "src_eids",
+        "tc",
         "tlp_deadline",
         "tlp_probes",
         "tx_bytes",
@@ -311,6 +313,8 @@ class QueuePair:
         self.nic = nic
         self.dst_nic = dst_nic
         self.index = index
+        #: traffic class (index into the network's classes; set by RdmaNetwork)
+        self.tc = 0
         self.mtu = mtu
         self.overhead = nic.overhead  # the link layer's per-packet framing (fabric.packet)
         self.min_wire = nic.min_wire
@@ -516,6 +520,8 @@ class QueuePair:
             flags,
             self.rx,
         )
+        if self.tc:
+            pkt.tc = self.tc
         if self.want_int:
             pkt.int_rec = []
         if psn >= snd.high_sent:
