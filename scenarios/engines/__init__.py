@@ -66,11 +66,12 @@ class Engine:
     reads (``workload.storage``). ``graphs``: it executes operation graphs
     (:mod:`podsim.workloads.graph`: collectives, training steps, imported traces), not only the
     layer timeline. ``per_packet``: every packet is simulated, so per-packet
-    effects apply (PFC pauses and drops, ``sim.cell`` bursts). ``preflight(sc, cluster, trace)``
-    makes the engine's own input checks (fault targets the cluster lacks, runs that could never
-    end); ``check_size(sc, cluster, trace, compute, budget=, force=)`` refuses a run too large
-    for it (:mod:`podsim.scenarios.build.limits`). Calling the engine refuses what it does not
-    model, then runs it.
+    effects apply (PFC pauses and drops, ``sim.cell`` bursts). ``classes``: it schedules
+    traffic classes (``cluster.traffic_classes`` with two or more). ``preflight(sc, cluster,
+    trace)`` makes the engine's own input checks (fault targets the cluster lacks, runs that
+    could never end); ``check_size(sc, cluster, trace, compute, budget=, force=)`` refuses a
+    run too large for it (:mod:`podsim.scenarios.build.limits`). Calling the engine refuses what
+    it does not model, then runs it.
     """
 
     name: str
@@ -82,6 +83,7 @@ class Engine:
     per_packet: bool = False
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None
     check_size: Callable[..., Any] | None = None
+    classes: bool = False
 
     def __call__(self, ctx: RunContext) -> EngineOutput:
         self.refuse_unmodelled(ctx.scenario)
@@ -113,6 +115,14 @@ class Engine:
                 f"{sc.workload.kind}); {_suggest(lambda e: e.graphs)}or use another workload",
                 path="engine",
             )
+        tcs = sc.cluster.traffic_classes
+        if tcs is not None and len(tcs.classes) > 1 and not self.classes:
+            raise ScenarioError(
+                f"the {self.name} engine does not model traffic classes (it shares each link "
+                "among flows without priorities, weights or per-class PFC); "
+                f"{_suggest(lambda e: e.classes)}or remove cluster.traffic_classes",
+                path="cluster.traffic_classes",
+            )
         if sc.workload.storage is not None and not self.storage:
             raise ScenarioError(
                 f"the {self.name} engine does not model GPUDirect Storage reads; "
@@ -139,6 +149,7 @@ def register_engine(
     per_packet: bool = False,
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None,
     check_size: Callable[..., Any] | None = None,
+    classes: bool = False,
 ) -> Callable[[Callable[[RunContext], EngineOutput]], Callable[[RunContext], EngineOutput]]:
     """Register the decorated ``run(ctx)`` as engine ``name`` with what it models
     (:class:`Engine`). Returns the function unchanged."""
@@ -154,6 +165,7 @@ def register_engine(
             per_packet=per_packet,
             preflight=preflight,
             check_size=check_size,
+            classes=classes,
         )
         ENGINES.add(name, eng, description)
         return run

@@ -60,6 +60,7 @@ from podsim.fabric.counters import Sampler
 from podsim.fabric.host import Host
 from podsim.fabric.kernel import call_at
 from podsim.fabric.scaleup import ScaleUpPipes
+from podsim.scenarios.build.classes import fabric_classes, message_classes
 from podsim.scenarios.build.limits import check_packet
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from podsim.scenarios.build.cluster import Cluster
     from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.execution.timeline import run_timeline
+from podsim.scenarios.results.classes import class_report
 from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = ["run_packet"]
@@ -103,7 +105,10 @@ class _Transport:
         sc, cl = ctx.scenario, ctx.cluster
         self.env = simpy.Environment()
         self.cluster = cl
-        self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed)
+        self.classes = fabric_classes(sc)
+        self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed, classes=self.classes)
+        #: every trace row's traffic class (None: one class)
+        self.msg_tc = message_classes(sc, ctx.trace)
         self.scaleup = ScaleUpPipes(self.env, cl.graph)
         self.pcie_local = 0
         self.pcie = None
@@ -222,6 +227,7 @@ class NicTransport(_Transport):
             int(nbytes),
             tag=msg,
             at=self.env.now + self.tx_latency(src_rank),
+            tc=0 if self.msg_tc is None else int(self.msg_tc[msg]),
         )
         self._cb[m.id] = (on_done, src_rank, dst_rank)
         self._msg_dst[msg] = dst_rank
@@ -365,6 +371,20 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
             "(a fidelity knob for speed); use a size above the MTU or leave sim.cell unset.",
             path="sim.cell",
         )
+    if fabric_classes(sc) is not None:
+        if sc.sim.endpoint == "host":
+            raise ScenarioError(
+                "traffic classes need the SmartNIC endpoint (sim.endpoint: nic): the line-rate "
+                "host sends its messages in order and has no per-class scheduler",
+                path="cluster.traffic_classes",
+            )
+        if sc.cluster.switch.credit_buffer is not None:
+            raise ScenarioError(
+                "traffic classes with InfiniBand credit flow control (cluster.switch."
+                "credit_buffer) are not modelled: InfiniBand separates traffic with virtual "
+                "lanes, each with its own credits",
+                path="cluster.traffic_classes",
+            )
     faults.check_targets(sc, cluster.graph)
     faults.check_termination(sc, cluster.graph, trace, cluster.rank_ports)
 
@@ -378,6 +398,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     per_packet=True,
     preflight=preflight,
     check_size=check_packet,
+    classes=True,
 )
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""
@@ -410,9 +431,13 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
-    pcie = {}
+    info: dict[str, Any] = {}
+    if transport.msg_tc is not None and transport.classes is not None:
+        info["traffic_classes"] = class_report(
+            transport.classes, transport.msg_tc, messages, transport.net.class_table()
+        )
     if transport.pcie is not None:
-        pcie = {"pcie": transport.pcie.report(messages, transport.net_msgs)}
+        info["pcie"] = transport.pcie.report(messages, transport.net_msgs)
     return EngineOutput(
         messages=messages,
         phases=tl.phases,
@@ -427,7 +452,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             "pcie_local_messages": transport.pcie_local,
             "packet_hops": transport.net.packet_hops(),
             "dropped_bytes": transport.net.dropped_bytes(),
-            **pcie,
+            **info,
             **checked,
         },
     )

@@ -562,6 +562,137 @@ class RoutingConfig(Strict):
     )
 
 
+#: what a message of the workload is, for traffic classes (``cluster.traffic_classes.assign``)
+TRAFFIC_KINDS: dict[str, str] = {
+    "moe-low-latency": "MoE dispatch/combine in deepep-low-latency mode",
+    "moe-normal": "MoE dispatch/combine in the other modes, training's EP all-to-all, trace rows "
+    "of the dispatch and combine phases",
+    "kv-transfer": "serving's KV-cache transfers from prefill to decode",
+    "collective": "every other message of an operation graph (collectives; training's TP, PP "
+    "and DP; Chakra and Kineto traces)",
+    "other": "synthetic patterns and trace rows of the phase 'other'",
+}
+#: a kind the schema knows but refuses, with why
+UNCLASSABLE_KINDS = {
+    "storage": "GPUDirect Storage reads (workload.storage) run on the node's PCIe tree from the "
+    "SSD beside the GPU and never enter the fabric, so no traffic class schedules them; "
+    "assign the network kinds only"
+}
+
+
+class TrafficClassEcn(Strict):
+    """ECN thresholds of one class's queues (default: ``cluster.switch.ecn``)."""
+
+    kmin: Size | None = Field(None, description="queue depth where marking starts")
+    kmax: Size | None = Field(None, description="queue depth where marking reaches pmax")
+
+    @model_validator(mode="after")
+    def _order(self) -> TrafficClassEcn:
+        if self.kmin is not None and self.kmax is not None and self.kmin > self.kmax:
+            raise ValueError(f"kmin ({self.kmin} B) must not exceed kmax ({self.kmax} B)")
+        return self
+
+
+class TrafficClassConfig(Strict):
+    """One traffic class: strict ``priority`` level (higher first; IEEE 802.1Q-2018 8.6.8.1),
+    DWRR ``weight`` among classes of the same priority (802.1Q clause 37, ETS), lossless ``pfc``
+    (802.1Qbb per-priority pause) and its ECN thresholds."""
+
+    name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")] = Field(
+        description="class name (letters, digits, _ . -)"
+    )
+    priority: Annotated[int, Field(ge=0, le=7, strict=True)] = Field(
+        0, description="strict-priority level, 0 .. 7 (higher is served first)"
+    )
+    weight: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="DWRR share among the classes of the same priority (> 0)"
+    )
+    pfc: bool | None = Field(
+        None, description="lossless with per-class PFC (default: cluster.switch.pfc.enabled)"
+    )
+    ecn: TrafficClassEcn = Field(
+        default_factory=TrafficClassEcn, description="this class's ECN thresholds"
+    )
+
+
+class TrafficClassesConfig(Strict):
+    """Traffic classes (packet engine): switch and NIC egress ports keep one queue per class,
+    served by strict priority across ``priority`` levels and deficit weighted round robin by
+    ``weight`` within a level (IEEE 802.1Q-2018 clauses 8.6.8 and 37, from 802.1Qaz ETS), with
+    PFC per class (802.1Qbb) and ECN on each class queue. ``assign`` maps each class to the
+    message kinds it carries (podsim docs lists the kinds); kinds not assigned go to
+    ``default`` (the first class unless named). Omitted: one class, as a fabric without
+    classes."""
+
+    classes: Annotated[list[TrafficClassConfig], Field(min_length=1)] = Field(
+        description="the classes, at most 8 (802.1Q priorities)"
+    )
+    assign: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="class name -> message kinds: "
+        + "; ".join(f"{k} ({v})" for k, v in TRAFFIC_KINDS.items()),
+    )
+    default: str | None = Field(
+        None, description="class of the kinds not assigned (default: the first class)"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrafficClassesConfig:
+        import difflib
+
+        if len(self.classes) > 8:
+            raise ValueError(
+                f"{len(self.classes)} classes; at most 8 (IEEE 802.1Q has 8 priorities, and "
+                "802.1Qbb pauses each separately)"
+            )
+        names = [c.name for c in self.classes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"class name(s) {', '.join(map(repr, dup))} given twice")
+
+        def hint(x: str, among: list[str]) -> str:
+            close = difflib.get_close_matches(x, among, n=2, cutoff=0.5)
+            return f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+        if self.default is not None and self.default not in names:
+            raise ValueError(
+                f"default: unknown class {self.default!r}.{hint(self.default, names)} "
+                f"Classes: {', '.join(names)}"
+            )
+        owner: dict[str, str] = {}
+        kinds = list(TRAFFIC_KINDS)
+        for cls, ks in self.assign.items():
+            if cls not in names:
+                raise ValueError(
+                    f"assign: unknown class {cls!r}.{hint(cls, names)} Classes: {', '.join(names)}"
+                )
+            for k in ks:
+                if k in UNCLASSABLE_KINDS:
+                    raise ValueError(f"assign.{cls}: kind {k!r}: {UNCLASSABLE_KINDS[k]}")
+                if k not in TRAFFIC_KINDS:
+                    raise ValueError(
+                        f"assign.{cls}: unknown kind {k!r}.{hint(k, kinds)} Kinds: "
+                        f"{', '.join(kinds)}"
+                    )
+                if k in owner:
+                    raise ValueError(
+                        f"assign: kind {k!r} is assigned twice, to {owner[k]!r} and {cls!r}; "
+                        "a kind belongs to one class"
+                    )
+                owner[k] = cls
+        return self
+
+    def class_of_kind(self) -> dict[str, int]:
+        """Every message kind -> the index of its class."""
+        names = [c.name for c in self.classes]
+        default = names.index(self.default) if self.default is not None else 0
+        out = dict.fromkeys(TRAFFIC_KINDS, default)
+        for cls, ks in self.assign.items():
+            for k in ks:
+                out[k] = names.index(cls)
+        return out
+
+
 class ClusterConfig(Strict):
     """The cluster: a named preset (``params`` override its arguments) or an explicit
     ``topology`` (builder + params), both from ``fabric.topology.TOPOLOGIES``; the node's PCIe
@@ -597,6 +728,11 @@ class ClusterConfig(Strict):
     )
     routing: RoutingConfig = Field(
         default_factory=RoutingConfig, description="ECMP hashing and failure reconvergence"
+    )
+    traffic_classes: TrafficClassesConfig | None = Field(
+        None,
+        description="traffic classes with strict priority, DWRR, per-class PFC and ECN "
+        "(packet engine); omitted: one class",
     )
 
     def topology_source(self) -> tuple[str, dict[str, Any], str]:
