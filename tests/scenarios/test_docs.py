@@ -40,6 +40,8 @@ REQUIRED_BY_DESIGN = {
     "NodeDown.node",
     "Straggler.kind",
     "Straggler.rank",
+    "TrafficClassesConfig.classes",
+    "TrafficClassConfig.name",
 }
 
 

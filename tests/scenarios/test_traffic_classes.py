@@ -1,0 +1,80 @@
+"""cluster.traffic_classes: bad input is exit 2 naming the key; engines that do not model
+classes refuse them; a packet-engine run posts each message in its class and reports per
+class; without classes the packet engine runs the plain fabric."""
+
+from __future__ import annotations
+
+import podsim
+import pytest
+from podsim.scenarios.cli.app import app
+from podsim.scenarios.errors import ScenarioError
+from typer.testing import CliRunner
+
+TWO = "cluster.traffic_classes={classes: [{name: ll, priority: 1}, {name: bulk}]"
+SMALL = ["workload.moe.tokens_per_rank=16", "outputs.plots=false"]
+
+
+def _validate(value: str):
+    return CliRunner().invoke(app, ["validate", "quickstart", "--set", value])
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (TWO + ", assign: {ll: [moe-normal], bulk: [moe-normal]}}", "assigned twice"),
+        (TWO + ", assign: {lll: [moe-normal]}}", "Did you mean 'll'"),
+        (TWO + ", assign: {ll: [moe-nrmal]}}", "Did you mean 'moe-normal'"),
+        (TWO + ", assign: {ll: [storage]}}", "never enter the fabric"),
+        (TWO + ", default: bluk}", "Did you mean 'bulk'"),
+        ("cluster.traffic_classes={classes: [{name: a, weight: 0}]}", "greater than 0"),
+        ("cluster.traffic_classes={classes: [{name: a, weight: -2}]}", "greater than 0"),
+        ("cluster.traffic_classes={classes: [{name: a, priority: 8}]}", "less than or equal to 7"),
+        ("cluster.traffic_classes={classes: [{name: a}, {name: a}]}", "given twice"),
+        (
+            "cluster.traffic_classes={classes: ["
+            + ", ".join(f"{{name: c{i}}}" for i in range(9))
+            + "]}",
+            "at most 8",
+        ),
+    ],
+)
+def test_bad_traffic_classes_are_exit_2_naming_the_key(value: str, says: str) -> None:
+    r = _validate(value)
+    assert r.exit_code == 2, r.output
+    assert "cluster.traffic_classes" in r.output and says in r.output
+    assert "Traceback" not in r.output
+
+
+def test_engines_without_classes_refuse_them() -> None:
+    for engine in ("flow", "bound"):
+        with pytest.raises(ScenarioError) as e:
+            podsim.run("quickstart", overrides=[TWO + "}", f"engine={engine}", *SMALL])
+        assert e.value.path == "cluster.traffic_classes"
+        assert "does not model traffic classes" in str(e.value) and "engine: packet" in str(e.value)
+
+
+def test_host_endpoint_refuses_classes() -> None:
+    with pytest.raises(ScenarioError, match="SmartNIC endpoint"):
+        podsim.run("quickstart", overrides=[TWO + "}", "sim.endpoint=host", *SMALL])
+
+
+def test_one_class_is_accepted_everywhere() -> None:
+    r = podsim.run(
+        "quickstart",
+        overrides=["cluster.traffic_classes={classes: [{name: only}]}", "engine=flow", *SMALL],
+    )
+    assert r.summary["status"] == "complete"
+
+
+def test_packet_run_reports_per_class() -> None:
+    r = podsim.run("quickstart", overrides=[TWO + ", assign: {ll: [moe-normal]}}", *SMALL])
+    s = r.summary
+    assert s["status"] == "complete"
+    per = s["engine_info"]["traffic_classes"]
+    assert list(per) == ["ll", "bulk"]
+    ll, bulk = per["ll"], per["bulk"]
+    assert ll["messages"] == s["messages"]["count"] and bulk["messages"] == 0
+    assert ll["bytes"] == s["messages"]["bytes"]
+    assert ll["rdma_messages"] > 0 and ll["tx_bytes"] > 0 and bulk["tx_bytes"] == 0
+    assert ll["fct_p50_s"] <= ll["fct_p99_s"] <= ll["fct_max_s"]
+    assert ll["priority"] == 1 and bulk["priority"] == 0
