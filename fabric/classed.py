@@ -266,20 +266,15 @@ class ClassedSwitchPort(_Classed, SwitchPort):
         self.tcq = ClassQueues(classes)
 
     def _leave(self, pkt: Packet, now: float) -> None:
-        w = pkt.wire
-        q = self.qbytes - w
-        self.qbytes = q
-        sw = self.switch
-        sw.used -= w
-        ing = sw.ingresses[pkt.link]
-        ing.rx_bytes -= w
+        q, ing = self._release(pkt)
         if pkt.kind:
             return
+        sw = self.switch
         c = pkt.tc
-        r = ing.crx[c] - w
-        ing.crx[c] = r
-        if ing.cxoff[c] and r <= sw._xon:
-            sw._send_resume_class(ing, c)
+        r = ing.crx[c] - pkt.wire  # type: ignore[attr-defined]
+        ing.crx[c] = r  # type: ignore[attr-defined]
+        if ing.cxoff[c] and r <= sw._xon:  # type: ignore[attr-defined]
+            sw._send_resume_class(ing, c)  # type: ignore[attr-defined]
         cq = self.tcq
         qc = cq.qbytes[c]  # pop already took the packet out of its class queue
         kmin = cq.kmin[c]

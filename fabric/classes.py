@@ -36,7 +36,13 @@ from dataclasses import dataclass
 
 from podsim.fabric.packet import MAX_DATA_WIRE_BYTES
 
-__all__ = ["MAX_CLASSES", "ClassScheduler", "TrafficClass", "TrafficClasses"]
+__all__ = [
+    "MAX_CLASSES",
+    "ClassScheduler",
+    "TrafficClass",
+    "TrafficClasses",
+    "check_class_names",
+]
 
 #: IEEE 802.1Q priority code point: 3 bits, so at most 8 traffic classes (802.1Qbb pauses
 #: each of the 8 priorities separately).
@@ -81,15 +87,7 @@ class TrafficClasses:
     classes: tuple[TrafficClass, ...]
 
     def __post_init__(self) -> None:
-        if not 1 <= len(self.classes) <= MAX_CLASSES:
-            raise ValueError(
-                f"{len(self.classes)} traffic classes; give 1 to {MAX_CLASSES} (802.1Q has 8 "
-                "priorities)"
-            )
-        names = [c.name for c in self.classes]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"traffic class name(s) {dup} given twice")
+        check_class_names([c.name for c in self.classes])
 
     def __len__(self) -> int:
         return len(self.classes)
@@ -104,6 +102,18 @@ class TrafficClasses:
             if c.name == name:
                 return i
         raise KeyError(f"no traffic class {name!r}; classes: {', '.join(self.names)}")
+
+
+def check_class_names(names: Sequence[str]) -> None:
+    """ValueError unless there are 1 to :data:`MAX_CLASSES` names, each given once."""
+    if not 1 <= len(names) <= MAX_CLASSES:
+        raise ValueError(
+            f"{len(names)} traffic classes; give 1 to {MAX_CLASSES} (IEEE 802.1Q has 8 "
+            "priorities, and 802.1Qbb pauses each separately)"
+        )
+    dup = sorted({n for n in names if list(names).count(n) > 1})
+    if dup:
+        raise ValueError(f"traffic class name(s) {', '.join(map(repr, dup))} given twice")
 
 
 class ClassScheduler:

@@ -350,12 +350,8 @@ class SwitchPort(Port):
         buffer and the ingress count (a PFC resume when it falls to xon), ECN-mark by the queue
         left behind, stamp INT. Returns the bytes still queued."""
         w = pkt.wire
-        q = self.qbytes - w
-        self.qbytes = q
+        q, ing = self._release(pkt)
         sw = self.switch
-        sw.used -= w
-        ing = sw.ingresses[pkt.link]
-        ing.rx_bytes -= w
         if ing.xoff and ing.rx_bytes <= sw._xon:
             sw._send_resume(ing)
         if not pkt.kind:
@@ -371,6 +367,17 @@ class SwitchPort(Port):
             if pkt.int_rec is not None:
                 pkt.int_rec.append((q, self.tx_bytes, now, self.rate_bps))
         return q
+
+    def _release(self, pkt: Packet) -> tuple[int, Ingress]:
+        """``pkt`` leaves this port's queue: its wire bytes leave the queue count, the shared
+        buffer and its ingress link's count. Returns (bytes still queued, that ingress)."""
+        w = pkt.wire
+        q = self.qbytes - w
+        self.qbytes = q
+        self.switch.used -= w
+        ing = self.switch.ingresses[pkt.link]
+        ing.rx_bytes -= w
+        return q, ing
 
     def _tx_done_readable(self, _ev: object) -> None:
         """:meth:`_tx_done` with its dequeue and transmit start not inlined."""

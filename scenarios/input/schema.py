@@ -640,15 +640,10 @@ class TrafficClassesConfig(Strict):
     def _consistent(self) -> TrafficClassesConfig:
         import difflib
 
-        if len(self.classes) > 8:
-            raise ValueError(
-                f"{len(self.classes)} classes; at most 8 (IEEE 802.1Q has 8 priorities, and "
-                "802.1Qbb pauses each separately)"
-            )
+        from podsim.fabric.classes import check_class_names
+
         names = [c.name for c in self.classes]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"class name(s) {', '.join(map(repr, dup))} given twice")
+        check_class_names(names)
 
         def hint(x: str, among: list[str]) -> str:
             close = difflib.get_close_matches(x, among, n=2, cutoff=0.5)

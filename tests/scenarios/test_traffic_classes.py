@@ -34,7 +34,7 @@ def _validate(value: str):
             "cluster.traffic_classes={classes: ["
             + ", ".join(f"{{name: c{i}}}" for i in range(9))
             + "]}",
-            "at most 8",
+            "give 1 to 8",
         ),
     ],
 )
