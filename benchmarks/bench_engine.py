@@ -2,6 +2,7 @@
 a complete ``podsim run``, next to htsim's CPU on the same scenario (issue 18).
 
 Usage: python benchmarks/bench_engine.py [--htsim DIR] [--only ROW ...] [--deepep] [--keep DIR]
+                                        [--fast-forward]
 
 Rows (``--only`` picks some):
 
@@ -21,11 +22,17 @@ included: the sum of ``tx_packets`` over the scale-out links of ``links.parquet`
 ``--htsim DIR`` (validate_htsim.py's binaries, benchmarks/README.md) the fabric rows also run
 on htsim_uec with validate_htsim.py's like-for-like flags, and the table gives htsim's CPU and
 podsim's CPU as a multiple of it. CPU, not wall time, because the machine may be shared.
+
+``--fast-forward`` runs every row a second time with ``sim.fast_forward.enabled=true`` (the
+steady-state fast-forward, :mod:`podsim.nic.fastforward`) and adds its CPU, the CPU ratio and
+how far its results are from the full run's: the simulated time, each phase's completion time
+and the bytes on the links (relative differences, in %; issue 18 asks for at most 2 %).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -67,6 +74,31 @@ def packet_hops(out: Path) -> int:
     return int(links.loc[links["kind"] == "scaleout", "tx_packets"].sum())
 
 
+def differences(full: Path, fast: Path) -> dict[str, float]:
+    """Relative differences (%) of the fast-forward run in ``fast`` from the full run in
+    ``full``: simulated time, the worst phase completion time, link bytes."""
+    a = json.loads((full / "summary.json").read_text())
+    b = json.loads((fast / "summary.json").read_text())
+
+    def pct(x: float, y: float) -> float:
+        return 100.0 * (y - x) / x if x else math.nan
+
+    out = {"sim time diff %": pct(a["sim_time_s"], b["sim_time_s"])}
+    phases = [
+        pct(a["phases"][p]["completion_time_s"], b["phases"][p]["completion_time_s"])
+        for p in a.get("phases", {})
+        if a["phases"][p].get("completion_time_s") and p in b.get("phases", {})
+    ]
+    out["worst phase diff %"] = max(phases, key=abs) if phases else math.nan
+    la = pd.read_parquet(full / "links.parquet")["tx_bytes"].sum()
+    lb = pd.read_parquet(fast / "links.parquet")["tx_bytes"].sum()
+    out["link bytes diff %"] = pct(float(la), float(lb))
+    ff = b["engine_info"].get("fast_forward", {})
+    out["jumps"] = ff.get("jumps", 0)
+    out["skipped time %"] = 100.0 * ff.get("skipped_time_s", 0.0) / b["sim_time_s"]
+    return out
+
+
 def fabric_row(name: str, row_name: str, work: Path, seed: int) -> tuple[Path, str]:
     """The validate_htsim row as a scenario file with its traffic as a trace; returns the
     file and htsim's connection matrix for the same flows."""
@@ -95,6 +127,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", type=Path, default=None, help="keep the scenarios and results")
+    ap.add_argument("--fast-forward", action="store_true",
+                    help="also run each row with sim.fast_forward on and compare")  # fmt: skip
     args = ap.parse_args()
     podsim = shutil.which("podsim")
     if podsim is None:
@@ -134,6 +168,22 @@ def main() -> None:
                 rec["htsim CPU s"] = h.cpu_s
                 rec["podsim / htsim CPU"] = u.cpu_s / h.cpu_s if h.cpu_s > 0 else math.nan
             print(f"  {name}: {u.cpu_s:.1f} s CPU, {hops:,} packet-hops", flush=True)
+            if args.fast_forward:
+                fast = work / f"out-{name}-ff"
+                i = cmd.index("--out")
+                ff_cmd = [*cmd[:i], "--set", "sim.fast_forward.enabled=true", "--out", str(fast),
+                          *cmd[i + 2 :]]  # fmt: skip
+                f = run_child(ff_cmd, work)
+                if f.returncode != 0:
+                    raise SystemExit(
+                        f"{name} (fast-forward): podsim run failed:\n{f.output[-2000:]}"
+                    )
+                rec["ff CPU s"] = f.cpu_s
+                rec["full / ff CPU"] = u.cpu_s / f.cpu_s if f.cpu_s > 0 else math.nan
+                rec.update(differences(out, fast))
+                print(f"  {name} fast-forward: {f.cpu_s:.1f} s CPU, sim time "
+                      f"{rec['sim time diff %']:+.2f} %, worst phase "
+                      f"{rec['worst phase diff %']:+.2f} %", flush=True)  # fmt: skip
             table.append(rec)
     df = pd.DataFrame(table)
     print()

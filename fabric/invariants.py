@@ -42,7 +42,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
-from podsim.fabric.kernel import Callback, _crash, _noop
+from podsim.fabric.kernel import Callback, StopRun, _crash, _noop
 from podsim.fabric.packet import DATA, PAUSE, RESUME, Packet
 from podsim.fabric.port import packets_on_wires
 
@@ -499,7 +499,9 @@ def run_checked(
 
     ``until`` as in :func:`fabric.kernel.run` (events at exactly ``until`` are left); ``stop``
     an optional predicate tested between events every ``check_every`` events. Costs one
-    comparison per event over the plain loop.
+    comparison per event over the plain loop. A :class:`podsim.fabric.kernel.StopRun` raised by
+    a callback ends the run at once, as in :func:`fabric.kernel.run` (``env.now`` stays at
+    that event's time).
     """
     limit = math.inf if until is None else float(until)
     if limit <= env._now:
@@ -508,29 +510,34 @@ def run_checked(
     pop = heappop
     n = 0
     now = env._now  # a local copy: callbacks never move the clock themselves
-    while queue and queue[0][0] < limit:
-        t, _, _, ev = pop(queue)
-        if t < now:
-            raise InvariantViolation(
-                "time",
-                now,
-                f"an event scheduled at {t!r} s ran after {now!r} s",
-                [f"event {ev!r}"],
-            )
-        env._now = now = t
-        cbs = ev.callbacks
-        ev.callbacks = None
-        for cb in cbs:
-            cb(ev)
-        if not ev._ok and not hasattr(ev, "_defused"):
-            _crash(ev)
-        n += 1
-        if n >= check_every:
-            n = 0
-            if checker is not None:
-                checker.check_all()
-            if stop is not None and stop():
-                return
+    try:  # a StopRun from a callback ends the run at once (as in fabric.kernel.run)
+        while queue and queue[0][0] < limit:
+            t, _, _, ev = pop(queue)
+            if t < now:
+                raise InvariantViolation(
+                    "time",
+                    now,
+                    f"an event scheduled at {t!r} s ran after {now!r} s",
+                    [f"event {ev!r}"],
+                )
+            env._now = now = t
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+            if not ev._ok and not hasattr(ev, "_defused"):
+                _crash(ev)
+            n += 1
+            if n >= check_every:
+                n = 0
+                if checker is not None:
+                    checker.check_all()
+                if stop is not None and stop():
+                    return
+    except StopRun:
+        if checker is not None:
+            checker.check_all()
+        return
     if limit < math.inf:
         env._now = limit
     if checker is not None:

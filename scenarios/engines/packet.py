@@ -118,6 +118,17 @@ class _Transport:
             self.pcie = PcieRuntime(self.env, cl.pcie)
         #: trace rows that crossed the scale-out network
         self.net_msgs: list[int] = []
+        #: the steady-state fast-forward (:mod:`podsim.nic.fastforward`; NIC endpoint only)
+        self.ff: Any = None
+
+    def clock(self) -> float:
+        """The run's (virtual) time now: the event clock plus what fast-forward skipped."""
+        return self.env._now if self.ff is None else self.ff.now()
+
+    def virt(self, t: Any) -> Any:
+        """Event-clock time(s) ``t`` on the run's virtual clock (the same without
+        fast-forward)."""
+        return t if self.ff is None else self.ff.virt(t)
 
     def tx_latency(self, rank: int) -> float:
         """GPU -> NIC PCIe path latency of ``rank`` (0 without a node layout)."""
@@ -147,6 +158,9 @@ class _Transport:
 
     def link_counters(self) -> pd.DataFrame:
         pt = self.net.port_table()
+        if self.ff is not None:  # what the jumps carried, at each link's measured rate
+            for col, extra in self.ff.link_extra.items():
+                pt[col] = pt[col].to_numpy() + extra
         out = pd.DataFrame(
             {
                 "link": pt["port"],
@@ -191,6 +205,17 @@ class NicTransport(_Transport):
             cards = sorted({int(c) for c in ctx.cluster.rank_nic.tolist()})
             self.rdma = RdmaNetwork(self.net, cfg, seed=ctx.scenario.seed, cards=cards)
         self.rdma.on_done.append(self._complete)
+        ff = ctx.scenario.sim.fast_forward
+        if ff.enabled:
+            from podsim.nic.fastforward import FastForward
+
+            self.ff = FastForward(
+                self.env,
+                self.rdma,
+                stable_rtts=ff.stable_rtts,
+                tolerance=ff.tolerance,
+                time_limit=ctx.scenario.sim.time_limit,
+            )
         self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
         self._msg_dst: dict[int, int] = {}
         if self.pcie is not None:
@@ -231,13 +256,16 @@ class NicTransport(_Transport):
         )
         self._cb[m.id] = (on_done, src_rank, dst_rank)
         self._msg_dst[msg] = dst_rank
+        if self.ff is not None:
+            self.ff.wake()
 
     def end_times(self, end_s: np.ndarray) -> np.ndarray:
         out = end_s.copy()
+        virt = self.virt
         for m in self.rdma.messages:
             if math.isfinite(m.t_delivered):
                 tag = int(m.tag)
-                out[tag] = m.t_delivered + self.rx_latency(self._msg_dst.get(tag, 0))
+                out[tag] = virt(m.t_delivered) + self.rx_latency(self._msg_dst.get(tag, 0))
         return out
 
     def qp_table(self, trace: pd.DataFrame) -> pd.DataFrame:
@@ -245,6 +273,9 @@ class NicTransport(_Transport):
         if qt.empty:
             return pd.DataFrame()
         mt = self.rdma.message_table()
+        if self.ff is not None:
+            mt["post_s"] = self.virt(mt["post_s"].to_numpy())
+            mt["done_s"] = self.virt(mt["done_s"].to_numpy())
         per = mt.groupby("qp").agg(
             messages=("msg", "size"),
             bytes=("bytes", "sum"),
@@ -426,8 +457,13 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         time_limit=sc.sim.time_limit,
         progress=session.wrap_progress(ctx.progress),
         graph=ctx.graph,
+        clock=transport.clock if transport.ff is not None else None,
     )
     checked = session.finish(tl.status)
+    for rec in checked.get("faults", ()):  # fault times on the run's (virtual) clock
+        for key in ("started_s", "ended_s"):
+            if rec.get(key) is not None:
+                rec[key] = float(transport.virt(rec[key]))
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
@@ -443,7 +479,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         phases=tl.phases,
         links=links,
         qps=transport.qp_table(ctx.trace),
-        queues=sampler.table(keep) if sampler else pd.DataFrame(),
+        queues=_virtual_times(sampler.table(keep), transport) if sampler else pd.DataFrame(),
         sim_time_s=tl.sim_time_s,
         events=None,
         status=tl.status,
@@ -454,5 +490,13 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             "dropped_bytes": transport.net.dropped_bytes(),
             **info,
             **checked,
+            **({"fast_forward": transport.ff.summary()} if transport.ff is not None else {}),
         },
     )
+
+
+def _virtual_times(queues: pd.DataFrame, transport: _Transport) -> pd.DataFrame:
+    """The queue samples on the run's virtual clock (unchanged without fast-forward)."""
+    if transport.ff is not None and len(queues):
+        queues["time_s"] = transport.virt(queues["time_s"].to_numpy())
+    return queues

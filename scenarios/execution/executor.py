@@ -137,10 +137,14 @@ def execute(
     time_limit: float | None = None,
     progress: Callable[[float, int | None], None] | None = None,
     progress_every: int = PROGRESS_EVENTS,
+    clock: Callable[[], float] | None = None,
 ) -> GraphRun:
     """Run ``graph`` over ``transport`` (see the module docstring). ``hops[m]`` is message
     ``m``'s hop (the ``hop`` column of ``graph.messages()``); a ``local`` message or one to the
-    sender itself is delivered at once, without the transport."""
+    sender itself is delivered at once, without the transport. ``clock``: the run's time now
+    when it is not ``env.now`` (an engine's fast-forward runs a virtual clock ahead of the
+    event clock; the executor records, compares and reports on it, and its timeouts are
+    differences of it)."""
     a = graph.arrays()
     n = len(a.kind)
     start_s = np.full(n, np.nan)
@@ -165,13 +169,14 @@ def execute(
     busy: dict[int, deque[int]] = {}  # rank -> compute nodes waiting for its GPU (key: busy)
     cascade: deque[int] = deque()  # nodes that ended at this instant, successors not yet freed
     timeout = env.timeout
+    clock_ = clock if clock is not None else lambda: env.now
 
     def ended(i: int) -> None:
         """Node ``i`` ended now: free its successors, and theirs when they end at once."""
         cascade.append(i)
         if len(cascade) > 1:
             return  # an outer call is draining the cascade
-        now = env.now
+        now = clock_()
         while cascade:
             j = cascade[0]
             end_s[j] = now
@@ -199,7 +204,7 @@ def execute(
         waiting = busy[r]
         if waiting:
             j = waiting.popleft()
-            start_s[j] = env.now
+            start_s[j] = clock_()
             timeout(duration[j]).callbacks.append(lambda _ev, j=j: computed(j))
         else:
             del busy[r]
@@ -212,7 +217,7 @@ def execute(
         ended(i)
 
     def begin(i: int) -> None:
-        start_s[i] = env.now
+        start_s[i] = clock_()
         k = kind[i]
         if k == JOIN:
             ended(i)
@@ -238,19 +243,19 @@ def execute(
         if ctrl_c:
             raise KeyboardInterrupt  # deferred to here, between two events
         if progress is not None:
-            progress(env.now, _event_count(env))
+            progress(clock_(), _event_count(env))
         return False
 
     status = "complete"
     try:
         with _ctrl_c_between_events(ctrl_c):
             report()  # the run has started (a Ctrl-C from here on keeps what was done)
-            t0 = env.now
+            t0 = clock_()
             for i in np.flatnonzero(a.indegree == 0).tolist():
                 ready(i, t0)
             if n == 0:
                 left[0] = 0
-            if time_limit is not None and time_limit <= env.now:
+            if time_limit is not None and time_limit <= clock_():
                 status = "time-limit" if left[0] else status
             elif left[0] or env._queue:
                 run_checked(env, time_limit, check_every=max(1, int(progress_every)), stop=report)
@@ -267,5 +272,5 @@ def execute(
     except KeyboardInterrupt:
         # the run is over: a Ctrl-C now only marks a run that had not finished
         status = status if status == "complete" else "interrupted"
-    sim_time = float(np.nanmax(end_s)) if status == "complete" and n else float(env.now)
+    sim_time = float(np.nanmax(end_s)) if status == "complete" and n else float(clock_())
     return GraphRun(start_s, end_s, status, sim_time)

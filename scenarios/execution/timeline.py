@@ -200,11 +200,12 @@ def run_timeline(
     progress: Callable[[float, int | None], None] | None = None,
     progress_every: int = PROGRESS_EVENTS,
     graph: OpGraph | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> TimelineResult:
     """Play ``trace`` (row i is message i) over ``transport``: compile the layer timeline
     (:func:`layer_graph`, or run ``graph`` when the workload built one; its messages are
     ``trace``) and execute it. ``compute`` has columns step, layer, rank, compute_s (missing
-    rows mean zero)."""
+    rows mean zero). ``clock``: see :func:`podsim.scenarios.execution.executor.execute`."""
     g = layer_graph(trace, compute, num_ranks) if graph is None else graph
     run = execute(
         env,
@@ -214,6 +215,7 @@ def run_timeline(
         time_limit=time_limit,
         progress=progress,
         progress_every=progress_every,
+        clock=clock,
     )
     a = g.arrays()
     post_s = np.full(len(trace), np.nan)

@@ -67,6 +67,7 @@ __all__ = [
     "CCConfig",
     "ClusterConfig",
     "EcnConfig",
+    "FastForwardConfig",
     "Fault",
     "MoeWorkload",
     "MultipathConfig",
@@ -1412,6 +1413,32 @@ SCENARIO_FAULT_KINDS: frozenset[str] = frozenset(
 # --------------------------------------------------------------------------- run
 
 
+class FastForwardConfig(Strict):
+    """Opt-in steady-state fast-forward of the packet engine's NIC transport
+    (:mod:`podsim.nic.fastforward`; in the spirit of Wormhole, NSDI'26): once the set of active
+    QPs and their sending rates have held for ``stable_rtts`` round trips (rates within
+    ``tolerance``, queues within one MTU frame), the engine skips ahead to just before the next
+    change (a message release, a fault, a congestion-control timer, a message's last packets),
+    accounting the skipped bytes and counters at the measured rates. A fidelity knob for speed:
+    off by default; results then stay bit-identical."""
+
+    enabled: bool = Field(False, description="fast-forward steady states (a fidelity knob)")
+    stable_rtts: int = Field(
+        8,
+        ge=2,
+        le=100_000,
+        description="round trips (base RTT of the slowest active QP) the flow set and rates "
+        "must hold before a jump [E]",
+    )
+    tolerance: float = Field(
+        0.02,
+        gt=0.0,
+        le=0.5,
+        description="largest relative change of a QP's sending rate between the two halves of "
+        "the stable window that still counts as steady [E] (issue 18's 2 % fidelity target)",
+    )
+
+
 class SimConfig(Strict):
     """Engine knobs. ``endpoint`` picks the packet engine's sender: ``nic`` the SmartNIC
     transport (CC, multipath, reliability), ``host`` the fabric's line-rate host (no CC; fast,
@@ -1433,6 +1460,10 @@ class SimConfig(Strict):
     checks: bool = Field(
         True, description="run the invariant checks (conservation, no loss when lossless)"
     )
+    fast_forward: FastForwardConfig = Field(
+        default_factory=FastForwardConfig,
+        description="packet engine, endpoint nic: skip steady states (off by default)",
+    )
 
     @model_validator(mode="after")
     def _cell_needs_host(self) -> SimConfig:
@@ -1440,6 +1471,11 @@ class SimConfig(Strict):
             raise ValueError(
                 "cell (bursts above the MTU) is a knob of the line-rate host endpoint; "
                 "set endpoint: host to use it"
+            )
+        if self.fast_forward.enabled and self.endpoint != "nic":
+            raise ValueError(
+                "fast_forward.enabled skips steady states of the NIC transport; it needs "
+                "endpoint: nic"
             )
         return self
 

@@ -1,0 +1,391 @@
+"""Opt-in steady-state fast-forward for the packet engine's NIC transport (issue 18).
+
+In the spirit of Wormhole (NSDI'26: packet-level simulation skips the steady states of its
+flows): when the set of active queue pairs and their sending rates have held for a configured
+number of round trips, the run skips ahead to just before the next change and accounts what the
+skipped stretch would have carried; then it resumes packet by packet. Off by default
+(``sim.fast_forward``); with it off nothing here runs and results are bit-identical.
+
+Design: the skipped stretch is *relabelled*, not re-simulated. Nothing inside the fabric or the
+NICs moves: queues, packets on wires, pacing times, timers, RTT estimators and congestion
+state stay exactly as they were (so every invariant of :mod:`podsim.fabric.invariants` keeps
+holding by construction). Instead
+
+- a *virtual clock* runs ahead of the event clock by :attr:`FastForward.offset`, the sum of
+  the jumps. Everything the run reports (the executor's starts and ends, message and delivery
+  times, queue samples, the run's length) is on the virtual clock: :meth:`FastForward.now`
+  while running, :meth:`FastForward.virt` for event times recorded inside the transport;
+- every active QP's current message loses the full-MTU packets its measured rate would have
+  sent during the jump (``Message.skipped``; its PSNs not yet sent are renumbered, which only
+  the sender's bookkeeping has seen), and the QP's, the NICs' and the links' counters get those
+  packets and bytes: per QP at its rate, per link at its measured rate (kept apart in
+  :attr:`FastForward.link_extra` so that the per-switch conservation check stays exact);
+- events that belong to the world outside the steady flows keep their virtual time: executor
+  timeouts (compute, delayed releases), message posts, fault starts and ends, and the time
+  limit move earlier on the event clock by the jump, and no jump crosses one of them. Events
+  of models with a clock of their own (the scale-up pipes, the PCIe fluid copies, link-level
+  retries) block jumps while they are pending.
+
+When a jump is taken (:meth:`FastForward.plan`): every round trip of the slowest active QP
+(its base RTT) the controller samples; over the last ``stable_rtts`` round trips the same QPs
+must have had unsent data throughout, with no congestion signal or loss (no ECN mark, CNP,
+NACK, retransmission, timeout, drop or PFC pause: a reaction would be under way, and a window
+that misses it would extrapolate the quiet phase of a congestion-control cycle), each QP's
+sending rate (payload bytes between its transmissions, which are exact event times) may differ
+by at most ``tolerance`` between the two halves of the window, and each port's mean queue by
+at most one MTU frame or ``tolerance`` of what the port sent in the window. The
+jump is the longest that keeps, for every QP, two windows' worth of packets of its current
+message unsent (its completion stays packet-level), ends one sampling tick before the next
+shiftable event and before the time limit, and does not cross a pending timer of a congestion
+control that holds a QP below line rate (a CC event: DCQCN's rate recovery); no jump while a
+CNP or NACK is on a wire, in a queue or in a NIC's receive pipeline, or with credit-based
+congestion control.
+
+Approximated (documented fidelity knob): during a jump the rates, queues and congestion
+state are held (their oscillation inside the window is averaged); time-integrated counters
+(paused time) and per-packet congestion-control counters (DCQCN's byte counter) do not advance;
+ACKs and control packets are counted on the links at their measured rates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from heapq import heapify
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+from podsim.fabric.counters import Sampler
+from podsim.fabric.faults import FaultInjector
+from podsim.fabric.kernel import Callback, StopRun, _noop, call_at
+from podsim.fabric.packet import CNP, NACK, ROCE_OVERHEAD, Packet
+from podsim.fabric.port import Port, _TxDone
+from podsim.fabric.switch import Switch
+from simpy.events import Timeout
+
+if TYPE_CHECKING:
+    from podsim.nic.nic import RdmaNetwork
+    from podsim.nic.transport.qp import QueuePair
+
+__all__ = ["FastForward"]
+
+_INF = math.inf
+# event classes (FastForward.classify)
+INTERNAL, NEUTRAL, SHIFT, BLOCK = 0, 1, 2, 3
+#: port counters that are extrapolated over a jump (the link table's columns)
+_RATED = ("tx_bytes", "tx_pkts")
+#: port counters that must not move in a steady window: a congestion signal, a loss or a
+#: pause means a reaction is under way (and a window that happens to miss the reaction
+#: would extrapolate the unperturbed phase of a congestion-control cycle)
+_STILL = ("drops", "pauses_rcvd", "ecn_marks")
+
+
+def _stop_run(_arg: object) -> None:
+    raise StopRun
+
+
+class FastForward:
+    """The fast-forward controller of one packet-engine run (see the module docstring).
+
+    ``stable_rtts`` and ``tolerance`` are ``sim.fast_forward``'s; ``time_limit`` the run's
+    (virtual) time limit. Call :meth:`wake` when a message is handed to the transport."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        rdma: RdmaNetwork,
+        *,
+        stable_rtts: int = 8,
+        tolerance: float = 0.02,
+        time_limit: float | None = None,
+    ) -> None:
+        if int(stable_rtts) != stable_rtts or stable_rtts < 2:
+            raise ValueError(f"stable_rtts={stable_rtts!r}: expected an int >= 2")
+        if not 0 < tolerance <= 0.5:
+            raise ValueError(f"tolerance={tolerance!r}: expected a fraction in (0, 0.5]")
+        from podsim.nic.nic import RdmaNetwork, SmartNic
+
+        self._internal = (SmartNic, Port, Switch)
+        self._rdma_type = RdmaNetwork
+        self.env = env
+        self.rdma = rdma
+        self.ports: list[Port] = list(rdma.network.ports)
+        self.stable_rtts = int(stable_rtts)
+        self.tolerance = float(tolerance)
+        self.time_limit = time_limit
+        #: virtual clock - event clock (seconds skipped so far)
+        self.offset = 0.0
+        self._jump_at: list[float] = []  # event time of each jump
+        self._offset_after: list[float] = []
+        self.jumps = 0
+        #: (virtual start, seconds skipped) of every jump
+        self.windows: list[tuple[float, float]] = []
+        self.skipped_packets = 0
+        self.skipped_bytes = 0
+        #: per port (``ports`` order): counters accounted by jumps, one array per _RATED name
+        self.link_extra = {k: np.zeros(len(self.ports), np.int64) for k in _RATED}
+        #: why no jump was taken at a full window, by reason (tests and the summary read it)
+        self.refusals: dict[str, int] = {}
+        self._window: deque[tuple[Any, ...]] = deque(maxlen=self.stable_rtts + 1)
+        self._flows: tuple[int, ...] = ()
+        self._tick_cb: Callback | None = None
+        self._limit_cb: Callback | None = None
+        self._carry: dict[int, float] = {}
+
+    # ------------------------------------------------------------------ clocks
+    def now(self) -> float:
+        """The virtual time now (the event clock plus the time skipped so far)."""
+        return self.env._now + self.offset
+
+    def virt(self, t: Any) -> Any:
+        """Virtual time of event-clock time(s) ``t`` (a float or an array; NaN stays NaN): an
+        event at or after a jump's event time gets that jump's offset."""
+        if not self._jump_at:
+            return t
+        offs = np.concatenate([[0.0], self._offset_after])
+        idx = np.searchsorted(np.asarray(self._jump_at), t, side="right")
+        out = np.asarray(t, dtype=float) + offs[idx]
+        return float(out) if np.ndim(out) == 0 else out
+
+    # ------------------------------------------------------------------ sampling
+    def wake(self) -> None:
+        """Start sampling (a message was handed to the transport); no-op while sampling."""
+        if self._tick_cb is None:
+            self._tick_cb = call_at(self.env, self.env._now, self._tick)
+
+    def _active(self) -> list[QueuePair]:
+        return [q for q in self.rdma._qp_list if q.msgs]
+
+    def _tick(self, _arg: object = None) -> None:
+        self._tick_cb = None
+        if not self.rdma.pending:
+            self._window.clear()
+            return  # nothing in flight: the next wake() restarts sampling
+        qps = self._active()
+        flows = tuple(q.id for q in qps)
+        if flows != self._flows:
+            self._window.clear()
+            self._flows = flows
+        self._window.append(self._sample(qps))
+        rtt = max((q.fcc.base_rtt_s for q in qps), default=0.0) or 1e-6
+        if len(self._window) == self._window.maxlen:
+            dt, reason, plan = self.plan(qps)
+            if dt > 0:
+                self._jump(dt, qps, plan)
+            else:
+                self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        self._tick_cb = call_at(self.env, self.env._now + rtt, self._tick)
+
+    def _sample(self, qps: list[QueuePair]) -> tuple[Any, ...]:
+        ports = self.ports
+        n = len(ports)
+
+        def col(name: str) -> np.ndarray:
+            return np.fromiter((getattr(p, name) for p in ports), np.int64, n)
+
+        return (
+            self.env._now,
+            np.array([q.tx_bytes for q in qps], dtype=float),
+            np.array([q._last_tx for q in qps], dtype=float),
+            np.array(
+                [q.snd.retransmits + q.snd.timeouts + q.cnps_rcvd + q.nacks_rcvd for q in qps],
+                dtype=np.int64,
+            ),
+            {k: col(k) for k in (*_RATED, *_STILL, "qbytes")},
+        )
+
+    # ------------------------------------------------------------------ the decision
+    def classify(self, ev: Any) -> int:
+        """INTERNAL (the fabric's and NICs' own events: they stay on the event clock), NEUTRAL
+        (samplers, cancelled calls), SHIFT (the outside world's timers: executor timeouts,
+        message posts, fault starts and ends, the time limit) or BLOCK (anything else)."""
+        if isinstance(ev, Packet | _TxDone):
+            return INTERNAL
+        if isinstance(ev, Callback):
+            fn = ev.fn
+            if fn is _noop:
+                return NEUTRAL
+            if fn is _stop_run:
+                return SHIFT
+            owner = getattr(fn, "__self__", None)
+            if owner is self or isinstance(owner, Sampler):
+                return NEUTRAL
+            if isinstance(owner, self._internal):
+                return INTERNAL
+            if isinstance(owner, self._rdma_type) or (
+                isinstance(owner, FaultInjector) and fn.__name__ in ("_start", "_end")
+            ):
+                return SHIFT
+            return BLOCK
+        if isinstance(ev, Timeout):
+            return SHIFT
+        return BLOCK
+
+    def plan(self, qps: list[QueuePair]) -> tuple[float, str, list[tuple[Any, ...]]]:
+        """The jump the full window allows now: (seconds, "", per-QP plan) or (0, reason, [])."""
+        w = self._window
+        s0, s1 = w[0], w[-1]
+        sm = w[len(w) // 2]
+        now = self.env._now
+        span = s1[0] - s0[0]
+        if span <= 0:
+            return 0.0, "window", []
+        if (s1[3] != s0[3]).any():
+            return 0.0, "congestion", []
+        for k in _STILL:
+            if (s1[4][k] != s0[4][k]).any():
+                return 0.0, "congestion", []
+        # rates from transmission times: (bytes sent after a sample) / (time between the last
+        # transmissions before two samples)
+        tx0, txm, tx1 = s0[1], sm[1], s1[1]
+        lt0, ltm, lt1 = s0[2], sm[2], s1[2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = (txm - tx0) / (ltm - lt0)
+            b = (tx1 - txm) / (lt1 - ltm)
+            rate = (tx1 - tx0) / (lt1 - lt0)
+        if not (np.isfinite(a).all() and np.isfinite(b).all()) or (a <= 0).any() or (b <= 0).any():
+            return 0.0, "idle", []
+        if (np.abs(a - b) > self.tolerance * np.maximum(a, b)).any():
+            return 0.0, "rates", []
+        # a queue that drifts holds back (or releases) bytes its flows' rates do not show:
+        # allowed up to the rate tolerance of what the port sent in the window, or one frame
+        half = len(w) // 2
+        q = np.vstack([s[4]["qbytes"] for s in w]).astype(float)
+        mtu = self.rdma.config.mtu
+        drift = np.abs(q[half:].mean(axis=0) - q[:half].mean(axis=0))
+        sent = (s1[4]["tx_bytes"] - s0[4]["tx_bytes"]).astype(float)
+        if (drift > np.maximum(mtu + ROCE_OVERHEAD, self.tolerance * sent)).any():
+            return 0.0, "queues", []
+        dt = _INF
+        plan: list[tuple[Any, ...]] = []
+        for i, qp in enumerate(qps):
+            m = qp.seg
+            if m is None or qp.fcc.credit_bytes is not None:
+                return 0.0, "tail" if m is None else "credit", []
+            r = float(rate[i])
+            # keep the message's last packet and two windows' worth unsent
+            reserve = math.ceil(2.0 * r * span / mtu) + 1
+            avail = m.end_psn - qp.snd.high_sent - 1 - reserve
+            if avail <= 0:
+                return 0.0, "completion", []
+            dt = min(dt, avail * mtu / r)
+            fcc = qp.fcc
+            cc = fcc.rate_bps
+            if cc is not None and cc < fcc.line_rate_bps and fcc.timer_due_s < _INF:
+                # the CC holds this QP below line rate and has a timer pending (DCQCN's rate
+                # recovery): the rate may change there, whether or not it binds now
+                dt = min(dt, fcc.timer_due_s - now)
+            plan.append((qp, m, r, avail))
+        t_ext = _INF
+        for e in self.env._queue:
+            c = self.classify(e[3])
+            if c == BLOCK:
+                return 0.0, "pending", []
+            if c == SHIFT and e[0] < t_ext:
+                t_ext = e[0]
+        # the jump ends a sampling tick (one window / stable_rtts) before the next event of
+        # the outside world, and is worth taking if it skips at least one tick
+        tick = span / (len(w) - 1)
+        dt = min(dt, t_ext - now - tick)
+        if self.time_limit is not None:
+            dt = min(dt, self.time_limit - self.now() - tick)
+        if dt < tick:
+            return 0.0, "short", []
+        if self._cc_feedback_in_flight():
+            return 0.0, "cc", []
+        return dt, "", plan
+
+    def _cc_feedback_in_flight(self) -> bool:
+        """A CNP or a NACK on a wire, in a queue or in a NIC's receive pipeline (its effect on
+        a rate is pending)."""
+        from podsim.fabric.port import packets_on_wires
+
+        for pkt in packets_on_wires(self.env, self.ports):
+            if pkt.kind == CNP or pkt.kind == NACK:
+                return True
+        for p in self.ports:
+            for queue in (p._q, p._hq):
+                for pkt in queue:
+                    if pkt.kind == CNP or pkt.kind == NACK:
+                        return True
+        for e in self.env._queue:
+            ev = e[3]
+            arg = ev.arg if isinstance(ev, Callback) and ev.fn is not _noop else None
+            if isinstance(arg, Packet) and (arg.kind == CNP or arg.kind == NACK):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ the jump
+    def _jump(self, dt: float, qps: list[QueuePair], plan: list[tuple[Any, ...]]) -> None:
+        env = self.env
+        w = self._window
+        span = w[-1][0] - w[0][0]
+        mtu = self.rdma.config.mtu
+        for qp, m, r, avail in plan:
+            x = r * dt / mtu + self._carry.get(qp.id, 0.0)
+            k = min(int(x), avail)
+            self._carry[qp.id] = x - k
+            if k > 0:
+                self._skip(qp, m, k, mtu)
+        # links: each port's counters at its rate over the window
+        c0, c1 = w[0][4], w[-1][4]
+        for k in _RATED:
+            self.link_extra[k] += np.rint((c1[k] - c0[k]) * (dt / span)).astype(np.int64)
+        # the outside world keeps its virtual time: its timers move earlier by dt
+        queue = env._queue
+        for i, e in enumerate(queue):
+            if self.classify(e[3]) == SHIFT:
+                queue[i] = (e[0] - dt, e[1], e[2], e[3])
+        heapify(queue)
+        self.windows.append((self.now(), dt))
+        self.offset += dt
+        self._jump_at.append(env._now)
+        self._offset_after.append(self.offset)
+        self.jumps += 1
+        if self.time_limit is not None and self._limit_cb is None:
+            # from now on the time limit is an event of the outside world (moved by jumps)
+            self._limit_cb = call_at(env, self.time_limit - self.offset, _stop_run)
+        self._window.clear()
+
+    def _skip(self, qp: QueuePair, m: Any, k: int, mtu: int) -> None:
+        """Take ``k`` full-MTU packets out of ``m`` (the QP's current message) as sent,
+        delivered and acknowledged: renumber the PSNs not yet sent and count them."""
+        m.npkts -= k
+        m.skipped += k
+        m.end_psn -= k
+        for later in qp.msgs:
+            if later.first_psn > m.first_psn:
+                later.first_psn -= k
+                later.end_psn -= k
+        snd = qp.snd
+        snd.end_psn -= k
+        qp._seg_end = m.end_psn
+        qp._next_done = qp.msgs[0].end_psn if qp.msgs else _INF
+        qp.rx._next_delivered = qp.undelivered[0].end_psn if qp.undelivered else _INF
+        nbytes = k * mtu
+        qp.tx_pkts += k
+        qp.tx_bytes += nbytes
+        snd.acked_bytes += nbytes
+        rx = qp.rx
+        rx.rx_pkts += k
+        rx.rx_bytes += nbytes
+        rx.delivered_bytes += nbytes
+        qp.nic.tx_data_pkts += k
+        qp.dst_nic.rx_data_pkts += k
+        self.skipped_packets += k
+        self.skipped_bytes += nbytes
+
+    # ------------------------------------------------------------------ results
+    def summary(self) -> dict[str, Any]:
+        """What the fast-forward did (the run summary's ``engine_info.fast_forward``)."""
+        return {
+            "jumps": self.jumps,
+            "skipped_time_s": self.offset,
+            "skipped_packets": self.skipped_packets,
+            "skipped_bytes": self.skipped_bytes,
+            "stable_rtts": self.stable_rtts,
+            "tolerance": self.tolerance,
+            "refusals": dict(sorted(self.refusals.items())),
+            "windows_s": [[t, t + dt] for t, dt in self.windows],
+        }
