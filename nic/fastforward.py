@@ -28,9 +28,10 @@ holding by construction). Instead
 
 When a jump is taken (:meth:`FastForward.plan`): every round trip of the slowest active QP
 (its base RTT) the controller samples; over the last ``stable_rtts`` round trips the same QPs
-must have had unsent data throughout, with no congestion signal or loss (no ECN mark, CNP,
-NACK, retransmission, timeout, drop or PFC pause: a reaction would be under way, and a window
-that misses it would extrapolate the quiet phase of a congestion-control cycle), each QP's
+must have had unsent data throughout, with no congestion signal or loss since that set of QPs
+formed (no ECN mark, CNP, NACK, retransmission, timeout, drop or PFC pause: the flows are then
+in a congestion-control cycle, not at a fixed point, and a quiet window would extrapolate the
+cycle's quiet phase and skip the time in which its next signals come), each QP's
 sending rate (payload bytes between its transmissions, which are exact event times) may differ
 by at most ``tolerance`` between the two halves of the window, and each port's mean queue by
 at most one MTU frame or ``tolerance`` of what the port sent in the window. The
@@ -75,9 +76,10 @@ _INF = math.inf
 INTERNAL, NEUTRAL, SHIFT, BLOCK = 0, 1, 2, 3
 #: port counters that are extrapolated over a jump (the link table's columns)
 _RATED = ("tx_bytes", "tx_pkts")
-#: port counters that must not move in a steady window: a congestion signal, a loss or a
-#: pause means a reaction is under way (and a window that happens to miss the reaction
-#: would extrapolate the unperturbed phase of a congestion-control cycle)
+#: port counters that must not have moved since the flow set formed: a congestion signal, a
+#: loss or a pause means the flows are in a congestion-control cycle, not at a fixed point
+#: (and a window that happened to miss the next signal would extrapolate the cycle's quiet
+#: phase, and skip the time in which the next signals would come)
 _STILL = ("drops", "pauses_rcvd", "ecn_marks")
 
 
@@ -129,6 +131,7 @@ class FastForward:
         self.refusals: dict[str, int] = {}
         self._window: deque[tuple[Any, ...]] = deque(maxlen=self.stable_rtts + 1)
         self._flows: tuple[int, ...] = ()
+        self._signals0 = 0  # _signals() when the current flow set formed
         self._tick_cb: Callback | None = None
         self._limit_cb: Callback | None = None
         self._carry: dict[int, float] = {}
@@ -167,6 +170,7 @@ class FastForward:
         if flows != self._flows:
             self._window.clear()
             self._flows = flows
+            self._signals0 = self._signals(qps)
         self._window.append(self._sample(qps))
         rtt = max((q.fcc.base_rtt_s for q in qps), default=0.0) or 1e-6
         if len(self._window) == self._window.maxlen:
@@ -188,12 +192,14 @@ class FastForward:
             self.env._now,
             np.array([q.tx_bytes for q in qps], dtype=float),
             np.array([q._last_tx for q in qps], dtype=float),
-            np.array(
-                [q.snd.retransmits + q.snd.timeouts + q.cnps_rcvd + q.nacks_rcvd for q in qps],
-                dtype=np.int64,
-            ),
-            {k: col(k) for k in (*_RATED, *_STILL, "qbytes")},
+            {k: col(k) for k in (*_RATED, "qbytes")},
         )
+
+    def _signals(self, qps: list[QueuePair]) -> int:
+        """Congestion signals and losses so far: ECN marks, drops and PFC pauses on every
+        port, CNPs, NACKs, retransmissions and timeouts of ``qps``."""
+        n = sum(getattr(p, k) for p in self.ports for k in _STILL)
+        return n + sum(q.snd.retransmits + q.snd.timeouts + q.cnps_rcvd + q.nacks_rcvd for q in qps)
 
     # ------------------------------------------------------------------ the decision
     def classify(self, ev: Any) -> int:
@@ -231,11 +237,8 @@ class FastForward:
         span = s1[0] - s0[0]
         if span <= 0:
             return 0.0, "window", []
-        if (s1[3] != s0[3]).any():
+        if self._signals(qps) != self._signals0:
             return 0.0, "congestion", []
-        for k in _STILL:
-            if (s1[4][k] != s0[4][k]).any():
-                return 0.0, "congestion", []
         # rates from transmission times: (bytes sent after a sample) / (time between the last
         # transmissions before two samples)
         tx0, txm, tx1 = s0[1], sm[1], s1[1]
@@ -251,10 +254,10 @@ class FastForward:
         # a queue that drifts holds back (or releases) bytes its flows' rates do not show:
         # allowed up to the rate tolerance of what the port sent in the window, or one frame
         half = len(w) // 2
-        q = np.vstack([s[4]["qbytes"] for s in w]).astype(float)
+        q = np.vstack([s[3]["qbytes"] for s in w]).astype(float)
         mtu = self.rdma.config.mtu
         drift = np.abs(q[half:].mean(axis=0) - q[:half].mean(axis=0))
-        sent = (s1[4]["tx_bytes"] - s0[4]["tx_bytes"]).astype(float)
+        sent = (s1[3]["tx_bytes"] - s0[3]["tx_bytes"]).astype(float)
         if (drift > np.maximum(mtu + ROCE_OVERHEAD, self.tolerance * sent)).any():
             return 0.0, "queues", []
         dt = _INF
@@ -329,7 +332,7 @@ class FastForward:
             if k > 0:
                 self._skip(qp, m, k, mtu)
         # links: each port's counters at its rate over the window
-        c0, c1 = w[0][4], w[-1][4]
+        c0, c1 = w[0][3], w[-1][3]
         for k in _RATED:
             self.link_extra[k] += np.rint((c1[k] - c0[k]) * (dt / span)).astype(np.int64)
         # the outside world keeps its virtual time: its timers move earlier by dt
