@@ -2,6 +2,16 @@
 
 Usage: python benchmarks/bench_scale.py [--gpus 1024 4096 10240] [--ep 256] [--tokens 4096]
        [--rtol AUTO] [--seed 0]
+       python benchmarks/bench_scale.py --layout [--gpus 1024 10240] [--tokens 4096]
+
+``--layout``: MoE routing + dispatch layout of one all-to-all over N ranks (every GPU one EP
+rank, one expert per rank, top-8, 8 GPUs per node, 4096 tokens per rank), without the engine:
+each source rank's tokens draw 8 distinct experts uniformly (``workloads.gating.sample_topk``,
+seeded per rank) and ``workloads.layout.ep_layout_blocks`` counts them in blocks of source
+ranks, so neither the routing of the whole layer nor any tokens x ranks array exists (a dense
+is_token_in_rank would be 430 GB at 10,240 ranks). Prints wall and CPU time, peak resident
+memory and a check that the per-pair copies sum to tokens x top-k. Target at 10,240 ranks:
+< 60 s and < 4 GiB on one core.
 
 Workload: one DeepSeek-V3 MoE layer (dispatch + expert compute + combine), 4096 tokens per
 GPU, DeepEP normal mode (FP8 dispatch, BF16 combine; RDMA to the same local index on each target
@@ -162,6 +172,75 @@ def run_one(
     }
 
 
+def layout_one(ranks: int, tokens: int, seed: int, top_k: int = 8, gpn: int = 8) -> dict:
+    """Routing + layout of one ``ranks``-rank all-to-all (module docstring, ``--layout``)."""
+    from podsim.workloads.gating import sample_topk
+    from podsim.workloads.layout import block_ranks, ep_layout_blocks
+
+    routing_cpu = [0.0]
+
+    def blocks():  # one block of source ranks at a time: the layer's routing is never whole
+        for r0, r1 in block_ranks(ranks, tokens, top_k):
+            c = time.process_time()
+            rows = [
+                sample_topk(tokens, ranks, top_k, np.random.default_rng([seed, r]))
+                for r in range(r0, r1)
+            ]
+            block = np.concatenate(rows)
+            routing_cpu[0] += time.process_time() - c
+            yield r0, r1, block
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    lay = ep_layout_blocks(blocks(), ranks, ranks, tokens, gpn)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "ranks": ranks,
+        "tokens": ranks * tokens,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "routing_cpu_s": routing_cpu[0],
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "copies_ok": int(lay.pair_copies.sum(dtype=np.int64)) == ranks * tokens * top_k,
+        "pairs": int(np.count_nonzero(lay.pair_tokens)),
+        "avg_ranks_per_token": lay.stats()["avg_ranks_per_token"],
+    }
+
+
+def _subprocess(args: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, env=os.environ.copy()
+    )
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode or not line:
+        sys.exit(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(line[0][7:])
+
+
+def layout_main(args: argparse.Namespace) -> None:
+    """``--layout``: each size in its own process (its own peak memory)."""
+    for n in args.gpus:
+        r = _subprocess(
+            [
+                "--one-layout",
+                "--gpus",
+                str(n),
+                "--tokens",
+                str(args.tokens),
+                "--seed",
+                str(args.seed),
+            ]
+        )
+        print(
+            f"{r['ranks']:>6} ranks x {args.tokens} tokens: routing + layout wall "
+            f"{r['wall_s']:6.1f} s, cpu {r['cpu_s']:6.1f} s (routing {r['routing_cpu_s']:5.1f} s), "
+            f"peak {r['peak_rss_bytes'] / 2**30:5.2f} GiB, {r['pairs']:,} (src, dst) pairs, "
+            f"{r['avg_ranks_per_token']:.3f} ranks/token, copies sum to tokens x 8: "
+            f"{r['copies_ok']}",
+            flush=True,
+        )
+    print("target at 10,240 ranks: < 60 s and < 4 GiB on one core (cpu is the one-core figure)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[1024, 4096, 10240])
@@ -175,8 +254,18 @@ def main() -> None:
         action="store_true",
         help="EP groups on consecutive nodes (default: strided across rail groups)",
     )
+    ap.add_argument(
+        "--layout", action="store_true", help="MoE routing + layout only (no engine); see above"
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--one-layout", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one_layout:
+        print("RESULT " + json.dumps(layout_one(args.gpus[0], args.tokens, args.seed)))
+        return
+    if args.layout:
+        layout_main(args)
+        return
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.one:
         res = run_one(

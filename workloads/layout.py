@@ -38,6 +38,7 @@ __all__ = [
     "DENSE_LIMIT",
     "DispatchLayout",
     "EPLayout",
+    "block_ranks",
     "check_topk",
     "ep_layout",
     "ep_layout_blocks",
@@ -49,8 +50,9 @@ DENSE_LIMIT = 1 << 31
 """Most cells of a dense is_token_in_rank that :meth:`DispatchLayout.is_token_in_rank` builds
 (2 GiB of bool); larger layouts answer per rank (:meth:`DispatchLayout.tokens_in_rank`)."""
 
-_BLOCK_CELLS = 1 << 22
-"""Cells of one block's (source ranks x destinations) count vector (32 MiB of int64)."""
+_BLOCK_CELLS = 1 << 20
+"""Most cells of one block's (source ranks x destinations) count vector and of its
+(token, slot) arrays (8 MiB of int64 each)."""
 
 
 def _index_dtype(bound: int) -> np.dtype:
@@ -61,32 +63,40 @@ def _index_dtype(bound: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
+def _sorted_ranks(
+    topk_idx: np.ndarray, experts_per_rank: int, num_ranks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's destination ranks sorted ascending (masked slots: ``num_ranks``, last) and
+    the mask of the slots that repeat the slot before them (the same rank again)."""
+    dt = _index_dtype(num_ranks)
+    ranks = np.where(topk_idx >= 0, topk_idx // experts_per_rank, num_ranks).astype(dt)
+    ranks.sort(axis=1)
+    dup = np.zeros(ranks.shape, dtype=bool)
+    np.equal(ranks[:, 1:], ranks[:, :-1], out=dup[:, 1:])
+    dup |= ranks == num_ranks
+    return ranks, dup
+
+
 def token_ranks(topk_idx: np.ndarray, experts_per_rank: int, num_ranks: int) -> np.ndarray:
     """Each token's distinct destination ranks [N, K], ascending, -1 padding at the end.
 
     The sparse form of DeepEP's is_token_in_rank: rank r appears in row t iff
     is_token_in_rank[t, r]. ``topk_idx`` is checked (-1 = masked).
     """
-    dt = _index_dtype(num_ranks)
-    ranks = np.where(topk_idx >= 0, topk_idx // experts_per_rank, num_ranks).astype(dt)
-    ranks.sort(axis=1)  # masked slots (num_ranks) sort last
-    if ranks.shape[1] > 1:
-        dup = ranks[:, 1:] == ranks[:, :-1]
-        ranks[:, 1:][dup] = num_ranks
-        ranks.sort(axis=1)
+    ranks, dup = _sorted_ranks(topk_idx, experts_per_rank, num_ranks)
+    ranks[dup] = num_ranks
+    ranks.sort(axis=1)  # repeats to the end
     ranks[ranks == num_ranks] = -1
     return ranks
 
 
-def _dedup_groups(ranks: np.ndarray, group_size: int, num_groups: int) -> np.ndarray:
-    """Distinct groups (rank // group_size) per row of ``token_ranks`` output, -1 padding."""
-    dt = _index_dtype(num_groups)
-    groups = np.where(ranks >= 0, ranks // group_size, num_groups).astype(dt)
-    if groups.shape[1] > 1:  # rows are ascending already, so equal groups are neighbours
-        dup = groups[:, 1:] == groups[:, :-1]
-        groups[:, 1:][dup] = num_groups
-    groups[groups == num_groups] = -1
-    return groups
+def _distinct_groups(ranks: np.ndarray, dup: np.ndarray, group_size: int) -> np.ndarray:
+    """Mask of the slots of ``_sorted_ranks`` output that start a new group (rank //
+    group_size) in their row: rows are ascending, so a group's slots are neighbours."""
+    groups = ranks // group_size
+    new = ~dup
+    new[:, 1:] &= groups[:, 1:] != groups[:, :-1]
+    return new
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,18 +178,18 @@ def get_dispatch_layout(
     """DeepEP's get_dispatch_layout on one batch of tokens (see the module docstring)."""
     topk_idx = check_topk(topk_idx, num_experts, num_ranks)
     nodes = _nodes(num_ranks, gpus_per_node)
-    ranks = token_ranks(topk_idx, num_experts // num_ranks, num_ranks)
+    ranks, dup = _sorted_ranks(topk_idx, num_experts // num_ranks, num_ranks)
     per_rdma = None
     if nodes is not None:
-        node_ids = _dedup_groups(ranks, gpus_per_node, nodes)
-        per_rdma = np.bincount(node_ids[node_ids >= 0], minlength=nodes).astype(np.int64)
+        first = _distinct_groups(ranks, dup, gpus_per_node)
+        per_rdma = np.bincount(ranks[first] // gpus_per_node, minlength=nodes).astype(np.int64)
     return DispatchLayout(
-        num_tokens_per_rank=np.bincount(ranks[ranks >= 0], minlength=num_ranks).astype(np.int64),
+        num_tokens_per_rank=np.bincount(ranks[~dup], minlength=num_ranks).astype(np.int64),
         num_tokens_per_rdma_rank=per_rdma,
         num_tokens_per_expert=np.bincount(topk_idx[topk_idx >= 0], minlength=num_experts).astype(
             np.int64
         ),
-        token_ranks=ranks,
+        token_ranks=token_ranks(topk_idx, num_experts // num_ranks, num_ranks),
         num_ranks=num_ranks,
         gpus_per_node=gpus_per_node,
     )
@@ -237,6 +247,15 @@ def _rank_counts(tokens_per_rank: int | np.ndarray, num_ranks: int, total: int) 
     return counts
 
 
+def _step(num_ranks: int, tokens: np.ndarray, k: int) -> int:
+    """Source ranks per block: its count vector and its (token, slot) temporaries both stay
+    below _BLOCK_CELLS, small enough for the allocator to reuse instead of mapping fresh pages
+    (glibc maps blocks above 32 MiB anew on every call: that page-fault time was a third of the
+    CPU time of a 10,240-rank layout)."""
+    per_rank = max(1, int(tokens.max(initial=1)) * max(k, 1))
+    return max(1, min(_BLOCK_CELLS // num_ranks, _BLOCK_CELLS // per_rank))
+
+
 def ep_layout(
     topk_idx: np.ndarray,
     num_experts: int,
@@ -252,14 +271,13 @@ def ep_layout(
     topk_idx = check_topk(topk_idx, num_experts, num_ranks)
     counts = _rank_counts(tokens_per_rank, num_ranks, topk_idx.shape[0])
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    ranks = token_ranks(topk_idx, num_experts // num_ranks, num_ranks)
-    step = max(1, _BLOCK_CELLS // num_ranks)
-    cuts = [(r0, min(num_ranks, r0 + step)) for r0 in range(0, num_ranks, step)]
+    step = _step(num_ranks, counts, topk_idx.shape[1])
     blocks = (
-        (r0, r1, topk_idx[offsets[r0] : offsets[r1]], ranks[offsets[r0] : offsets[r1]])
-        for r0, r1 in cuts
+        (r0, min(num_ranks, r0 + step), topk_idx[offsets[r0] : offsets[min(num_ranks, r0 + step)]])
+        for r0 in range(0, num_ranks, step)
     )
-    return _layout(blocks, num_experts, num_ranks, counts, gpus_per_node, ranks)
+    kept = token_ranks(topk_idx, num_experts // num_ranks, num_ranks)
+    return _layout(blocks, num_experts, num_ranks, counts, gpus_per_node, kept)
 
 
 def ep_layout_blocks(
@@ -272,8 +290,9 @@ def ep_layout_blocks(
     """The layout from blocks ``(r0, r1, topk_idx of the tokens of source ranks r0..r1-1)``.
 
     Blocks cover ranks 0..num_ranks-1 in order; they may be drawn lazily, so the routing of the
-    whole group need not exist at once. The result keeps counts only (``layout.token_ranks`` is
-    None); it equals :func:`ep_layout` of the stacked blocks otherwise.
+    whole group need not exist at once (:func:`block_ranks` gives block bounds of a size this
+    module handles well). The result keeps counts only (``layout.token_ranks`` is None); it
+    equals :func:`ep_layout` of the stacked blocks otherwise.
     """
     if num_ranks <= 0 or num_experts % num_ranks:
         raise ValueError(
@@ -282,24 +301,25 @@ def ep_layout_blocks(
     counts = np.broadcast_to(np.asarray(tokens_per_rank, dtype=np.int64), (num_ranks,))
     if (counts < 0).any():
         raise ValueError(f"tokens_per_rank must be >= 0; got {int(counts.min())}")
+    checked = ((r0, r1, check_topk(b, num_experts, num_ranks)) for r0, r1, b in blocks)
+    return _layout(checked, num_experts, num_ranks, counts, gpus_per_node, None)
 
-    def with_ranks() -> Iterable[tuple[int, int, np.ndarray, np.ndarray]]:
-        for r0, r1, block in blocks:
-            block = check_topk(block, num_experts, num_ranks)
-            yield r0, r1, block, token_ranks(block, num_experts // num_ranks, num_ranks)
 
-    return _layout(with_ranks(), num_experts, num_ranks, counts, gpus_per_node, None)
+def block_ranks(num_ranks: int, tokens_per_rank: int, top_k: int) -> list[tuple[int, int]]:
+    """Bounds (r0, r1) of the blocks of source ranks that :func:`ep_layout` itself uses."""
+    step = _step(num_ranks, np.asarray([tokens_per_rank]), top_k)
+    return [(r0, min(num_ranks, r0 + step)) for r0 in range(0, num_ranks, step)]
 
 
 def _layout(
-    blocks: Iterable[tuple[int, int, np.ndarray, np.ndarray]],
+    blocks: Iterable[tuple[int, int, np.ndarray]],
     num_experts: int,
     num_ranks: int,
     counts: np.ndarray,
     gpus_per_node: int | None,
     ranks_kept: np.ndarray | None,
 ) -> EPLayout:
-    """Accumulate the counts of checked blocks (r0, r1, topk_idx, token_ranks)."""
+    """Accumulate the counts of checked blocks (r0, r1, topk_idx)."""
     offsets = np.concatenate([[0], np.cumsum(counts)])
     per_rank = num_experts // num_ranks
     nodes = _nodes(num_ranks, gpus_per_node)
@@ -312,28 +332,28 @@ def _layout(
     per_expert = np.zeros(num_experts, dtype=np.int64)
     per_rdma = None if nodes is None else np.zeros(nodes, dtype=np.int64)
     nxt = 0
-    for r0, r1, block, ranks in blocks:  # one pass per block of whole source ranks
+    for r0, r1, block in blocks:  # one pass per block of whole source ranks
         if r0 != nxt or not r0 < r1 <= num_ranks or offsets[r1] - offsets[r0] != len(block):
             raise ValueError(
                 f"layout block of ranks {r0}..{r1 - 1} with {len(block)} tokens: blocks must "
                 f"follow each other from rank {nxt} and hold those ranks' tokens"
             )
         nxt = r1
+        ranks, dup = _sorted_ranks(block, per_rank, num_ranks)
+        # key = source rank in the block x width + column: one bincount per count matrix
         src = np.repeat(np.arange(r1 - r0, dtype=np.int64), counts[r0:r1])[:, None]
         cells = (r1 - r0) * num_ranks
-        ok = ranks >= 0
-        key = np.broadcast_to(src, ranks.shape)[ok] * num_ranks + ranks[ok]
-        pair_tokens[r0:r1] = np.bincount(key, minlength=cells).reshape(r1 - r0, num_ranks)
-        ok = block >= 0
-        key = np.broadcast_to(src, block.shape)[ok] * num_ranks + block[ok] // per_rank
-        pair_copies[r0:r1] = np.bincount(key, minlength=cells).reshape(r1 - r0, num_ranks)
-        per_expert += np.bincount(block[ok], minlength=num_experts)
+        key = np.broadcast_to(src * num_ranks, ranks.shape) + ranks
+        pair_tokens[r0:r1] = np.bincount(key[~dup], minlength=cells).reshape(-1, num_ranks)
+        valid = ranks < num_ranks
+        pair_copies[r0:r1] = np.bincount(key[valid], minlength=cells).reshape(-1, num_ranks)
+        per_expert += np.bincount(block[block >= 0], minlength=num_experts)
         if nodes is not None:
-            node_ids = _dedup_groups(ranks, gpus_per_node, nodes)
-            ok = node_ids >= 0
-            key = np.broadcast_to(src, node_ids.shape)[ok] * nodes + node_ids[ok]
+            first = _distinct_groups(ranks, dup, gpus_per_node)
+            node = ranks[first] // gpus_per_node
+            key = np.broadcast_to(src * nodes, ranks.shape)[first] + node
             node_tokens[r0:r1] = np.bincount(key, minlength=(r1 - r0) * nodes).reshape(-1, nodes)
-            per_rdma += np.bincount(node_ids[ok], minlength=nodes)
+            per_rdma += np.bincount(node, minlength=nodes)
     if nxt != num_ranks:
         raise ValueError(f"layout blocks cover ranks 0..{nxt - 1}; expected 0..{num_ranks - 1}")
     layout = DispatchLayout(
