@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_KERNEL_MEMORY",
     "DEFAULT_SAMPLE_RANKS",
     "TRAFFIC_SOURCES",
+    "KernelMemoryError",
     "KernelTraffic",
     "check_against_counts",
     "kernel_bytes",
@@ -71,6 +72,11 @@ _HANDLE_BYTES_PER_ROW = 64
 """Dispatch handle arrays per received row (row token, expert or local ids, weights, plan)."""
 _ONE_BF16 = np.uint16(0x3F80)
 """BF16 code of 1.0."""
+
+
+class KernelMemoryError(ValueError):
+    """The kernels' buffers do not fit ``kernel_memory`` (scenario key
+    workload.moe.kernel_memory)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,7 +129,7 @@ def pick_ranks(
     if need <= memory:
         return every
     if source == "kernels":
-        raise ValueError(
+        raise KernelMemoryError(
             f"traffic_source 'kernels' needs about {need / 2**30:.2f} GiB of kernel buffers for "
             f"all {r} ranks, more than kernel_memory = {memory} B; raise kernel_memory, or use "
             "'auto' (a sample of ranks checked against the counts) or 'counts'"
@@ -135,7 +141,7 @@ def pick_ranks(
         if kernel_bytes(lay, mode, ranks, dispatch_row, hidden) <= memory:
             return ranks
     one = kernel_bytes(lay, mode, ranks, dispatch_row, hidden)
-    raise ValueError(
+    raise KernelMemoryError(
         f"kernel_memory = {memory} B cannot hold the kernel buffers of even one rank (about "
         f"{one} B); raise kernel_memory or use traffic_source 'counts'"
     )

@@ -30,6 +30,7 @@ import pandas as pd
 from podsim.fabric.phy import base_phy
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.schema import Scenario, Straggler
+from podsim.workloads.kernel_traffic import KernelMemoryError
 from podsim.workloads.moe import moe_layer_trace
 from podsim.workloads.trace import COLUMNS as TRACE_COLUMNS
 from podsim.workloads.trace import HOPS, PHASES, TraceRankCountMissing, read_trace
@@ -533,7 +534,10 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     if m.routing is not None:
         kwargs["routing"] = str(m.routing)
     with at("workload.moe", "MoE trace"):
-        return _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
+        try:
+            return _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
+        except KernelMemoryError as exc:  # the budget is the key to change
+            raise ScenarioError(f"{exc}.", path="workload.moe.kernel_memory") from None
 
 
 def _check_expert_slots(m: Any) -> None:

@@ -103,6 +103,24 @@ def test_trace_command_writes_the_workload(tmp_path: Path) -> None:
     assert f"wrote {len(df)} messages" in r.output
 
 
+def test_kernel_buffers_over_kernel_memory_are_bad_input() -> None:
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "quickstart",
+            *SMALL,
+            "--set",
+            "workload.moe.traffic_source=kernels",
+            "--set",
+            "workload.moe.kernel_memory=1MB",
+        ],
+    )
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.split())
+    assert "workload.moe.kernel_memory" in text and "kernel_memory = 1000000 B" in text
+
+
 def test_unknown_scenario_is_bad_input() -> None:
     r = CliRunner().invoke(app, ["run", "quikstart"])
     assert r.exit_code == 2
