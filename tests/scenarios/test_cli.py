@@ -121,6 +121,28 @@ def test_kernel_buffers_over_kernel_memory_are_bad_input() -> None:
     assert "workload.moe.kernel_memory" in text and "kernel_memory = 1000000 B" in text
 
 
+def test_kernel_buffers_that_disagree_with_the_counts_stop_the_run(monkeypatch) -> None:
+    import podsim.workloads.moe as moe
+    from podsim.workloads.kernel_traffic import KernelTraffic
+    from podsim.workloads.layout import EPLayout
+
+    real = moe.kernel_traffic
+
+    def one_row_lost(*args, **kwargs):  # a kernel that drops one row of rank 0 -> rank 1
+        kt = real(*args, **kwargs)
+        lay = kt.layout
+        tokens = lay.pair_tokens.copy()
+        tokens[0, 1] -= 1
+        bad = EPLayout(lay.layout, lay.token_offsets, tokens, lay.pair_copies, lay.node_tokens)
+        return KernelTraffic(kt.ranks, bad, kt.dispatch_row, kt.combine_row)
+
+    monkeypatch.setattr(moe, "kernel_traffic", one_row_lost)
+    r = CliRunner().invoke(app, ["run", "quickstart", *SMALL, "--set", "outputs.plots=false"])
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.split())
+    assert "workload.moe" in text and "disagree with the counts: pair_tokens[src 0, dst 1]" in text
+
+
 def test_unknown_scenario_is_bad_input() -> None:
     r = CliRunner().invoke(app, ["run", "quikstart"])
     assert r.exit_code == 2
