@@ -10,8 +10,9 @@ Usage:
 ``capture`` runs each case as ``podsim run NAME --set ... --out DIR/CASE -q`` (figures off:
 they are drawings of the tables) with ``python -m podsim`` of the current interpreter: to capture
 another checkout, copy it to a folder named ``podsim`` and put that folder's parent on
-PYTHONPATH. The cases are every library scenario and variant on the packet engine, sized down where
-the library size takes minutes, plus PFC, credit flow control and the classic RoCE and CX-7 NIC
+PYTHONPATH. The cases are every library scenario and variant (MoE and synthetic ones on the packet
+engine, sized down where the library size takes minutes; the operation-graph workloads on the
+engine their scenario names), plus PFC, credit flow control and the classic RoCE and CX-7 NIC
 presets. ``--bench`` adds bench_engine.py's two 128-host fat-tree rows (about 25 s CPU each).
 
 ``compare`` reads every case found in both folders: ``summary.json`` must be equal except the
@@ -78,6 +79,21 @@ CASES: dict[str, tuple[str, list[str]]] = {
         for v in ("reads", "no-reads")
     },
     "superpod-moe": ("superpod-moe", ["workload.moe.tokens_per_rank=16"]),
+    # operation-graph workloads (flow engine, as the library runs them)
+    **{
+        f"collectives-{v}": ("collectives", [f"variant={v}"])
+        for v in ("ring", "tree", "hierarchical")
+    },
+    **{
+        f"train-1t-moe-{v}": (
+            "train-1t-moe",
+            [f"variant={v}", "workload.training.microbatches=4", "engine=flow"],
+        )
+        for v in ("baseline", "ep-overlap", "gpipe")
+    },
+    "chakra-4rank": ("chakra-4rank", []),
+    "kineto-2rank": ("kineto-2rank", []),
+    "pd-4p4d": ("pd-4p4d", ["engine=flow"]),
 }
 
 
@@ -92,7 +108,8 @@ def capture(root: Path, only: list[str] | None, bench: bool) -> None:
     names = [c for c in CASES if not only or c in only]
     for name in names:
         scenario, sets = CASES[name]
-        args = [a for s in [*sets, "engine=packet", "outputs.plots=false"] for a in ("--set", s)]
+        # the packet engine unless the case names another (a later --set wins)
+        args = [a for s in ["engine=packet", *sets, "outputs.plots=false"] for a in ("--set", s)]
         out = root / name
         cmd = [*_podsim(), "run", scenario, *args, "--out", str(out), "-q"]
         r = subprocess.run(cmd, capture_output=True, text=True)

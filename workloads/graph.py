@@ -20,14 +20,19 @@ records when every node started and ended. The model:
 - a *span* names an interval on a rank from the start of one node to the end of another, with
   tags (step, layer, phase, micro-batch ...): the results' phase table is made of spans.
 
-The graph is columnar (Python lists, frozen to NumPy arrays by :meth:`OpGraph.arrays`) because
-a training step has millions of nodes. Message ids are the send nodes' order of creation; the
-table of messages (:meth:`OpGraph.messages`) has the trace schema of
-:mod:`podsim.workloads.trace` so that every result table keyed by message works unchanged.
+The graph is columnar because a training step on 10,000 GPUs has about 10^7 nodes: every column
+is a typed :class:`array.array` (8 bytes a node, not a Python object each), frozen to NumPy
+arrays without a copy by :meth:`OpGraph.arrays`; labels are stored once per run of consecutive
+nodes that share them (a send's label names its ranks when shown), the message table's text
+columns and the spans' tags as indices into tables of their distinct values. Message ids are the
+send nodes' order of creation; the table of messages (:meth:`OpGraph.messages`) has the trace
+schema of :mod:`podsim.workloads.trace` so that every result table keyed by message works unchanged.
 """
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -73,24 +78,54 @@ class OpGraph:
     """
 
     def __init__(self) -> None:
-        self.kind: list[int] = []
-        self.rank: list[int] = []
-        self.peer: list[int] = []
-        self.nbytes: list[int] = []
-        self.duration_s: list[float] = []
-        self.delay_s: list[float] = []
-        self.anchor: list[int] = []
-        self.msg: list[int] = []
-        self.label: list[str] = []
-        self._dep_src: list[int] = []
-        self._dep_dst: list[int] = []
+        self.kind = array("b")
+        self.rank = array("q")
+        self.peer = array("q")
+        self.nbytes = array("q")
+        self.duration_s = array("d")
+        self.delay_s = array("d")
+        self.anchor = array("q")
+        self.msg = array("q")
+        # labels as runs: node i has the label of the last run that starts at or before it
+        self._label_start = array("q")
+        self._label_text: list[str] = []
+        self._dep_src = array("q")
+        self._dep_dst = array("q")
         self._stream_tail: dict[tuple[int, str], int] = {}
-        # per message: trace columns besides src/dst/bytes (hop, step, layer, phase, stage ...)
-        self._msg_rows: list[tuple[int, int, int, str, str | None, int]] = []
-        self._spans: list[tuple[int, int, int, dict[str, Any]]] = []
+        # per message (in creation order): its node and the trace columns besides src/dst/bytes;
+        # text columns as codes into tables of distinct values
+        self._m_node = array("q")
+        self._m_step = array("q")
+        self._m_layer = array("q")
+        self._m_stage = array("q")
+        self._m_phase = array("i")
+        self._m_hop = array("i")
+        self._codes: dict[str, dict[str | None, int]] = {"phase": {}, "hop": {}}
+        # spans: rank, first, last and an index into the distinct tag dicts
+        self._s_rank = array("q")
+        self._s_first = array("q")
+        self._s_last = array("q")
+        self._s_tags = array("q")
+        self._tag_ids: dict[tuple[tuple[str, Any], ...], int] = {}
+        self._tags: list[dict[str, Any]] = []
         self._frozen: GraphArrays | None = None
         #: what the builder wants the results to know (e.g. ``training``: model FLOPs)
         self.meta: dict[str, Any] = {}
+
+    def _code(self, column: str, value: str | None) -> int:
+        table = self._codes[column]
+        code = table.get(value)
+        if code is None:
+            code = table[value] = len(table)
+        return code
+
+    def label(self, i: int) -> str:
+        """Node ``i``'s label (a send's names its ranks), or ``#i`` when it has none."""
+        k = bisect_right(self._label_start, i) - 1
+        text = self._label_text[k] if k >= 0 else ""
+        if text and self.kind[i] == SEND:
+            text = f"{text} {self.rank[i]}->{self.peer[i]}"
+        return text or f"#{i}"
 
     # -- building ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -114,7 +149,8 @@ class OpGraph:
         self._frozen = None
         if not (duration_s >= 0.0 and delay_s >= 0.0):  # also refuses NaN
             raise GraphError(
-                f"node {label or i}: duration_s {duration_s} and delay_s {delay_s} must be >= 0"
+                f"node {label or f'#{i}'}: duration_s {duration_s} and delay_s {delay_s} must "
+                "be >= 0"
             )
         if anchor >= i:
             raise GraphError(f"node {label or i}: anchor {anchor} is not an earlier node")
@@ -126,7 +162,9 @@ class OpGraph:
         self.delay_s.append(delay_s)
         self.anchor.append(anchor)
         self.msg.append(-1)
-        self.label.append(label)
+        if label != (self._label_text[-1] if self._label_text else ""):
+            self._label_start.append(i)
+            self._label_text.append(label)
         for d in deps:
             if not 0 <= d < i:
                 raise GraphError(f"node {label or i}: depends on {d}, which is not an earlier node")
@@ -202,8 +240,13 @@ class OpGraph:
             stream=stream,
             label=label,
         )
-        self.msg[i] = len(self._msg_rows) if msg is None else int(msg)
-        self._msg_rows.append((i, step, layer, phase, hop, stage))
+        self.msg[i] = len(self._m_node) if msg is None else int(msg)
+        self._m_node.append(i)
+        self._m_step.append(step)
+        self._m_layer.append(layer)
+        self._m_stage.append(stage)
+        self._m_phase.append(self._code("phase", phase))
+        self._m_hop.append(self._code("hop", hop))
         return i
 
     def add_dep(self, before: int, after: int) -> None:
@@ -218,15 +261,26 @@ class OpGraph:
     def span(self, rank: int, first: int, last: int, **tags: Any) -> None:
         """Record the interval on ``rank`` from the start of node ``first`` to the end of node
         ``last``, tagged (e.g. ``step=0, layer=3, phase="dispatch"``)."""
-        self._spans.append((rank, first, last, tags))
+        key = tuple(tags.items())
+        t = self._tag_ids.get(key)
+        if t is None:
+            t = self._tag_ids[key] = len(self._tags)
+            self._tags.append(tags)
+        self._s_rank.append(rank)
+        self._s_first.append(first)
+        self._s_last.append(last)
+        self._s_tags.append(t)
 
     def scale_compute(self, factors: dict[int, float]) -> None:
         """Multiply the duration of every compute node of rank ``r`` by ``factors[r]`` (a
         straggler)."""
         self._frozen = None
-        for i, (k, r) in enumerate(zip(self.kind, self.rank, strict=True)):
-            if k == COMPUTE and r in factors:
-                self.duration_s[i] *= factors[r]
+        if not factors:
+            return
+        kind = np.array(self.kind, dtype=np.int8)
+        rank = np.array(self.rank, dtype=np.int64)
+        for i in np.flatnonzero((kind == COMPUTE) & np.isin(rank, list(factors))).tolist():
+            self.duration_s[i] *= factors[self.rank[i]]
 
     def stream_tail(self, rank: int, stream: str) -> int | None:
         """The last node placed on (``rank``, ``stream``), or None."""
@@ -239,14 +293,15 @@ class OpGraph:
         if self._frozen is not None:
             return self._frozen
         n = len(self.kind)
-        src = np.asarray(self._dep_src, dtype=np.int64)
-        dst = np.asarray(self._dep_dst, dtype=np.int64)
+        # np.array copies: a view would pin the array.array buffers, which then cannot grow
+        src = np.array(self._dep_src, dtype=np.int64)
+        dst = np.array(self._dep_dst, dtype=np.int64)
         order = np.argsort(src, kind="stable")
         succ = dst[order]
         succ_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
         indegree = np.bincount(dst, minlength=n).astype(np.int64)
-        msg = np.asarray(self.msg, dtype=np.int64)
+        msg = np.array(self.msg, dtype=np.int64)
         ids = np.sort(msg[msg >= 0])
         if not np.array_equal(ids, np.arange(len(ids))):
             raise GraphError(
@@ -255,13 +310,13 @@ class OpGraph:
             )
         self._check_acyclic(indegree, succ_ptr, succ)
         self._frozen = GraphArrays(
-            kind=np.asarray(self.kind, dtype=np.int8),
-            rank=np.asarray(self.rank, dtype=np.int64),
-            peer=np.asarray(self.peer, dtype=np.int64),
-            nbytes=np.asarray(self.nbytes, dtype=np.int64),
-            duration_s=np.asarray(self.duration_s, dtype=float),
-            delay_s=np.asarray(self.delay_s, dtype=float),
-            anchor=np.asarray(self.anchor, dtype=np.int64),
+            kind=np.array(self.kind, dtype=np.int8),
+            rank=np.array(self.rank, dtype=np.int64),
+            peer=np.array(self.peer, dtype=np.int64),
+            nbytes=np.array(self.nbytes, dtype=np.int64),
+            duration_s=np.array(self.duration_s, dtype=float),
+            delay_s=np.array(self.delay_s, dtype=float),
+            anchor=np.array(self.anchor, dtype=np.int64),
             msg=msg,
             indegree=indegree,
             succ_ptr=succ_ptr,
@@ -283,10 +338,10 @@ class OpGraph:
                     stack.append(j)
         if seen < len(indegree):
             i = int(np.flatnonzero(left > 0)[0])
-            name = self.label[i] or f"#{i}"
             raise GraphError(
-                f"the operation graph has a cycle: node {name} (and {len(indegree) - seen - 1} "
-                "more) can never start because it depends, through other nodes, on itself"
+                f"the operation graph has a cycle: node {self.label(i)} (and "
+                f"{len(indegree) - seen - 1} more) can never start because it depends, through "
+                "other nodes, on itself"
             )
 
     # -- tables ------------------------------------------------------------------------------
@@ -297,31 +352,57 @@ class OpGraph:
         from podsim.workloads.trace import make_trace
         from podsim.workloads.traffic import classify_hops
 
-        rows = sorted(self._msg_rows, key=lambda r: self.msg[r[0]])
-        node = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        src = np.asarray(self.rank, dtype=np.int64)[node]
-        dst = np.asarray(self.peer, dtype=np.int64)[node]
-        nb = np.asarray(self.nbytes, dtype=np.int64)[node]
-        delay = np.asarray(self.delay_s, dtype=float)[node]
-        stage = [r[5] for r in rows]
-        hop = np.array([r[4] for r in rows], dtype=object)
+        order = np.argsort(np.array(self.msg, dtype=np.int64)[self._m_node], kind="stable")
+        node = np.array(self._m_node, dtype=np.int64)[order]
+        src = np.array(self.rank, dtype=np.int64)[node]
+        dst = np.array(self.peer, dtype=np.int64)[node]
+        nb = np.array(self.nbytes, dtype=np.int64)[node]
+        delay = np.array(self.delay_s, dtype=float)[node]
+        stage = np.array(self._m_stage, dtype=np.int64)[order]
+        hop = self._decode("hop", order)
         unset = np.array([h is None for h in hop], dtype=bool)
         if unset.any():
             hop[unset] = classify_hops(src[unset], dst[unset], gpus_per_node)
         return make_trace(
-            step=[r[1] for r in rows],
-            layer=[r[2] for r in rows],
-            phase=[r[3] for r in rows],
+            step=np.array(self._m_step, dtype=np.int64)[order],
+            layer=np.array(self._m_layer, dtype=np.int64)[order],
+            phase=self._decode("phase", order),
             src_rank=src,
             dst_rank=dst,
             bytes=nb,
             start_s=delay,
             hop=hop,
-            stage=stage if any(stage) else None,
+            stage=stage if stage.any() else None,
             num_ranks=num_ranks,
             gpus_per_node=gpus_per_node,
         )
 
+    def _decode(self, column: str, order: np.ndarray) -> np.ndarray:
+        """Message column ``column`` (``phase`` or ``hop``) as an object array, rows in
+        ``order``; each distinct value is one shared object."""
+        values = np.empty(len(self._codes[column]), dtype=object)
+        for value, code in self._codes[column].items():
+            values[code] = value
+        codes = self._m_phase if column == "phase" else self._m_hop
+        return values[np.array(codes, dtype=np.int64)[order]]
+
     def spans(self) -> list[tuple[int, int, int, dict[str, Any]]]:
         """(rank, first node, last node, tags) of every recorded span, in order."""
-        return list(self._spans)
+        tags = self._tags
+        return [
+            (r, f, la, tags[t])
+            for r, f, la, t in zip(
+                self._s_rank, self._s_first, self._s_last, self._s_tags, strict=True
+            )
+        ]
+
+    def span_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+        """The spans as columns: rank, first node, last node, tag index, and the distinct tag
+        dicts the index points into (what :meth:`spans` lists, without a tuple per span)."""
+        return (
+            np.array(self._s_rank, dtype=np.int64),
+            np.array(self._s_first, dtype=np.int64),
+            np.array(self._s_last, dtype=np.int64),
+            np.array(self._s_tags, dtype=np.int64),
+            list(self._tags),
+        )

@@ -230,18 +230,33 @@ def span_table(g: OpGraph, run: GraphRun) -> pd.DataFrame:
     """The graph's spans as the phase table: one row per span that ended, with its tags,
     rank, start_s, end_s and duration_s, in (step, layer, phase order,
     rank) order when those tags are present."""
-    records = []
-    for r, first, last, tags in g.spans():
-        t1 = run.end_s[last]
-        if not np.isnan(t1):
-            records.append({**tags, "rank": r, "start_s": run.start_s[first], "end_s": t1})
+    rank, first, last, tag, tag_dicts = g.span_columns()
+    t1 = run.end_s[last]
+    kept = ~np.isnan(t1)
+    rank, first, tag, t1 = rank[kept], first[kept], tag[kept], t1[kept]
+    # one column per tag key (in order of first use, as records would have them), gathered
+    # from the distinct tag dicts; a span without the key gets NaN
+    used = np.zeros(len(tag_dicts), dtype=bool)
+    used[tag] = True
+    first_use = np.full(len(tag_dicts), len(tag), dtype=np.int64)
+    np.minimum.at(first_use, tag, np.arange(len(tag)))
+    keys: dict[str, None] = {}
+    for t in np.argsort(first_use, kind="stable").tolist():
+        if used[t]:
+            keys.update(dict.fromkeys(tag_dicts[t]))
+    data: dict[str, object] = {}
+    for key in keys:
+        values = np.empty(len(tag_dicts), dtype=object)
+        values[:] = [d.get(key, np.nan) for d in tag_dicts]
+        data[key] = values[tag].tolist()  # lists: pandas infers each column's dtype
+    data.update(rank=rank.tolist(), start_s=run.start_s[first], end_s=t1)
+    records = len(rank)
     cols = ["step", "layer", "phase", "rank", "start_s", "end_s", "bytes_out", "bytes_in"]
-    ph = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=cols)
+    ph = pd.DataFrame(data) if records else pd.DataFrame(columns=cols)
     ph = ph[[c for c in cols if c in ph.columns] + [c for c in ph.columns if c not in cols]]
     if {"step", "layer", "phase"} <= set(ph.columns) and len(ph):
-        ph["_order"] = ph["phase"].map(
-            lambda x: PHASE_ORDER.index(x) if x in PHASE_ORDER else len(PHASE_ORDER)
-        )
+        order = {p: i for i, p in enumerate(PHASE_ORDER)}
+        ph["_order"] = ph["phase"].map(order).fillna(len(PHASE_ORDER))
         ph = ph.sort_values(["step", "layer", "_order", "rank"], kind="stable")
         ph = ph.drop(columns="_order")
     ph["duration_s"] = ph["end_s"] - ph["start_s"]
