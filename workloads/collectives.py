@@ -196,7 +196,7 @@ def ring_steps(
                     step=c.step,
                     layer=c.layer,
                     phase=c.phase,
-                    label=f"{c.label or c.op} step {k} chunk {j} {r}->{nxt}",
+                    label=f"{c.label or c.op} step {k} chunk {j}",
                 )
                 last_own = node
                 recv[nxt].append(node)
@@ -254,7 +254,7 @@ def all_to_all_v(
                         step=c.step,
                         layer=c.layer,
                         phase=c.phase,
-                        label=f"{c.label or c.op} {a}->{b}",
+                        label=f"{c.label or c.op}",
                     )
                     touch[a].append(node)
                     touch[b].append(node)
@@ -374,7 +374,7 @@ def _tree_reduce_bcast(
         for j, b in enumerate(chunks):
             deps = [last, *(up_sent[ch][j] for ch in children[p])]
             last = g.send(r, dst, b, deps, step=c.step, layer=c.layer, phase=c.phase,
-                          label=f"{name} up chunk {j} {r}->{dst}")  # fmt: skip
+                          label=f"{name} up chunk {j}")  # fmt: skip
             sent.append(last)
             touch[r].append(last)
             touch[dst].append(last)
@@ -388,7 +388,7 @@ def _tree_reduce_bcast(
             dst, last, sent = ranks[ch], entry[r], []
             for j, b in enumerate(chunks):
                 last = g.send(r, dst, b, (last, got[p][j]), step=c.step, layer=c.layer,
-                              phase=c.phase, label=f"{name} down chunk {j} {r}->{dst}")  # fmt: skip
+                              phase=c.phase, label=f"{name} down chunk {j}")  # fmt: skip
                 sent.append(last)
                 touch[r].append(last)
                 touch[dst].append(last)
@@ -443,7 +443,7 @@ def _chain(
         for j, b in enumerate(chunks):
             deps = [last, arrived[j]] if arrived else [last]
             last = g.send(r, dst, b, deps, step=c.step, layer=c.layer, phase=c.phase,
-                          label=f"{c.label or c.op} chunk {j} {r}->{dst}")  # fmt: skip
+                          label=f"{c.label or c.op} chunk {j}")  # fmt: skip
             sent.append(last)
             touch[r].append(last)
             touch[dst].append(last)

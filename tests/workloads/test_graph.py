@@ -131,6 +131,41 @@ def test_cycles_bad_ids_and_bad_values_are_refused_with_the_node_named() -> None
         g.arrays()
 
 
+def test_labels_are_kept_per_run_and_a_send_label_names_its_ranks() -> None:
+    g = OpGraph()
+    a = g.join(label="start")
+    s1 = g.send(2, 3, 10, (a,), label="a2a")
+    s2 = g.send(3, 2, 10, (a,), label="a2a")
+    j = g.join((s1, s2))  # no label
+    assert [g.label(i) for i in (a, s1, s2, j)] == ["start", "a2a 2->3", "a2a 3->2", f"#{j}"]
+    assert len(g._label_text) == 3  # "start", "a2a" once for both sends, "" for the join
+    g.add_dep(s2, s1)
+    g.add_dep(s1, s2)
+    with pytest.raises(GraphError, match=r"cycle: node a2a \d->\d"):
+        g.arrays()
+
+
+def test_columns_are_typed_arrays_and_spans_share_their_tags() -> None:
+    from array import array
+
+    g = OpGraph()
+    for r in range(4):
+        c = g.compute(r, 1e-6)
+        g.span(r, c, c, step=0, phase="compute")
+    g.span(0, 0, 0, step=1, phase="compute")
+    for col in (g.kind, g.rank, g.peer, g.nbytes, g.duration_s, g.delay_s, g.anchor, g.msg):
+        assert isinstance(col, array) and len(col) == 4
+    assert g.rank.itemsize == 8 and g.kind.itemsize == 1
+    rank, first, last, tag, tags = g.span_columns()
+    assert tags == [{"step": 0, "phase": "compute"}, {"step": 1, "phase": "compute"}]
+    assert tag.tolist() == [0, 0, 0, 0, 1] and rank.tolist() == [0, 1, 2, 3, 0]
+    assert g.spans()[4] == (0, 0, 0, {"step": 1, "phase": "compute"})
+    # the graph can grow after it was frozen (no NumPy view pins its buffers)
+    g.arrays()
+    g.compute(0, 1e-6)
+    assert len(g.arrays().kind) == 5
+
+
 def test_messages_table_follows_message_ids_and_locality() -> None:
     g = OpGraph()
     g.send(0, 5, 10, msg=1)

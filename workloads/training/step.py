@@ -238,7 +238,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                 for r in ranks:
                     src = r - tp * dp  # same (t, d), previous stage
                     s = g.send(src, r, pp_bytes, (prev_exit[src],), phase="other",
-                               label=f"pp F mb{mb} {src}->{r}")  # fmt: skip
+                               label=f"pp F mb{mb}")  # fmt: skip
                     g.span(src, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
                            microbatch=mb, **{"pass": "F"})  # fmt: skip
                     g.add_dep(s, ent[r])
@@ -275,7 +275,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
             for r in stage_ranks(p):
                 dst = r - tp * dp
                 s = g.send(r, dst, pp_bytes, (src_exit[r],), phase="other",
-                           label=f"pp B mb{mb} {r}->{dst}")  # fmt: skip
+                           label=f"pp B mb{mb}")  # fmt: skip
                 g.span(r, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
                        microbatch=mb, **{"pass": "B"})  # fmt: skip
                 g.add_dep(s, ent[dst])
