@@ -239,6 +239,37 @@ def all_to_all_v(
             f"got shape {m.shape}"
         )
     entry = _entry(g, ranks, dict(start or {}))
+    return _finish(g, entry, _a2a_sends(g, c, ranks, m, entry))
+
+
+def _a2a_sends(
+    g: OpGraph, c: Collective, ranks: list[int], m: np.ndarray, entry: Mapping[int, int]
+) -> dict[int, list[int]]:
+    """The sends of :func:`all_to_all_v`, added at once (:meth:`OpGraph.sends`): every
+    (sender, receiver, channel part, chunk) in that nesting order, each after its sender's
+    entry. Returns the nodes each rank touches. :func:`_a2a_sends_readable` is the same, one
+    send at a time (a differential test runs both)."""
+    r = np.asarray(ranks, dtype=np.int64)
+    i, j = np.nonzero((m > 0) & ~np.eye(len(ranks), dtype=bool))
+    q, rem = np.divmod(m[i, j].astype(np.int64), c.channels)
+    nb = (q[:, None] + (np.arange(c.channels)[None, :] < rem[:, None])).ravel()  # _split
+    i, j = np.repeat(i, c.channels), np.repeat(j, c.channels)
+    if c.chunk_bytes > 0 and (nb > c.chunk_bytes).any():
+        pieces = [_chunks(int(b), c.chunk_bytes) for b in nb.tolist()]
+        per = np.array([len(p) for p in pieces], dtype=np.int64)
+        i, j = np.repeat(i, per), np.repeat(j, per)
+        nb = np.fromiter((b for p in pieces for b in p), dtype=np.int64, count=int(per.sum()))
+    src, dst = r[i], r[j]
+    after = np.array([entry[a] for a in ranks], dtype=np.int64)[i]
+    nodes = g.sends(src, dst, nb, after, step=c.step, layer=c.layer, phase=c.phase,
+                    label=c.label or c.op)  # fmt: skip
+    return {a: nodes[(src == a) | (dst == a)].tolist() for a in ranks}
+
+
+def _a2a_sends_readable(
+    g: OpGraph, c: Collective, ranks: list[int], m: np.ndarray, entry: Mapping[int, int]
+) -> dict[int, list[int]]:
+    """:func:`_a2a_sends`, one :meth:`OpGraph.send` at a time."""
     touch: dict[int, list[int]] = {r: [] for r in ranks}
     for i, a in enumerate(ranks):
         for j, b in enumerate(ranks):
@@ -246,19 +277,11 @@ def all_to_all_v(
                 continue
             for part in _split(int(m[i, j]), c.channels):
                 for chunk in _chunks(part, c.chunk_bytes):
-                    node = g.send(
-                        a,
-                        b,
-                        chunk,
-                        (entry[a],),
-                        step=c.step,
-                        layer=c.layer,
-                        phase=c.phase,
-                        label=f"{c.label or c.op}",
-                    )
+                    node = g.send(a, b, chunk, (entry[a],), step=c.step, layer=c.layer,
+                                  phase=c.phase, label=c.label or c.op)  # fmt: skip
                     touch[a].append(node)
                     touch[b].append(node)
-    return _finish(g, entry, touch)
+    return touch
 
 
 @COLLECTIVES.register("all-to-all/direct", "all-to-all: every pair at once (NCCL send/recv)")

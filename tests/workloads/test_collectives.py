@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from podsim.scenarios.runner import run
 from podsim.workloads.collectives import BUS_FACTORS, Collective, all_to_all_v, build_collective
 from podsim.workloads.graph import GraphError, OpGraph
@@ -425,3 +427,36 @@ def test_library_collectives_ranks_hierarchical_over_ring_over_tree() -> None:
             assert t == pytest.approx(s["bound"]["makespan_bound_s"], rel=0.02)
     assert busbw["hierarchical"] > busbw["ring"] > busbw["tree"]
     assert B_EFF < busbw["ring"] < 2 * B_EFF
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    n=st.integers(2, 6),
+    channels=st.integers(1, 3),
+    chunk=st.sampled_from([0, 1, 5, 64]),
+    seed=st.integers(0, 2**16),
+)
+def test_bulk_all_to_all_sends_equal_the_one_by_one_version(n, channels, chunk, seed) -> None:
+    """The hot path (OpGraph.sends) builds the same graph as one send at a time."""
+    from podsim.workloads.collectives import _a2a_sends, _a2a_sends_readable, _entry
+
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, 4, (n, n)) * rng.integers(1, 100, (n, n))
+    ranks = [int(x) for x in rng.permutation(10)[:n]]
+    c = Collective("all-to-all", ranks, 0, channels=channels, chunk_bytes=chunk, phase="dispatch",
+                   layer=2, label="a2a")  # fmt: skip
+    graphs, touches = [], []
+    for build in (_a2a_sends, _a2a_sends_readable):
+        g = OpGraph()
+        g.compute(ranks[0], 1e-6)
+        entry = _entry(g, ranks, {ranks[0]: 0})
+        touches.append(build(g, c, ranks, m, entry))
+        graphs.append(g)
+    fast, slow = graphs
+    assert touches[0] == touches[1]
+    for col in ("kind", "rank", "peer", "nbytes", "duration_s", "delay_s", "anchor", "msg"):
+        assert getattr(fast, col) == getattr(slow, col), col
+    a, b = fast.arrays(), slow.arrays()
+    assert np.array_equal(a.succ, b.succ) and np.array_equal(a.succ_ptr, b.succ_ptr)
+    assert fast.messages(10).equals(slow.messages(10))
+    assert [fast.label(i) for i in range(len(fast))] == [slow.label(i) for i in range(len(slow))]
