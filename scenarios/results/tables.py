@@ -213,6 +213,21 @@ def empty_table(name: str) -> pd.DataFrame:
     )
 
 
+def _text_objects(s: pd.Series) -> pd.Series:
+    """``s.astype(object)`` with one shared Python object per distinct value: a message table
+    of 10^7 rows holds a handful of distinct phases, hops and statuses, and ``astype`` would
+    make a string object per row (about 0.5 GB a column at that size)."""
+    if s.dtype == object:
+        return s.copy()
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    missing = np.flatnonzero(codes < 0)
+    values = np.empty(len(uniques) + 1, dtype=object)
+    values[:-1] = list(uniques)
+    # the last slot (code -1) is what astype gives a missing value (NaN, None, ...)
+    values[-1] = s.iloc[missing[:1]].astype(object).iloc[0] if missing.size else None
+    return pd.Series(values[codes], index=s.index, name=s.name, dtype=object)
+
+
 def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
     """``df`` with every documented column (missing counters filled with 0, missing text with
     ""), documented columns first in order, extra engine columns kept after them."""
@@ -227,7 +242,7 @@ def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
         elif dt == "float64":
             df[col] = df[col].astype("float64")
         else:  # text: the same dtype whether built in memory or read back from a file
-            df[col] = df[col].astype(object)
+            df[col] = _text_objects(df[col])
     cols = list(SCHEMAS[name]) + [c for c in df.columns if c not in SCHEMAS[name]]
     out = df[cols].reset_index(drop=True)
     out.attrs = {}  # trace metadata stays with the trace, not in every result file
@@ -251,10 +266,10 @@ def message_table(
             "msg": np.arange(len(trace), dtype=np.int64),
             "step": trace["step"].to_numpy(np.int64),
             "layer": trace["layer"].to_numpy(np.int64),
-            "phase": trace["phase"].astype(str).to_numpy(),
+            "phase": trace["phase"].astype(str).array,  # no Python object per row
             "src_rank": trace["src_rank"].to_numpy(np.int64),
             "dst_rank": trace["dst_rank"].to_numpy(np.int64),
-            "hop": trace["hop"].astype(str).to_numpy(),
+            "hop": trace["hop"].astype(str).array,
             "bytes": trace["bytes"].to_numpy(np.int64),
             "tokens": (
                 trace["tokens"].to_numpy(np.int64)

@@ -127,3 +127,21 @@ def test_incast_completion_matches_the_line_rate_bound(tmp_path: Path) -> None:
     assert int(down["tx_bytes"].iloc[0]) == wire
     assert float(down["utilisation"].iloc[0]) == pytest.approx(bound / res.summary["makespan_s"])
     assert res.summary["messages"]["unfinished"] == 0
+
+
+def test_text_columns_become_objects_shared_per_distinct_value() -> None:
+    """conform's text columns equal astype(object), with one object per distinct value (a
+    10^7-row message table must not hold a string object per row)."""
+    import pandas as pd
+    from podsim.scenarios.results.tables import _text_objects
+
+    for s in (
+        pd.Series(["rdma", "scaleup", None, "rdma"] * 3, dtype="str"),
+        pd.Series(["a", pd.NA, "b"], dtype="string"),
+        pd.Series([], dtype="str"),
+        pd.Series(["x", None], dtype=object),
+    ):
+        out = _text_objects(s)
+        assert out.dtype == object and out.equals(s.astype(object))
+    out = _text_objects(pd.Series(["rdma", "scaleup"] * 1000, dtype="str"))
+    assert len({id(v) for v in out}) == 2
