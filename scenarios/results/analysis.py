@@ -92,9 +92,8 @@ def critical_path(
         ph.groupby(_KEYS, sort=False),
         key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 9)),
     )
-    msg_groups = (
-        {k: g for k, g in messages.groupby(_KEYS, sort=False)} if messages is not None else {}
-    )
+    # row positions per phase, not a copy of every group (a training step has 10^7 messages)
+    msg_rows = messages.groupby(_KEYS, sort=False).indices if messages is not None else {}
     for (step, layer, phase), g in groups:
         ends = g["end_s"].to_numpy(float)
         starts = g["start_s"].to_numpy(float)
@@ -125,7 +124,8 @@ def critical_path(
             "critical_bytes": 0,
             "critical_link": None,
         }
-        mg = msg_groups.get((step, layer, phase))
+        rows_of = msg_rows.get((step, layer, phase))
+        mg = messages.iloc[rows_of] if rows_of is not None else None
         if mg is not None and len(mg):
             r = row["critical_rank"]
             mine = mg[(mg["src_rank"] == r) | (mg["dst_rank"] == r)].dropna(subset=["end_s"])

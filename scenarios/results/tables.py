@@ -233,7 +233,7 @@ def conform(name: str, df: pd.DataFrame | None) -> pd.DataFrame:
     ""), documented columns first in order, extra engine columns kept after them."""
     if df is None or len(df.columns) == 0:
         return empty_table(name)
-    df = df.copy()
+    df = df.copy(deep=False)  # copy-on-write (pandas >= 3): only replaced columns are new
     for col, (dt, _) in SCHEMAS[name].items():
         if col not in df.columns:
             df[col] = "" if dt == "object" else (np.nan if dt == "float64" else 0)
@@ -306,7 +306,16 @@ _STOPPED = {
 
 def settle_messages(messages: pd.DataFrame, run_status: str) -> pd.DataFrame:
     """Give every undelivered message without a reason one from the run's ``run_status``
-    (``time-limit``, ``interrupted``, ``stalled``; see the module docstring). Returns a copy."""
+    (``time-limit``, ``interrupted``, ``stalled``; see the module docstring). Returns a copy,
+    or ``messages`` itself when it has nothing to settle (a 10^7-row table is not copied for
+    nothing)."""
+    if "reason" in messages.columns and messages["reason"].dtype == object:
+        reason = messages["reason"]
+        if (
+            not reason.isna().any()
+            and not ((messages["status"] != "complete") & (reason == "")).any()
+        ):
+            return messages
     df = messages.copy()
     if "reason" not in df.columns:
         df["reason"] = ""
