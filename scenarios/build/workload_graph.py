@@ -123,6 +123,7 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         micro_batch_size=t.micro_batch_size,
         seq_len=t.seq_len,
         schedule=t.schedule,
+        virtual_stages=t.virtual_stages,
         layers=t.layers,
         gpu=t.gpu,
         precision=t.precision,

@@ -1108,6 +1108,13 @@ class TrainingWorkload(Strict):
     micro_batch_size: PositiveInt = Field(1, description="sequences per micro-batch")
     seq_len: PositiveInt = Field(4096, description="tokens per sequence")
     schedule: ScheduleName = Field("1f1b", description="pipeline schedule (podsim list schedules)")
+    virtual_stages: PositiveInt | None = Field(
+        None,
+        description=(
+            "model chunks per pipeline stage for interleaved-1f1b (Megatron's virtual pipeline; "
+            "default 2; pp x virtual_stages must divide the layers); the other schedules run 1"
+        ),
+    )
     layers: PositiveInt | None = Field(
         None, description="layers to simulate (default: the model's; a multiple of pp)"
     )

@@ -159,6 +159,7 @@ def test_columns_are_typed_arrays_and_spans_share_their_tags() -> None:
     rank, first, last, tag, tags = g.span_columns()
     assert tags == [{"step": 0, "phase": "compute"}, {"step": 1, "phase": "compute"}]
     assert tag.tolist() == [0, 0, 0, 0, 1] and rank.tolist() == [0, 1, 2, 3, 0]
+    assert first.tolist() == last.tolist() == [0, 1, 2, 3, 0]
     assert g.spans()[4] == (0, 0, 0, {"step": 1, "phase": "compute"})
     # the graph can grow after it was frozen (no NumPy view pins its buffers)
     g.arrays()

@@ -81,8 +81,52 @@ def test_dp_overlap_starts_the_reduction_during_the_backward() -> None:
 def test_schedules_run_every_micro_batch_forward_then_backward() -> None:
     for p in range(4):
         order = schedule("1f1b", p, 4, 6)
-        assert sorted(order) == sorted([("F", i) for i in range(6)] + [("B", i) for i in range(6)])
-        assert order[: 4 - p - 1] == [("F", i) for i in range(4 - p - 1)]  # warm-up
+        want = [("F", i, 0) for i in range(6)] + [("B", i, 0) for i in range(6)]
+        assert sorted(order) == sorted(want)
+        assert order[: 4 - p - 1] == [("F", i, 0) for i in range(4 - p - 1)]  # warm-up
+
+
+def test_interleaved_schedule_follows_megatron_order() -> None:
+    """Megatron-LM forward_backward_pipelining_with_interleaving (p=4, v=2, m=8): stage s warms
+    up with 2 (p - s - 1) + (v - 1) p forwards; the k-th forward is chunk (k // p) % v of
+    micro-batch (k // (p v)) p + k % p; backwards run the chunks in reverse."""
+    p, v, m = 4, 2, 8
+    for s in range(p):
+        order = schedule("interleaved-1f1b", s, p, m, v)
+        assert sorted(order) == sorted(
+            [(k, mb, c) for k in "FB" for mb in range(m) for c in range(v)]
+        )
+        warm = 2 * (p - s - 1) + (v - 1) * p
+        assert all(k == "F" for k, _, _ in order[:warm]) and order[warm + 1][0] == "B"
+        assert order[:5] == [("F", 0, 0), ("F", 1, 0), ("F", 2, 0), ("F", 3, 0), ("F", 0, 1)]
+        backwards = [(mb, c) for k, mb, c in order if k == "B"]
+        assert backwards[:4] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    # every micro-batch: all-forward when m == p (Megatron's special case)
+    order = schedule("interleaved-1f1b", 0, 4, 4, 2)
+    assert [k for k, _, _ in order] == ["F"] * 8 + ["B"] * 8
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(4, 8, 2), (4, 4, 2), (2, 4, 4), (4, 12, 3)])
+def test_interleaved_bubble_is_p_minus_1_over_v_m_plus_p_minus_1(p: int, m: int, v: int) -> None:
+    """Narayanan et al. SC'21 section 2.2.2: with v model chunks per stage the bubble time is
+    (p - 1)(t_f + t_b) / v against m (t_f + t_b) of work: a fraction (p - 1) / (v m + p - 1)."""
+    spec = TrainingSpec("deepseek-v3", gpus=p, pp=p, microbatches=m, layers=p * v * 2,
+                        schedule="interleaved-1f1b", virtual_stages=v)  # fmt: skip
+    s = step(spec)
+    assert s["bubble_fraction"] == pytest.approx((p - 1) / (v * m + p - 1), rel=1e-9)
+    plain = step(TrainingSpec("deepseek-v3", gpus=p, pp=p, microbatches=m, layers=p * v * 2))
+    assert s["step_time_s"] < plain["step_time_s"]
+
+
+def test_interleaved_stages_exchange_activations_around_the_ring_of_stages() -> None:
+    """With v chunks the last stage sends chunk c's output to stage 0 (chunk c + 1): per
+    micro-batch p v - 1 forward and as many backward pipeline sends per (t, d) rank."""
+    p, v, m = 2, 2, 2
+    g = build_training_step(TrainingSpec("deepseek-v3", gpus=p, pp=p, microbatches=m,
+                            layers=4, schedule="interleaved-1f1b"))  # fmt: skip
+    pp_msgs = g.messages(p).query("phase == 'other'")
+    pairs = sorted(zip(pp_msgs["src_rank"], pp_msgs["dst_rank"], strict=True))
+    assert pairs.count((1, 0)) == pairs.count((0, 1)) == m * (p * v - 1)
 
 
 @pytest.mark.parametrize(
@@ -92,6 +136,12 @@ def test_schedules_run_every_micro_batch_forward_then_backward() -> None:
         (dict(gpus=8, pp=3, layers=8), "pp"),
         (dict(gpus=8, ep=3), "ep"),
         (dict(gpus=8, ep=8, achieved=1.5), "achieved"),
+        (
+            dict(gpus=4, pp=4, layers=8, schedule="interleaved-1f1b", virtual_stages=4),
+            "virtual_stages",
+        ),
+        (dict(gpus=4, pp=4, layers=8, schedule="interleaved-1f1b", microbatches=6), "microbatches"),
+        (dict(gpus=4, pp=4, layers=8, virtual_stages=2), "virtual_stages"),
     ],
 )
 def test_bad_parallelism_names_its_key(kw: dict, key: str) -> None:

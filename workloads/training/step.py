@@ -45,7 +45,7 @@ from podsim.workloads.graph import OpGraph
 from podsim.workloads.models import get_model
 from podsim.workloads.precision import bytes_per_token
 from podsim.workloads.training.gpu import DEFAULT_ACHIEVED, GPUS
-from podsim.workloads.training.model import layer_costs
+from podsim.workloads.training.model import LayerCost, layer_costs
 from podsim.workloads.training.schedule import schedule
 
 __all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
@@ -87,6 +87,15 @@ class TrainingSpec:
     ep_overlap: bool = False
     dp_overlap: bool = False
     compute_scale: float = 1.0  # multiplies every compute time (0: communication only)
+    #: model chunks per pipeline stage (Megatron's virtual pipeline; None: the schedule's
+    #: default, 2 for interleaved-1f1b, else 1)
+    virtual_stages: int | None = None
+
+    @property
+    def chunks(self) -> int:
+        if self.virtual_stages is not None:
+            return self.virtual_stages
+        return 2 if self.schedule == "interleaved-1f1b" else 1
 
     @property
     def dp(self) -> int:
@@ -116,6 +125,17 @@ class TrainingSpec:
                 f"pp {self.pp} does not divide the {layers} layers (set layers to a multiple)",
                 "pp",
             )
+        if self.chunks < 1 or layers % (self.pp * self.chunks):
+            raise TrainingError(
+                f"virtual_stages {self.chunks}: pp x virtual_stages = {self.pp * self.chunks} "
+                f"must divide the {layers} layers",
+                "virtual_stages",
+            )
+        try:
+            schedule(self.schedule, 0, self.pp, self.microbatches, self.chunks)
+        except ValueError as exc:
+            key = "virtual_stages" if "chunk" in str(exc) else "microbatches"
+            raise TrainingError(str(exc), key) from None
         if m.routed_experts % self.ep:
             raise TrainingError(
                 f"ep {self.ep} does not divide the model's {m.routed_experts} routed experts",
@@ -148,7 +168,8 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         dense = m.layers - m.moe_layers
         k = round(n_layers * dense / m.layers)
         costs = costs[:k] + [costs[dense]] * (n_layers - k)
-    per_stage = n_layers // spec.pp
+    v = spec.chunks
+    per_chunk = n_layers // (spec.pp * v)  # layers of one virtual stage
     tp, pp, dp, ep = spec.tp, spec.pp, spec.dp, spec.ep
     tokens = spec.micro_batch_size * spec.seq_len
     shard = tokens / tp  # tokens a rank routes (sequence parallel inside the TP group)
@@ -161,7 +182,8 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
 
     g = OpGraph()
     mb_count = spec.microbatches
-    # (stage, pass, mb) -> rank -> node: where a pass starts (entry) and ends (exit)
+    # (virtual stage, pass, mb) -> rank -> node: where a pass starts (entry) and ends (exit);
+    # virtual stage c * pp + p is chunk c of stage p (Megatron's virtual pipeline)
     entry: dict[tuple[int, str, int], dict[int, int]] = {}
     exit_: dict[tuple[int, str, int], dict[int, int]] = {}
     # stage -> layer -> rank -> node at which the last micro-batch's backward of it ended
@@ -213,14 +235,34 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                        bytes_in=pair * (ep - 1), **tags)  # fmt: skip
                 cur[r] = done[r]
 
+    hop = tp * dp  # rank distance between two consecutive pipeline stages
+    deferred: list[tuple[int, int]] = []  # (virtual stage, mb): forward receives built last
+
+    def pp_forward(vs: int, mb: int, ranks: list[int], ent: dict[int, int]) -> None:
+        """Virtual stage ``vs - 1`` sends micro-batch ``mb``'s activations to ``vs``."""
+        prev_exit = exit_[(vs - 1, "F", mb)]
+        shift = hop * ((vs - 1) % pp - vs % pp)
+        for r in ranks:
+            src = r + shift  # same (t, d), previous virtual stage's physical stage
+            s = g.send(src, r, pp_bytes, (prev_exit[src],), phase="other",
+                       label=f"pp F mb{mb}")  # fmt: skip
+            g.span(src, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
+                   microbatch=mb, **{"pass": "F"})  # fmt: skip
+            g.add_dep(s, ent[r])
+
+    def chunk_layers(vs: int) -> list[tuple[int, LayerCost]]:
+        return [(vs * per_chunk + li, costs[vs * per_chunk + li]) for li in range(per_chunk)]
+
     for p in range(pp):
         ranks = stage_ranks(p)
         tp_grp, ep_grp = tp_groups(p), ep_groups(p)
-        layers = costs[p * per_stage : (p + 1) * per_stage]
-        order = schedule(spec.schedule, p, pp, mb_count)
-        last_b = max(i for i, (k, _) in enumerate(order) if k == "B")
+        order = schedule(spec.schedule, p, pp, mb_count, v)
+        # the last backward of each chunk: its layers' gradients are complete there
+        last_b = {c: i for i, (k, _, c) in enumerate(order) if k == "B"}
+        last_any = max(last_b.values())
         done_before: dict[int, int] = {}  # rank -> where its next pass may start
-        for i, (kind, mb) in enumerate(order):
+        for i, (kind, mb, c) in enumerate(order):
+            vs = c * pp + p
             # without overlap a pass starts when the rank's previous pass ended, exchanges
             # included (Megatron runs them back to back); with ep_overlap when the previous
             # pass's last compute ended, so its trailing all-to-all overlaps this pass's compute.
@@ -229,23 +271,18 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
             for r in ranks:
                 deps = [done_before[r]] if r in done_before else []
                 if kind == "B":
-                    deps.append(exit_[(p, "F", mb)][r])
+                    deps.append(exit_[(vs, "F", mb)][r])
                 ent[r] = g.join(deps, rank=r, label=f"{kind} mb{mb} stage {p} rank {r}")
-            entry[(p, kind, mb)] = ent
+            entry[(vs, kind, mb)] = ent
             cur = dict(ent)
-            if kind == "F" and p > 0:
-                prev_exit = exit_[(p - 1, "F", mb)]
-                for r in ranks:
-                    src = r - tp * dp  # same (t, d), previous stage
-                    s = g.send(src, r, pp_bytes, (prev_exit[src],), phase="other",
-                               label=f"pp F mb{mb}")  # fmt: skip
-                    g.span(src, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
-                           microbatch=mb, **{"pass": "F"})  # fmt: skip
-                    g.add_dep(s, ent[r])
-            seq = list(enumerate(layers)) if kind == "F" else list(enumerate(layers))[::-1]
+            if kind == "F" and vs > 0:
+                if (vs - 1, "F", mb) in exit_:
+                    pp_forward(vs, mb, ranks, ent)
+                else:  # the previous virtual stage sits on a later physical stage
+                    deferred.append((vs, mb))
+            seq = chunk_layers(vs) if kind == "F" else chunk_layers(vs)[::-1]
             mult = 1.0 if kind == "F" else 2.0
-            for li, lc in seq:
-                layer = p * per_stage + li
+            for layer, lc in seq:
                 tags = {"layer": layer, "microbatch": mb, "pass": kind}
                 attn_s = mult * tokens * (lc.attn_flops + (0 if lc.moe else lc.ffn_flops)) / tp
                 for r in ranks:
@@ -259,21 +296,24 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                         cur[r] = compute(r, exp_s, cur[r], f"experts {kind}", **tags)
                     a2a(bf16_tok, cur, ep_grp, "combine" if kind == "F" else "dispatch", **tags)
                     collective("all-reduce", tp_grp, act_bytes, cur, "tp", **tags)
-                if kind == "B" and i == last_b:
+                if kind == "B" and i == last_b[c]:
                     grads_ready[p][layer] = dict(cur)
-            exit_[(p, kind, mb)] = cur
-            if i == last_b:
+            exit_[(vs, kind, mb)] = cur
+            if i == last_any:
                 final[p] = cur
             done_before = (
                 {r: g.stream_tail(r, "compute") for r in ranks} if spec.ep_overlap else dict(cur)
             )
-    # backward activation gradients flow to the previous stage
-    for p in range(1, pp):
+    for vs, mb in deferred:
+        pp_forward(vs, mb, stage_ranks(vs % pp), entry[(vs, "F", mb)])
+    # backward activation gradients flow to the previous virtual stage
+    for vs in range(1, pp * v):
+        shift = hop * ((vs - 1) % pp - vs % pp)
         for mb in range(mb_count):
-            src_exit = exit_[(p, "B", mb)]
-            ent = entry[(p - 1, "B", mb)]
-            for r in stage_ranks(p):
-                dst = r - tp * dp
+            src_exit = exit_[(vs, "B", mb)]
+            ent = entry[(vs - 1, "B", mb)]
+            for r in stage_ranks(vs % pp):
+                dst = r + shift
                 s = g.send(r, dst, pp_bytes, (src_exit[r],), phase="other",
                            label=f"pp B mb{mb}")  # fmt: skip
                 g.span(r, s, s, step=0, layer=-1, phase="pp", bytes_out=pp_bytes, bytes_in=0,
@@ -281,9 +321,12 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                 g.add_dep(s, ent[dst])
     # data-parallel gradient reduction (ZeRO-1): reduce-scatter grads, all-gather params
     for p in range(pp):
-        layers = costs[p * per_stage : (p + 1) * per_stage]
+        layers = [lc for c in range(v) for _, lc in chunk_layers(c * pp + p)]
         buckets = (
-            [(p * per_stage + i, [lc]) for i, lc in enumerate(layers)][::-1]
+            sorted(
+                ((lay, [lc]) for c in range(v) for lay, lc in chunk_layers(c * pp + p)),
+                key=lambda b: -b[0],
+            )
             if spec.dp_overlap
             else [(None, layers)]
         )
@@ -320,6 +363,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         "ep": ep,
         "microbatches": spec.microbatches,
         "schedule": spec.schedule,
+        "virtual_stages": v,
         "layers": n_layers,
         "tokens_per_step": spec.microbatches * dp * tokens,
     }
