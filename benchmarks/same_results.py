@@ -16,12 +16,14 @@ engine their scenario names), plus PFC, credit flow control and the classic RoCE
 presets. ``--bench`` adds bench_engine.py's two 128-host fat-tree rows (about 25 s CPU each).
 
 ``compare`` reads every case found in both folders: ``summary.json`` must be equal except the
-fields that measure the host rather than the simulation (wall time and event rate, and the
-engine's event count, which changes when events are coalesced, and the provenance: commit
-and date), every Parquet table must be equal (``DataFrame.equals``: same values, same dtypes,
-NaN where NaN), ``resolved.yaml`` must resolve to the same scenario (keys whose value is null
-are left out: a key added to the schema on main since the capture) and every other file must be
-byte-identical. It prints each difference and exits 1 if there is any.
+fields that measure the host rather than the simulation (wall time and event rate, the flow
+solver's wall time, and the engine's event count, which changes when events are coalesced,
+and the provenance: commit and date), every Parquet table must be equal (``DataFrame.equals``:
+same values, same dtypes, NaN where NaN), ``resolved.yaml`` must resolve to the same scenario
+(keys whose value is null are left out: a key added to the schema on main since the capture;
+paths into the scenario library compare from the library on: the checkouts sit in different
+folders) and every other file must be byte-identical. It prints each difference and exits 1 if
+there is any.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ import yaml
 
 #: summary.json keys that measure the machine or the engine's bookkeeping, not the results
 VOLATILE = {"wall_s", "events_per_s", "events", "provenance"}
+#: the same, nested (dotted path from the top of summary.json)
+VOLATILE_NESTED = {".engine_info.solver_wall_s"}
 
 SMALL_MOE = ["workload.moe.tokens_per_rank=64"]
 
@@ -141,7 +145,7 @@ def capture(root: Path, only: list[str] | None, bench: bool) -> None:
 def _diff_json(a: object, b: object, where: str, out: list[str]) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
-            if where == "" and k in VOLATILE:
+            if (where == "" and k in VOLATILE) or f"{where}.{k}" in VOLATILE_NESTED:
                 continue
             if k not in a or k not in b:
                 out.append(f"{where}.{k}: only in {'after' if k not in a else 'before'}")
@@ -155,12 +159,18 @@ def _diff_json(a: object, b: object, where: str, out: list[str]) -> None:
 
 
 def _drop_nulls(doc: object) -> object:
-    """``doc`` without mapping keys whose value is null (a key added to the schema since)."""
+    """``doc`` without mapping keys whose value is null (a key added to the schema since), and
+    paths into the scenario library relative to it (two checkouts sit in different folders)."""
     if isinstance(doc, dict):
         return {k: _drop_nulls(v) for k, v in doc.items() if v is not None}
     if isinstance(doc, list):
         return [_drop_nulls(v) for v in doc]
+    if isinstance(doc, str) and LIBRARY in doc:
+        return doc[doc.index(LIBRARY) :]
     return doc
+
+
+LIBRARY = "/scenarios/library/"
 
 
 def compare_case(a: Path, b: Path) -> list[str]:
