@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from podsim.workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
+from podsim.workloads.deepep_kernels import DeepEPKernel
 from podsim.workloads.deepep_metrics import DEEPEP_KINDS, deepep_rank_bytes
 from podsim.workloads.dispatch import get_mode
 from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
@@ -196,6 +197,7 @@ def moe_layer_trace(
     traffic_source: str = "auto",
     kernel_memory: int = DEFAULT_KERNEL_MEMORY,
     kernel_sample_ranks: int = DEFAULT_SAMPLE_RANKS,
+    deepep_kernel: DeepEPKernel | None = None,
 ) -> pd.DataFrame:
     """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
 
@@ -214,7 +216,10 @@ def moe_layer_trace(
     every rank on real tensors (at most ``kernel_memory`` bytes of buffers) and reads the
     messages from their buffers; ``counts`` derives them from the layout; ``auto`` is
     ``kernels`` when it fits, else the counts checked against the kernels on
-    ``kernel_sample_ranks`` source ranks of every (step, layer).
+    ``kernel_sample_ranks`` source ranks of every (step, layer). ``deepep_kernel``: DeepEP's
+    channels and RDMA chunks; given, a ``deepep-normal`` trace over several nodes follows
+    DeepEP's pipelined kernels (chunk rounds in column ``chunk``,
+    podsim.workloads.deepep_kernels); None: one message per pair and stage.
 
     Returns a validated trace (podsim.workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
@@ -304,6 +309,7 @@ def moe_layer_trace(
                     phase,
                     bpt,
                     allow_nvlink_for_low_latency_mode=allow_nvlink_for_low_latency_mode,
+                    kernel=deepep_kernel,
                 )
                 parts.append((st, ly, phase, msgs))
                 for kind, v in deepep_rank_bytes(lay, mode_, phase, bpt).items():
@@ -338,6 +344,7 @@ def moe_layer_trace(
         tokens=per_message("tokens"),
         hop=per_message("hop"),
         stage=per_message("stage"),
+        chunk=per_message("chunk") if deepep_kernel is not None and mode_.hierarchical else None,
         num_ranks=ep_size,
         gpus_per_node=gpus_per_node,
         workload="moe",

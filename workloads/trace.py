@@ -16,6 +16,8 @@ start_s      float64  earliest start in seconds, relative to the phase start (>=
 hop          str      "rdma" | "scaleup" | "local" (same node = scale-up domain)
 stage        int64    OPTIONAL route stage, 0 or 1 (absent: every row is stage 0);
                       see "Route stages" below
+chunk        int64    OPTIONAL chunk round, >= 0 (absent: every row is round 0);
+                      see "Route stages" below
 ===========  =======  ============================================================
 
 Route stages (the optional ``stage`` column). Stage 0: the message can start at the phase
@@ -29,6 +31,13 @@ relative to the phase start (a lower bound next to the dependency). Validation r
 other than 0 or 1 and a stage-1 row whose ``src_rank`` receives no stage-0 row in its (step,
 layer, phase): it could never start. An engine that ignores the column treats all rows as
 stage 0 (simultaneous), an optimistic bound.
+
+Chunk rounds (the optional ``chunk`` column, DeepEP's pipelined kernels:
+podsim.workloads.deepep_kernels). A stage-1 row of round ``k`` waits only for the stage-0 rows
+of round ``k`` arriving at its ``src_rank``, and a row of round ``k`` waits for the delivery of
+the latest earlier round of the same (src_rank, dst_rank, stage) in its phase (chunks of one
+connection go in order). Validation rejects a stage-1 row whose ``src_rank`` receives no
+stage-0 row of its round.
 
 ``df.attrs`` carries ``num_ranks`` (required) and free metadata (model, mode, gpus_per_node,
 pattern, routing statistics, ...). Per-rank expert-compute durations for the
@@ -70,7 +79,7 @@ PHASES = ("dispatch", "combine", "other")
 HOPS = ("rdma", "scaleup", "local")
 INT_COLUMNS = ("step", "layer", "src_rank", "dst_rank", "bytes", "tokens")
 COLUMNS = ("step", "layer", "phase", "src_rank", "dst_rank", "bytes", "tokens", "start_s", "hop")
-OPTIONAL = ("stage",)
+OPTIONAL = ("stage", "chunk")
 _ATTRS_KEY = b"podsim.attrs"
 _CSV_PREFIX = "# podsim-trace-attrs: "
 
@@ -96,6 +105,7 @@ def make_trace(
     start_s: Any = 0.0,
     hop: Any = None,
     stage: Any = None,
+    chunk: Any = None,
     gpus_per_node: int | None = None,
     **attrs: Any,
 ) -> pd.DataFrame:
@@ -127,6 +137,8 @@ def make_trace(
     }
     if stage is not None:
         data["stage"] = col(stage, np.int64)
+    if chunk is not None:
+        data["chunk"] = col(chunk, np.int64)
     lengths = {k: len(v) for k, v in data.items()}
     if len(set(lengths.values())) != 1:
         raise TraceError(f"trace columns have different lengths: {lengths}")
@@ -150,8 +162,9 @@ def concat_traces(traces: Iterable[pd.DataFrame], **attrs: Any) -> pd.DataFrame:
     merged = dict(traces[0].attrs)
     merged.update(attrs)
     df = pd.concat(traces, ignore_index=True)
-    if "stage" in df.columns:
-        df["stage"] = df["stage"].fillna(0).astype(np.int64)
+    for c in OPTIONAL:
+        if c in df.columns:
+            df[c] = df[c].fillna(0).astype(np.int64)
     df.attrs = merged
     return validate_trace(df)
 
@@ -249,7 +262,8 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
 
 
 def _check_stages(df: pd.DataFrame) -> None:
-    """Stage values are 0/1 and every stage-1 sender receives a stage-0 row in its phase."""
+    """Stage values are 0/1 and every stage-1 sender receives a stage-0 row in its phase (and
+    round, with a ``chunk`` column)."""
     stage = df["stage"].to_numpy(dtype=np.int64)
     if (stage > 1).any():
         i = _first_bad(stage > 1)
@@ -260,7 +274,7 @@ def _check_stages(df: pd.DataFrame) -> None:
     second = stage == 1
     if not second.any():
         return
-    keys = ["step", "layer", "phase"]
+    keys = ["step", "layer", "phase", *(["chunk"] if "chunk" in df.columns else [])]
     arrivals = pd.MultiIndex.from_arrays(
         [df[c].to_numpy()[~second] for c in keys] + [df["dst_rank"].to_numpy()[~second]]
     )
@@ -273,7 +287,9 @@ def _check_stages(df: pd.DataFrame) -> None:
         row = df.iloc[i]
         raise TraceError(
             f"column 'stage' is 1 at row {i} (step {row['step']}, layer {row['layer']}, "
-            f"{row['phase']}, src_rank {row['src_rank']}) but no stage-0 row of that phase "
+            f"{row['phase']}, src_rank {row['src_rank']}"
+            + (f", chunk {row['chunk']}" if "chunk" in df.columns else "")
+            + f") but no stage-0 row of that phase{' and chunk' if 'chunk' in df.columns else ''} "
             f"arrives at rank {row['src_rank']}; a stage-1 row forwards what stage 0 delivered"
         )
 

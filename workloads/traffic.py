@@ -25,6 +25,12 @@ same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is
 
 ``stage`` 1 rows depend on the stage 0 rows that deliver to their source rank; an engine that
 ignores the column treats them as simultaneous.
+
+With a :class:`podsim.workloads.deepep_kernels.DeepEPKernel`, ``deepep-normal`` over several
+nodes follows DeepEP's pipelined kernels instead: the same bytes on the same routes, cut into
+chunk rounds (``chunk``): a stage-1 row of round ``k`` waits only for the stage-0 rows of round
+``k`` arriving at its sender, and round ``k`` of a pair follows its round ``k - 1``
+(:func:`podsim.workloads.deepep_kernels.normal_rounds` says which token travels in which round).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from podsim.workloads.deepep_kernels import DeepEPKernel, normal_rounds
 from podsim.workloads.dispatch import DispatchMode, get_mode
 from podsim.workloads.layout import EPLayout
 
@@ -50,6 +57,7 @@ class Messages:
     bytes: np.ndarray
     hop: np.ndarray
     stage: np.ndarray
+    chunk: np.ndarray
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
@@ -69,7 +77,7 @@ def classify_hops(src: np.ndarray, dst: np.ndarray, gpus_per_node: int | None) -
 
 def _matrix_rows(mat: np.ndarray, stage: int) -> tuple[np.ndarray, ...]:
     src, dst = np.nonzero(mat)
-    return src, dst, mat[src, dst], np.full(src.shape, stage)
+    return src, dst, mat[src, dst], np.full(src.shape, stage), np.zeros(src.shape, np.int64)
 
 
 def _assemble(
@@ -78,12 +86,67 @@ def _assemble(
     gpn: int | None,
     rdma_peers: bool = False,
 ) -> Messages:
-    src, dst, tok, stage = (
-        np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(4)
+    src, dst, tok, stage, chunk = (
+        np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(5)
     )
     # DeepEP low-latency: IBGDA puts to every other rank, NVLink peers included
     hop = np.where(src == dst, "local", "rdma") if rdma_peers else classify_hops(src, dst, gpn)
-    return Messages(src, dst, tok, tok * bytes_per_token, hop, stage)
+    return Messages(src, dst, tok, tok * bytes_per_token, hop, stage, chunk)
+
+
+def _round_rows(
+    src: np.ndarray, dst: np.ndarray, rnd: np.ndarray, r: int, stage: int
+) -> tuple[np.ndarray, ...]:
+    """One row per distinct (src, dst, round) of the given (token, destination) pairs."""
+    k = int(rnd.max(initial=0)) + 1
+    key, count = np.unique((src * r + dst) * k + rnd, return_counts=True)
+    pair, rnd_u = np.divmod(key, k)
+    return pair // r, pair % r, count, np.full(key.shape, stage), rnd_u
+
+
+def _pipelined_normal(
+    lay: EPLayout, phase: str, bytes_per_token: int, kernel: DeepEPKernel
+) -> Messages:
+    """``deepep-normal`` over several nodes as DeepEP's chunked kernels (module docstring)."""
+    gpn, r = lay.gpus_per_node, lay.num_ranks
+    assert gpn is not None
+    ranks = lay.layout.token_ranks
+    if ranks is None:
+        raise ValueError(
+            "DeepEP's chunked kernels need each token's ranks; this layout keeps only counts "
+            "(ep_layout_blocks): build it with ep_layout, or pass kernel=None"
+        )
+    nodes = r // gpn
+    src = lay.src_rank
+    t2, j = np.nonzero(ranks >= 0)  # every (token, rank) pair once
+    d = ranks[t2, j].astype(np.int64)
+    bn = d // gpn
+    pair = t2 * nodes + bn
+    key = np.unique(pair)  # every (token, node) pair once
+    tn, nb = np.divmod(key, nodes)
+    rnd = normal_rounds(tn, nb, src, lay.token_offsets, kernel.channels, kernel.chunk(phase))
+    src_node, local = src // gpn, src % gpn
+    # RDMA: each (token, remote node) once, to the node's GPU with the source's local index
+    far_n = nb != src_node[tn]
+    rdma = _round_rows(src[tn[far_n]], nb[far_n] * gpn + local[tn[far_n]], rnd[far_n], r, 0)
+    # NVLink: each (token, rank) once, from the source itself inside its node, else from the
+    # forwarder (the destination node's GPU with the source's local index)
+    k2 = rnd[np.searchsorted(key, pair)]
+    own = bn == src_node[t2]
+    direct = _round_rows(src[t2[own]], d[own], k2[own], r, 0)
+    far = ~own
+    fwd = _round_rows(bn[far] * gpn + local[t2[far]], d[far], k2[far], r, 1)
+    if phase == "dispatch":
+        parts = [direct, rdma, fwd]
+    else:  # the mirror image: partial rows to the forwarder, then the reduced row over RDMA
+        parts = [_flip(direct, 0), _flip(fwd, 0), _flip(rdma, 1)]
+    return _assemble(parts, bytes_per_token, gpn)
+
+
+def _flip(rows: tuple[np.ndarray, ...], stage: int) -> tuple[np.ndarray, ...]:
+    """The rows sent the other way (combine), at ``stage``."""
+    s, d, n, _, k = rows
+    return d, s, n, np.full(s.shape, stage), k
 
 
 def _forward_matrix(pair_tokens: np.ndarray, gpn: int) -> np.ndarray:
@@ -105,8 +168,12 @@ def phase_messages(
     bytes_per_token: int,
     *,
     allow_nvlink_for_low_latency_mode: bool = True,
+    kernel: DeepEPKernel | None = None,
 ) -> Messages:
     """Messages of ``phase`` ('dispatch' or 'combine') for ``mode`` (module docstring).
+
+    ``kernel``: DeepEP's channels and chunks; given, ``deepep-normal`` over several nodes is cut
+    into DeepEP's chunk rounds (None: one message per pair and stage).
 
     ``bytes_per_token`` is the payload per token row (podsim.workloads.precision.bytes_per_token);
     the mode's per-message header is added here. ``allow_nvlink_for_low_latency_mode`` only
@@ -133,6 +200,8 @@ def phase_messages(
         return _assemble([_matrix_rows(mat, 0)], bytes_per_token + header, gpn)
     if r % gpn:
         raise ValueError(f"deepep-normal over {r} ranks needs whole nodes of gpus_per_node={gpn}")
+    if kernel is not None:
+        return _pipelined_normal(lay, phase, bytes_per_token + header, kernel)
     node = np.arange(r) // gpn
     same_node = node[:, None] == node[None, :]
     direct = np.where(same_node, lay.pair_tokens, 0)

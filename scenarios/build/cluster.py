@@ -498,6 +498,16 @@ def read_graph(directory: str | Path) -> nx.Graph | None:
     return read_graphml(str(p))
 
 
+def _deepep_kernel(m: Any) -> Any:
+    """``workload.moe.deepep`` as podsim.workloads.deepep_kernels.DeepEPKernel (None: unchunked)."""
+    from podsim.workloads.deepep_kernels import deepep_kernel
+
+    d = m.deepep
+    if not d.pipelined:
+        return None
+    return deepep_kernel(m.ep_size, d.sms, d.dispatch_rdma_chunk, d.combine_rdma_chunk)
+
+
 def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     """``workloads.moe_layer_trace`` with the scenario's MoE settings; ``gpus_per_node`` is
     the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain)."""
@@ -511,6 +521,7 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         "gpus_per_node": min(cluster.gpus_per_pod, m.ep_size),
         "mode": m.mode,
         "allow_nvlink_for_low_latency_mode": m.nvlink_for_low_latency,
+        "deepep_kernel": _deepep_kernel(m),
         "skew": m.skew.kind,
         "target_max_mean": m.skew.max_mean,
         "skew_shape": m.skew.exponent,

@@ -11,7 +11,9 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
 - hierarchical dispatch (trace column ``stage``, deepep-normal): ``r`` posts its stage-1 rows
   (forwarding inside the node what arrived over RDMA) once every stage-0 message addressed to
   ``r`` in the phase has been delivered, and not before the phase start plus the row's
-  ``start_s``;
+  ``start_s``; with chunk rounds (trace column ``chunk``, DeepEP's pipelined kernels) a stage-1
+  row of round ``k`` waits only for the stage-0 messages of round ``k`` into ``r``, and each
+  row also waits for the delivery of the latest earlier round of its (src, dst, stage);
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
   that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
   send and the receive side are done). A sender that runs ahead may deliver into a receiver that
@@ -102,6 +104,7 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
     start = trace["start_s"].to_numpy(dtype=float)
     hops = trace["hop"].to_numpy()
     stage = trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
+    chunk = trace["chunk"].to_numpy(np.int64) if "chunk" in trace.columns else np.zeros(n, np.int64)
 
     comp: dict[tuple[int, int, int], float] = {}
     if len(compute):
@@ -129,41 +132,39 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
             begin = [g.join(after(r), rank=r) for r in range(num_ranks)]
             rows = rows_of.get((s, l_, p), [])
             node: dict[int, int] = {}
-            arriving: dict[int, list[int]] = defaultdict(list)  # stage-0 nodes into a rank
-            # stage 0 first: a stage-1 row forwards what stage 0 delivers to its sender
-            for i in rows:
-                if stage[i] == 0:
-                    a, b = int(src[i]), int(dst[i])
-                    node[i] = g.send(
-                        a,
-                        b,
-                        int(nbytes[i]),
-                        (begin[a],),
-                        hop=str(hops[i]),
-                        delay_s=float(start[i]),
-                        step=s,
-                        layer=l_,
-                        phase=p,
-                        msg=i,
-                    )
-                    arriving[b].append(node[i])
-            for i in rows:
-                if stage[i] > 0:
-                    a, b = int(src[i]), int(dst[i])
-                    node[i] = g.send(
-                        a,
-                        b,
-                        int(nbytes[i]),
-                        (begin[a], *arriving[a]),
-                        hop=str(hops[i]),
-                        delay_s=float(start[i]),
-                        anchor=begin[a],
-                        step=s,
-                        layer=l_,
-                        phase=p,
-                        stage=int(stage[i]),
-                        msg=i,
-                    )
+            # stage-0 nodes into a rank, per round: a stage-1 row forwards what they deliver
+            arriving: dict[tuple[int, int], list[int]] = defaultdict(list)
+            # per (src, dst, stage): [its latest round, that round's nodes, the round before's]
+            rounds: dict[tuple[int, int, int], list] = {}
+            # stage 0 first, each stage in round order (rows of one round keep trace order)
+            for i in sorted(rows, key=lambda j: (stage[j] > 0, chunk[j])):
+                a, b, st, k = int(src[i]), int(dst[i]), int(stage[i]), int(chunk[i])
+                deps = [begin[a]]
+                if st > 0:
+                    deps += arriving[(a, k)]
+                seen = rounds.get((a, b, st))
+                if seen is None:
+                    seen = rounds[(a, b, st)] = [k, [], []]
+                elif k > seen[0]:  # a new round follows the pair's previous one
+                    seen[:] = [k, [], seen[1]]
+                deps += seen[2]
+                node[i] = g.send(
+                    a,
+                    b,
+                    int(nbytes[i]),
+                    tuple(deps),
+                    hop=str(hops[i]),
+                    delay_s=float(start[i]),
+                    step=s,
+                    layer=l_,
+                    phase=p,
+                    msg=i,
+                    anchor=begin[a],
+                    stage=st,
+                )
+                seen[1].append(node[i])
+                if st == 0:
+                    arriving[(b, k)].append(node[i])
             touching: dict[int, list[int]] = defaultdict(list)  # sent or received by a rank
             out_b: dict[int, int] = defaultdict(int)
             in_b: dict[int, int] = defaultdict(int)

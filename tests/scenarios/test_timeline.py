@@ -203,3 +203,34 @@ def test_progress_cadence_counts_events_and_never_changes_the_run() -> None:
         assert [s for s, _ in calls] == sorted(s for s, _ in calls)  # simulated time grows
     # one call per `every` processed events, plus start and end
     assert len(runs[1][1]) > 7 * (len(runs[7][1]) - 3)
+
+
+def test_chunk_rounds_pipeline_the_forward() -> None:
+    """With a ``chunk`` column a forward of round k waits only for round k's arrivals, and the
+    rounds of one (src, dst, stage) go in order (DeepEP's pipelined kernels)."""
+    b = 16_000
+    rows = [
+        (0, 2, b, 0, 0),
+        (0, 2, b, 0, 1),  # round 1 of 0 -> 2: after its round 0
+        (1, 2, 3 * b, 0, 0),
+        (2, 3, b, 1, 0),  # forwards round 0: waits for rows 0 and 2, not for row 1
+        (2, 3, b, 1, 1),  # forwards round 1: after row 1 and after its own round 0
+    ]
+    tr = trace(
+        [
+            {"phase": "dispatch", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st, "chunk": k}
+            for s, d, n, st, k in rows
+        ]
+    )
+    t = FixedTransport()
+    run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    posted = dict(t.posted)
+    d = b / RATE + LAT
+    assert posted[1] == pytest.approx(d)
+    assert posted[3] == pytest.approx(3 * b / RATE + LAT)
+    assert posted[4] == pytest.approx(posted[3] + d)
+    # without rounds the forward waits for every arrival at rank 2
+    t = FixedTransport()
+    run_timeline(t.env, t, tr.drop(columns="chunk"), compute([]), num_ranks=4)
+    assert dict(t.posted)[3] == pytest.approx(3 * b / RATE + LAT)
+    assert dict(t.posted)[4] == pytest.approx(3 * b / RATE + LAT)
