@@ -2,11 +2,12 @@
 
 Modules, one job each: ``models`` (MoE presets), ``gating`` (router top-k, limited routing,
 popularity/skew models, replay), ``placement`` (experts on ranks, EPLB-style replicas),
-``layout`` (DeepEP's get_dispatch_layout), ``precision`` (FP8 E4M3 / BF16 wire formats),
-``dispatch`` and ``combine`` (the kernels on real token tensors), ``parallel`` (their thread
-pool), ``workspace`` (their reusable
-buffers, as DeepEP's Buffer), ``compute`` (expert grouped-GEMM time), ``traffic`` (per-mode
-messages from a layout), ``trace`` (schema, validation, Parquet/CSV),
+``layout`` (DeepEP's get_dispatch_layout, stored sparsely), ``precision`` (FP8 E4M3 / BF16
+wire formats), ``dispatch`` and ``combine`` (the kernels on real token tensors), ``parallel``
+(their thread pool), ``workspace`` (their reusable buffers, as DeepEP's Buffer), ``compute``
+(expert grouped-GEMM time), ``traffic`` (per-mode messages from a layout), ``kernel_traffic``
+(the same messages read from the buffers the dispatch and combine kernels fill, checked against
+the counts), ``trace`` (schema, validation, Parquet/CSV),
 ``moe`` (moe_layer_trace), ``synthetic`` (fabric test patterns), ``splits`` (all-to-all split
 matrices), ``catalog`` (the WORKLOADS registry), ``graph`` (the operation graph) and the
 trace importers ``chakra`` (MLCommons Chakra ``.et``) and ``kineto`` (PyTorch profiler JSON),
