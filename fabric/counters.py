@@ -9,8 +9,9 @@ By default the sampler stops by itself when nothing else is scheduled (the simul
 quiet), so ``env.run()`` still terminates; give ``until`` to stop earlier. With ``skip_idle``
 it also jumps over stretches where every sampled queue is empty and no event is due before the
 next grid point but one: those samples would all be zero, and long runs spend most of their
-simulated time in such gaps (compute phases between all-to-alls). Sample times always lie on
-the grid ``start_s + n * interval_s``.
+simulated time in such gaps (compute phases between all-to-alls); no counter changes in such
+a gap (nothing happens in it). Sample times lie on the grid ``start_s + n * interval_s``, but
+for the one :meth:`Sampler.finish` takes at the end of the run.
 """
 
 from __future__ import annotations
@@ -76,17 +77,34 @@ class Sampler:
         self._t0 = env.now if start_s is None else float(start_s)
         call_at(env, self._t0, self._tick)
 
-    def _tick(self, _arg: object) -> None:
-        env = self.env
+    def _record(self) -> np.ndarray:
+        """Append one sample at ``now``; returns the queue depths."""
         ports = self.ports
         n_ports = len(ports)
-        self._t.append(env.now)
+        self._t.append(self.env.now)
         depth = np.fromiter((p.qbytes for p in ports), np.int64, n_ports)
         self._q.append(depth)
         if self.record_tx:
             self._tx.append(np.fromiter((p.tx_bytes for p in ports), np.int64, n_ports))
         for name, fn in self._probes.items():
             self._pv[name].append(fn())
+        return depth
+
+    def finish(self) -> None:
+        """Take a last sample at ``now`` (the end of the run), off the grid, so that the last
+        row holds the run's totals; one taken at this very instant is replaced."""
+        if self._t and self._t[-1] == self.env.now:
+            self._t.pop()
+            self._q.pop()
+            if self.record_tx:
+                self._tx.pop()
+            for name in self._probes:
+                self._pv[name].pop()
+        self._record()
+
+    def _tick(self, _arg: object) -> None:
+        env = self.env
+        depth = self._record()
         due = env.peek()
         if due == math.inf:
             return  # nothing else will ever happen

@@ -32,7 +32,13 @@ from podsim.scenarios.input.loader import Document, load_scenario
 from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.results.folder import MANIFEST, check_output_dir, staged_folder
 from podsim.scenarios.results.provenance import provenance
-from podsim.scenarios.results.tables import Results, conform, settle_messages, summarise
+from podsim.scenarios.results.tables import (
+    Results,
+    conform,
+    json_safe,
+    settle_messages,
+    summarise,
+)
 from podsim.workloads.deepep_metrics import deepep_bytes_table
 from podsim.workloads.graph import OpGraph
 from podsim.workloads.training.metrics import training_summary
@@ -137,6 +143,7 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         links["utilisation"] = 8.0 * links["tx_bytes"] / (links["rate_bps"] * window)
     qps = conform("qps", eo.qps)
     queues = conform("queues", eo.queues)
+    by_phase, phase_summary = _links_by_phase(sc, eo, phases, links, makespan)
     summary = summarise(
         messages=messages,
         phases=phases,
@@ -146,6 +153,8 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         makespan_s=makespan,
         deepep=deepep_bytes_table(prep.trace.attrs),
     )
+    if phase_summary is not None:
+        summary["link_utilisation_by_phase"] = json_safe(phase_summary)
     if prep.graph is not None and "training" in prep.graph.meta:
         summary["training"] = training_summary(phases, prep.graph.meta["training"])
     events = eo.events
@@ -174,6 +183,31 @@ def _assemble(sc: Scenario, prep: Prepared, eo: EngineOutput, wall_s: float) -> 
         queues=queues,
         summary=summary,
         scenario=resolved,
+        links_by_phase=by_phase,
+    )
+
+
+def _links_by_phase(
+    sc: Scenario, eo: EngineOutput, phases: pd.DataFrame, links: pd.DataFrame, makespan: float
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """The ``links_by_phase`` table and its summary from the engine's link byte series
+    (:mod:`podsim.scenarios.results.phase_links`); empty and None without one."""
+    from podsim.scenarios.results.phase_links import (
+        contention_threshold_bytes,
+        links_by_phase,
+        phase_link_summary,
+        phase_segments,
+    )
+
+    series = eo.link_series
+    if series is None or not len(links):
+        return conform("links_by_phase", None), None
+    end = max(makespan if np.isfinite(makespan) else 0.0,
+              float(series.times[-1]) if len(series.times) else 0.0)  # fmt: skip
+    table = links_by_phase(links, series, phase_segments(phases, end))
+    threshold = contention_threshold_bytes(sc.resolved())
+    return table, phase_link_summary(
+        table, threshold, series.queue_bytes is not None, series.interval_s
     )
 
 

@@ -18,7 +18,7 @@ cluster and the trace (no simulation):
 * **memory**: a base for the interpreter and libraries, the cluster
   (:data:`CLUSTER_BYTES_PER_ELEMENT` per node or link), about 2 KiB per message (trace row,
   transport state, result rows), the packets that fit in every switch buffer at once, and the
-  queue-depth samples (ports x simulated time / ``sim.sample_interval`` x 8 B), with the
+  queue-depth and tx-byte samples (ports x simulated time / ``sim.sample_interval`` x 16 B), with the
   simulated time bounded below by the busiest NIC port's bytes at line rate plus compute.
 
 Before any of that, :func:`check_cluster_size` prices the cluster graph itself from the topology
@@ -85,7 +85,8 @@ PATH_SAMPLES = 64
 BASE_MEMORY = 300 * 2**20  # interpreter, numpy/pandas/networkx/simpy, the cluster objects
 BYTES_PER_MESSAGE = 2048
 BYTES_PER_PACKET = 400  # a Packet object in flight with its event-heap entry
-BYTES_PER_SAMPLE = 8
+#: one queue depth and one cumulative tx-byte count per port and sample (int64 each)
+BYTES_PER_SAMPLE = 16
 #: the packet engine's scale-up domain is a fluid max-min model (podsim.fabric.scaleup):
 #: every transfer that finishes costs a few NumPy passes over the active transfers and a
 #: re-solve of the rates at or above its own. Per (step, layer, phase) with m scale-up

@@ -43,8 +43,12 @@ fast, for fabric-only studies; with it ``sim.cell`` above the MTU moves cells of
 carrying the wire overhead of the MTU packets they stand for (fidelity knob, docs/design.md). The
 summary's ``engine_info.transport`` says which endpoint ran.
 
-Queue depths of every port are sampled every ``sim.sample_interval``; the ``queues`` table keeps
-the ports that ever queued, deepest first (at most 4 x ``outputs.hottest_ports``, >= 16).
+Queue depths and transmitted-byte counters of every port are sampled every
+``sim.sample_interval`` (with ``outputs.queue_series``; one scheduled read of the counters, no
+per-packet work); the ``queues`` table keeps the ports that ever queued, deepest first (at most
+4 x ``outputs.hottest_ports``, >= 16), and the byte counters give each link's utilisation per
+phase (:mod:`podsim.scenarios.results.phase_links`; scale-up links, fluid pipes here, are not
+sampled).
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ if TYPE_CHECKING:
     from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.scenarios.results.classes import class_report
+from podsim.scenarios.results.phase_links import LinkSeries
 from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = ["run_packet"]
@@ -444,7 +449,6 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             ports=transport.net.ports,
             interval_s=sc.sim.sample_interval,
             skip_idle=True,
-            record_tx=False,
         )
     if transport.pcie is not None and sc.workload.storage is not None:
         transport.pcie.schedule_storage(sc.workload.storage)
@@ -464,6 +468,18 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         for key in ("started_s", "ended_s"):
             if rec.get(key) is not None:
                 rec[key] = float(transport.virt(rec[key]))
+    series = None
+    if sampler is not None and (transport.ff is None or not transport.ff.jumps):
+        # a fast-forward jump carries bytes no port counted while it skipped (ff.link_extra):
+        # those runs measure no link per phase (engine_info says so)
+        sampler.finish()  # the last row holds the run's totals
+        series = LinkSeries(
+            times=np.asarray(transport.virt(sampler.times), dtype=float),
+            links=sampler.port_names,
+            tx_bytes=sampler.tx_bytes,
+            queue_bytes=sampler.queue_bytes,
+            interval_s=sampler.interval_s,
+        )
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
@@ -483,6 +499,7 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         sim_time_s=tl.sim_time_s,
         events=None,
         status=tl.status,
+        link_series=series,
         extra={
             "transport": transport.name,
             "pcie_local_messages": transport.pcie_local,

@@ -1501,7 +1501,11 @@ class SimConfig(Strict):
         description="endpoint host: move cells of this size, at least the MTU (a fidelity knob "
         "for speed)",
     )
-    sample_interval: Time = Field(parse_time("1us"), description="queue-depth sampling period")
+    sample_interval: Time = Field(
+        parse_time("1us"),
+        description="queue-depth and tx-byte sampling period (also the resolution of a phase "
+        "boundary in links_by_phase)",
+    )
     time_limit: Time | None = Field(None, description="stop the simulation at this simulated time")
     checks: bool = Field(
         True, description="run the invariant checks (conservation, no loss when lossless)"
@@ -1556,7 +1560,11 @@ class OutputsConfig(Strict):
         "Chrome/Perfetto trace events (open in ui.perfetto.dev or chrome://tracing)",
     )
     hottest_ports: PositiveInt = Field(8, description="ports in the queue-depth figure")
-    queue_series: bool = Field(True, description="record queue-depth time series")
+    queue_series: bool = Field(
+        True,
+        description="record queue-depth and transmitted-byte time series (the queues table and "
+        "link utilisation per phase, links_by_phase; packet engine)",
+    )
 
     @field_validator("dir")
     @classmethod

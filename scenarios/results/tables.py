@@ -34,6 +34,14 @@ from the start of the run, sizes in bytes, rates in bit/s):
     counters at zero.
 ``queues`` - queue depth samples, long format
     time_s, port ("u->v"), depth_bytes. Sampled every ``sim.sample_interval``.
+``links_by_phase`` - one row per (link direction, phase) (:mod:`scenarios.results.phase_links`)
+    link, tier, phase (dispatch, compute, combine, ..., "a+b" where communication phases
+    overlap, idle), seconds (the phase's total time: from each of its windows' first rank start
+    to last rank end), bytes (wire bytes sent while it ran), utilisation (8 x bytes / (rate_bps
+    x seconds): busy-time utilisation while the phase runs), max_queue_bytes (deepest sampled
+    queue while it ran). Engines that record link byte series only (the packet engine, with
+    ``outputs.queue_series``); empty otherwise. A link's bytes over its phases sum to its
+    ``tx_bytes``.
 
 Three more tables come from the straggler and bubble analysis (:mod:`scenarios.results.analysis`,
 built
@@ -88,6 +96,10 @@ kind (dispatch, combine, other), averaged over steps and layers:
   figure (DeepEP prints one line per rank, or per node's first rank in normal mode). Only for
   MoE traces built by podsim (they carry the counts); None otherwise.
 - **link utilisation by tier**: mean and max over the tier's link directions of ``utilisation``.
+- **link utilisation by phase** (``link_utilisation_by_phase``, from ``links_by_phase``): per
+  phase its time, per tier the mean and max utilisation while it ran, the ``busiest`` links
+  (highest utilisation while it ran), ``contended_links`` (queue above 2 MTU while it ran, the
+  queue-depth figure's rule; None without queues) and the ``hottest`` (the busiest contended).
 - **messages**: ``count``, ``unfinished`` (messages not ``complete``: failed or unfinished),
   ``failed`` (status ``failed``), completion-time percentiles of the delivered ones.
 - **drops, ECN marks, PFC pauses** (sums over links), **retransmitted packets, timeouts** (sums
@@ -197,6 +209,15 @@ SCHEMAS: dict[str, dict[str, tuple[str, str]]] = {
         "time_s": ("float64", "sample time (s)"),
         "port": ("object", "'u->v' egress"),
         "depth_bytes": ("int64", "queued bytes"),
+    },
+    "links_by_phase": {
+        "link": ("object", "'u->v'"),
+        "tier": ("object", "nic-leaf | leaf-spine | spine-core | gpu-scaleup"),
+        "phase": ("object", "dispatch | compute | combine | ... | idle (a+b: overlapping)"),
+        "seconds": ("float64", "the phase's total time in the run (s)"),
+        "bytes": ("int64", "wire bytes sent while the phase ran"),
+        "utilisation": ("float64", "8 bytes / (rate_bps x seconds)"),
+        "max_queue_bytes": ("int64", "deepest sampled queue while the phase ran (bytes)"),
     },
 }
 TABLES = tuple(SCHEMAS)
@@ -589,6 +610,9 @@ class Results:
     #: straggler and bubble analysis: ``critical``, ``gpu_time``, ``stragglers`` (module
     #: docstring; :meth:`scenarios.results.analysis.Analysis.tables`), empty when not analysed
     analysis: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: bytes and utilisation of every link direction per phase (module docstring); empty when
+    #: the engine recorded no link byte series
+    links_by_phase: pd.DataFrame = field(default_factory=lambda: empty_table("links_by_phase"))
 
     @property
     def status(self) -> str:

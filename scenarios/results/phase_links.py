@@ -1,0 +1,242 @@
+"""Link utilisation per phase: what each link direction carried while each phase of the run ran.
+
+A whole-run mean hides what a design review asks: a NIC link idle through a long expert compute
+shows 40 % over the run although it is saturated while dispatch runs. This module splits the
+run's time into phases and measures every link in each.
+
+Phase time (:func:`phase_segments`): each (step, layer, phase, ... tags) of the ``phases``
+table runs from its first rank's start to its last rank's end (the window the summary's
+completion time measures). Windows of different phases overlap where ranks drift apart (one rank
+computes while another still dispatches), so time is partitioned: an instant belongs to the
+communication phases running then (joined by "+" when several overlap, e.g. "combine+dispatch"
+when one layer's combine meets the next layer's dispatch), else to ``compute`` when a compute
+window covers it, else to ``idle``. The segments cover ``[0, end]`` without overlap, so every
+byte falls in exactly one phase (conservation: a link's bytes over its phases are its
+whole-run bytes).
+
+Bytes in a phase (:class:`LinkSeries`, :func:`links_by_phase`): an engine records each link
+direction's cumulative transmitted bytes at sample times (the packet engine reads its ports'
+counters every ``sim.sample_interval``, with the queue depths; never per packet); between two
+samples the count is interpolated linearly, so a phase boundary is placed to within one sample
+interval (the error is at most rate x interval bytes per boundary). A link's utilisation in a
+phase is ``8 x bytes / (rate_bps x seconds)`` over the phase's total time: its busy-time
+utilisation while the phase runs.
+
+Contention (:func:`contention_threshold_bytes`): a link counts as contended in a phase when its
+sampled queue held more than :data:`CONTENDED_MTUS` MTUs while the phase ran, the rule of the
+queue-depth figure; engines without queues (flow, bound) measure no contention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "CONTENDED_MTUS",
+    "IDLE",
+    "LinkSeries",
+    "contention_threshold_bytes",
+    "links_by_phase",
+    "phase_link_summary",
+    "phase_segments",
+]
+
+#: a port counts as contended when its queue held more than this many MTU-sized packets at
+#: some sample: one packet on the wire and one waiting is normal store-and-forward, more is a
+#: queue building [E]
+CONTENDED_MTUS = 2
+#: the label of time in which no phase of the run runs
+IDLE = "idle"
+#: links listed per phase in the summary (``busiest`` and ``hottest``)
+LISTED = 5
+#: columns of the phases table that are measurements, not tags naming a phase window
+_MEASURES = ("rank", "start_s", "end_s", "duration_s", "bytes_out", "bytes_in", "bus_factor")
+
+
+@dataclass
+class LinkSeries:
+    """Cumulative transmitted bytes of link directions at sample times (what an engine records
+    for :func:`links_by_phase`).
+
+    ``times`` (n,) increasing sample times (s); ``links`` the L link names (``"u->v"``, as in
+    the links table); ``tx_bytes`` (n, L) cumulative wire bytes at each sample (the last row is
+    the run's total); ``queue_bytes`` (n, L) sampled queue depth, None when the engine has no
+    queues; ``interval_s`` the sampling period (the resolution of a phase boundary)."""
+
+    times: np.ndarray
+    links: list[str]
+    tx_bytes: np.ndarray
+    queue_bytes: np.ndarray | None = None
+    interval_s: float = float("nan")
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """Cumulative bytes of every link at times ``t`` (m,) -> (m, L), linear between samples,
+        the first sample before it and the last after it."""
+        times = np.asarray(self.times, dtype=float)
+        cum = np.asarray(self.tx_bytes, dtype=float)
+        t = np.asarray(t, dtype=float)
+        if len(times) == 0:
+            return np.zeros((len(t), len(self.links)))
+        if len(times) == 1:
+            return np.repeat(cum[:1], len(t), axis=0)
+        j = np.clip(np.searchsorted(times, t, side="right"), 1, len(times) - 1)
+        t0, t1 = times[j - 1], times[j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where(t1 > t0, (t - t0) / (t1 - t0), 1.0)
+        w = np.clip(w, 0.0, 1.0)[:, None]
+        return cum[j - 1] + w * (cum[j] - cum[j - 1])
+
+
+def phase_segments(phases: pd.DataFrame, end_s: float) -> pd.DataFrame:
+    """The run's time ``[0, end_s]`` split into phases (module docstring): columns start_s,
+    end_s, phase; consecutive segments of the same phase merged, in time order."""
+    cols = ["start_s", "end_s", "phase"]
+    end_s = float(end_s) if np.isfinite(end_s) else 0.0
+    ph = phases[np.isfinite(phases["start_s"]) & np.isfinite(phases["end_s"])]
+    if end_s <= 0:
+        return pd.DataFrame(columns=cols)
+    keys = [c for c in ph.columns if c not in _MEASURES]
+    if ph.empty or "phase" not in keys:
+        return pd.DataFrame({"start_s": [0.0], "end_s": [end_s], "phase": [IDLE]})
+    win = ph.groupby(keys, sort=False, dropna=False).agg(t0=("start_s", "min"), t1=("end_s", "max"))
+    win = win.reset_index()[["phase", "t0", "t1"]]
+    win = win[win["t1"] > win["t0"]]
+    # communication phases in the order they first start (dispatch before combine)
+    first = win.groupby("phase", sort=False)["t0"].min().sort_values(kind="stable")
+    kinds = [str(k) for k in first.index]
+    edges = np.unique(np.concatenate([[0.0, end_s], win["t0"].to_numpy(), win["t1"].to_numpy()]))
+    edges = edges[(edges >= 0.0) & (edges <= end_s)]
+    mid = 0.5 * (edges[:-1] + edges[1:])
+    active: dict[str, np.ndarray] = {}
+    for k in kinds:
+        w = win[win["phase"] == k]
+        starts = np.sort(w["t0"].to_numpy())
+        ends = np.sort(w["t1"].to_numpy())
+        active[k] = np.searchsorted(starts, mid, "right") - np.searchsorted(ends, mid, "right") > 0
+    comm = [k for k in kinds if k != "compute"]
+    labels = np.full(len(mid), IDLE, dtype=object)
+    if "compute" in active:
+        labels[active["compute"]] = "compute"
+    names = np.full(len(mid), "", dtype=object)
+    for k in comm:
+        on = active[k]
+        names[on] = np.where(names[on] == "", k, names[on] + "+" + k)
+    labels = np.where(names != "", names, labels)
+    # merge runs of one label
+    change = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    starts = edges[:-1][change]
+    ends = np.r_[starts[1:], edges[-1]]
+    return pd.DataFrame({"start_s": starts, "end_s": ends, "phase": labels[change]})
+
+
+def links_by_phase(links: pd.DataFrame, series: LinkSeries, segments: pd.DataFrame) -> pd.DataFrame:
+    """One row per (link direction of ``series``, phase of ``segments``): link, tier, phase,
+    seconds (the phase's total time), bytes (wire bytes sent while it ran), utilisation
+    (8 bytes / (rate_bps x seconds)), max_queue_bytes (deepest sampled queue while it ran; 0
+    without queues). Phases in order of first appearance, links in ``series`` order."""
+    from podsim.scenarios.results.tables import conform
+
+    if segments.empty or not series.links:
+        return conform("links_by_phase", None)
+    edges = np.r_[segments["start_s"].to_numpy(float), segments["end_s"].to_numpy(float)[-1]]
+    cum = series.at(edges)
+    per_seg = np.diff(cum, axis=0)  # (segments, L)
+    labels = segments["phase"].to_numpy(object)
+    order = list(dict.fromkeys(labels.tolist()))
+    code = np.array([order.index(x) for x in labels])
+    nl = len(series.links)
+    bytes_ = np.zeros((len(order), nl))
+    np.add.at(bytes_, code, per_seg)
+    seconds = np.bincount(code, weights=np.diff(edges), minlength=len(order))
+    depth = np.zeros((len(order), nl))
+    if series.queue_bytes is not None and len(series.times):
+        seg = np.searchsorted(edges, np.asarray(series.times, float), side="right") - 1
+        seg = np.clip(seg, 0, len(labels) - 1)
+        np.maximum.at(depth, code[seg], np.asarray(series.queue_bytes, dtype=float))
+    info = links.set_index("link")[["tier", "rate_bps"]].reindex(series.links)
+    rate = info["rate_bps"].to_numpy(float)
+    df = pd.DataFrame(
+        {
+            "link": np.tile(np.asarray(series.links, dtype=object), len(order)),
+            "tier": np.tile(info["tier"].fillna("").to_numpy(object), len(order)),
+            "phase": np.repeat(np.asarray(order, dtype=object), nl),
+            "seconds": np.repeat(seconds, nl),
+            "bytes": np.rint(bytes_.ravel()).astype(np.int64),
+        }
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["utilisation"] = 8.0 * bytes_.ravel() / (np.tile(rate, len(order)) * df["seconds"])
+    df["max_queue_bytes"] = depth.ravel().astype(np.int64)
+    return conform("links_by_phase", df)
+
+
+def contention_threshold_bytes(scenario: Mapping[str, Any] | None) -> float:
+    """The queue depth above which a port counts as contended: :data:`CONTENDED_MTUS` MTUs of
+    the resolved scenario's NIC (4 KiB when it names none)."""
+    from podsim.fabric.units import parse_size
+
+    nic = ((scenario or {}).get("cluster") or {}).get("nic") or {}
+    try:
+        mtu = float(parse_size(nic.get("mtu", 4096)))
+    except (TypeError, ValueError):
+        mtu = 4096.0
+    return CONTENDED_MTUS * mtu
+
+
+def phase_link_summary(
+    by_phase: pd.DataFrame, threshold_bytes: float, queues: bool, interval_s: float
+) -> dict[str, Any]:
+    """``summary.json``'s ``link_utilisation_by_phase``: per phase its time, per tier the mean
+    and max utilisation while it ran, the ``busiest`` links (highest utilisation while it ran),
+    the links ``contended`` (queue above ``threshold_bytes`` while it ran; None when the engine
+    has no queues) and the ``hottest``: the busiest of the contended ones."""
+    out: dict[str, Any] = {
+        "definition": (
+            "utilisation = bytes a link sent while the phase ran / (rate x the phase's time); "
+            "a phase runs from its first rank's start to its last rank's end; hottest = the "
+            f"busiest links whose queue held more than {CONTENDED_MTUS} MTU while it ran"
+        ),
+        "contention_threshold_bytes": threshold_bytes,
+        "queues_modelled": queues,
+        "boundary_resolution_s": interval_s,
+        "phases": {},
+    }
+    if by_phase.empty:
+        return out
+    for ph, grp in by_phase.groupby("phase", sort=False):
+        tiers = {
+            str(t): {
+                "mean_utilisation": float(g["utilisation"].mean()),
+                "max_utilisation": float(g["utilisation"].max()),
+                "tx_bytes": int(g["bytes"].sum()),
+            }
+            for t, g in grp.groupby("tier", sort=True)
+        }
+        ranked = grp.sort_values(["utilisation", "link"], ascending=[False, True], kind="stable")
+        ranked = ranked[ranked["bytes"] > 0]
+        hot = ranked[ranked["max_queue_bytes"] > threshold_bytes] if queues else ranked.iloc[:0]
+
+        def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return [
+                {
+                    "link": str(r.link),
+                    "tier": str(r.tier),
+                    "utilisation": float(r.utilisation),
+                    "max_queue_bytes": int(r.max_queue_bytes) if queues else None,
+                }
+                for r in df.head(LISTED).itertuples(index=False)
+            ]
+
+        out["phases"][str(ph)] = {
+            "seconds": float(grp["seconds"].iloc[0]),
+            "tiers": tiers,
+            "contended_links": len(hot) if queues else None,
+            "busiest": rows(ranked),
+            "hottest": rows(hot),
+        }
+    return out
