@@ -18,8 +18,8 @@ cluster and the trace (no simulation):
 * **memory**: a base for the interpreter and libraries, the cluster
   (:data:`CLUSTER_BYTES_PER_ELEMENT` per node or link), about 2 KiB per message (trace row,
   transport state, result rows), the packets that fit in every switch buffer at once, and the
-  queue-depth and tx-byte samples (ports x simulated time / ``sim.sample_interval`` x 16 B), with the
-  simulated time bounded below by the busiest NIC port's bytes at line rate plus compute.
+  queue-depth and tx-byte samples (ports x simulated time / ``sim.sample_interval`` x 16 B),
+  with the simulated time bounded below by the busiest NIC port's bytes at line rate plus compute.
 
 Before any of that, :func:`check_cluster_size` prices the cluster graph itself from the topology
 parameters alone (:func:`podsim.fabric.topology.topology_size`, a closed form per builder), so an

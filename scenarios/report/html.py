@@ -158,7 +158,10 @@ def _summary_html(s: dict[str, Any], a2a: bool = False) -> str:
             "DeepEP bandwidth = a rank's RDMA (NVLink) bytes as DeepEP counts them / its own "
             "phase time, averaged over ranks."
         )
-    notes.append("Utilisation is over the whole run.")
+    notes.append(
+        "Utilisation here is over the whole run; per phase under Hottest links "
+        "(links_by_phase.parquet)."
+    )
     util = _table(
         ["tier", "links", "mean utilisation", "max utilisation", "bytes"],
         [
@@ -244,9 +247,50 @@ def _serving_html(s: dict[str, Any]) -> str:
 
 
 def _hot_links(res: Results, n: int = 12) -> str:
+    """Per phase, the links busiest while it ran with their contention (``links_by_phase``,
+    :mod:`podsim.scenarios.results.phase_links`), then the busiest over the whole run."""
+    from podsim.scenarios.results.phase_links import IDLE, phase_link_caption
+
     links = res.links
     if links.empty:
         return ""
+    out = "<h2>Hottest links</h2>"
+    doc = res.summary.get("link_utilisation_by_phase") or {}
+    phases = {p: m for p, m in (doc.get("phases") or {}).items() if p != IDLE}
+    if phases:
+        queues = bool(doc.get("queues_modelled"))
+        rows = []
+        for ph, m in phases.items():
+            for r in m.get("busiest") or []:
+                contended = r.get("max_queue_bytes") is not None and r["max_queue_bytes"] > (
+                    doc.get("contention_threshold_bytes") or 0
+                )
+                rows.append(
+                    [
+                        ph,
+                        r["link"],
+                        r["tier"],
+                        _num(r["utilisation"], "pct"),
+                        _num(r.get("max_queue_bytes"), "size") if queues else "-",
+                        ("yes" if contended else "no") if queues else "-",
+                    ]
+                )
+        counts = [
+            f"{ph} {m['contended_links']}"
+            for ph, m in phases.items()
+            if m.get("contended_links") is not None
+        ]
+        out += (
+            "<h3>While each phase runs</h3>"
+            + _table(
+                ["phase", "link", "tier", "utilisation", "max queue", "contended"],
+                rows,
+                numeric_from=3,
+            )
+            + f'<p class="meta">{_e(phase_link_caption(res.summary))}'
+            + (_e(" Contended links per phase: " + ", ".join(counts) + ".") if counts else "")
+            + "</p>"
+        )
     top = links.sort_values(["utilisation", "link"], ascending=[False, True]).head(n)
     rows = [
         [
@@ -261,10 +305,16 @@ def _hot_links(res: Results, n: int = 12) -> str:
         ]
         for r in top.itertuples(index=False)
     ]
-    return "<h2>Hottest links</h2>" + _table(
-        ["link", "tier", "utilisation", "rate", "drops", "ECN marks", "pauses", "max queue"],
-        rows,
-        numeric_from=2,
+    return (
+        out
+        + "<h3>Busiest over the whole run</h3>"
+        + _table(
+            ["link", "tier", "utilisation", "rate", "drops", "ECN marks", "pauses", "max queue"],
+            rows,
+            numeric_from=2,
+        )
+        + '<p class="meta">Whole-run utilisation = bytes / (rate x makespan): it averages busy '
+        "phases with idle ones.</p>"
     )
 
 

@@ -48,6 +48,7 @@ from podsim.scenarios.report.style import (
     extremes,
     omission_note,
 )
+from podsim.scenarios.results.phase_links import CONTENDED_MTUS, contention_threshold_bytes
 from podsim.scenarios.results.tables import Results
 
 __all__ = [
@@ -363,26 +364,13 @@ def _natural(name: str) -> tuple[Any, ...]:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
 
 
-#: a port counts as contended when its queue held more than this many MTU-sized packets at
-#: some sample: one packet on the wire and one waiting is normal store-and-forward, more is a
-#: queue building [E]
-CONTENDED_MTUS = 2
-
-
 def contended_ports(res: Results, hottest: int = 8) -> tuple[list[str], float]:
     """(ports, threshold in bytes): at most ``hottest`` ports whose queue peaked above
     :data:`CONTENDED_MTUS` MTUs, ranked by queued byte-seconds (the time integral of the
     depth, so a long queue outranks a brief spike of the same height), ties by peak and
     name. Empty when no port's queue built up."""
     q = res.queues
-    nic = ((res.scenario or {}).get("cluster") or {}).get("nic") or {}
-    try:
-        from podsim.fabric.units import parse_size
-
-        mtu = float(parse_size(nic.get("mtu", 4096)))
-    except (TypeError, ValueError):
-        mtu = 4096.0
-    threshold = CONTENDED_MTUS * mtu
+    threshold = contention_threshold_bytes(res.scenario)
     if q.empty:
         return [], threshold
     q = q.sort_values(["port", "time_s"], kind="stable")

@@ -42,6 +42,8 @@ __all__ = [
     "LinkSeries",
     "contention_threshold_bytes",
     "links_by_phase",
+    "phase_link_caption",
+    "phase_link_rows",
     "phase_link_summary",
     "phase_segments",
 ]
@@ -240,3 +242,47 @@ def phase_link_summary(
             "hottest": rows(hot),
         }
     return out
+
+
+def phase_link_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per phase of ``summary["link_utilisation_by_phase"]`` for the printed summary
+    and the report (idle time left out): phase, seconds, the busiest link and its utilisation,
+    the number of contended links (None without queues) and the hottest link (None when no
+    link was contended)."""
+    doc = summary.get("link_utilisation_by_phase") or {}
+    rows = []
+    for ph, m in (doc.get("phases") or {}).items():
+        if ph == IDLE:
+            continue
+        busy = (m.get("busiest") or [None])[0]
+        hot = (m.get("hottest") or [None])[0]
+        rows.append(
+            {
+                "phase": ph,
+                "seconds": m.get("seconds"),
+                "busiest": busy["link"] if busy else None,
+                "busiest_utilisation": busy["utilisation"] if busy else 0.0,
+                "contended_links": m.get("contended_links"),
+                "hottest": hot["link"] if hot else None,
+                "hottest_utilisation": hot["utilisation"] if hot else None,
+            }
+        )
+    return rows
+
+
+def phase_link_caption(summary: Mapping[str, Any]) -> str:
+    """What the per-phase link figures mean, for under their table."""
+    doc = summary.get("link_utilisation_by_phase") or {}
+    thr = doc.get("contention_threshold_bytes")
+    text = (
+        "Utilisation while a phase runs = bytes the link sent then / (rate x the phase's time; "
+        "a phase runs from its first rank's start to its last rank's end). "
+    )
+    if doc.get("queues_modelled") and thr:
+        text += (
+            f"Contended = its queue held more than {CONTENDED_MTUS} MTU ({thr / 1024:.0f} KiB) "
+            "while the phase ran; hottest = the busiest contended link."
+        )
+    else:
+        text += "This engine models no queues: contention is not measured."
+    return text

@@ -811,6 +811,7 @@ class Results:
             util.add_row(
                 tier, str(m["links"]), _pct(m["mean_utilisation"]), _pct(m["max_utilisation"])
             )
+        by_phase = self._phase_link_table()
         cnt = Table(title="loss and congestion", title_justify="left")
         c = s.get("counters", {})
         for col in ("drops", "ECN marks", "PFC pauses", "retransmits", "timeouts", "makespan"):
@@ -823,12 +824,41 @@ class Results:
             str(c.get("timeouts", 0)),
             _t(s.get("makespan_s")),
         )
-        tables = [head, util, cnt]
+        tables = [head, util, *([by_phase] if by_phase is not None else []), cnt]
         if s.get("serving"):
             tables.insert(0, self._serving_table())
         if self.cost is not None:
             tables.append(self._cost_summary_table())
         return tables
+
+    def _phase_link_table(self) -> Table | None:
+        """The busiest and the hottest (contended) link while each phase runs
+        (:mod:`podsim.scenarios.results.phase_links`); None when the run has no such figures."""
+        from podsim.scenarios.results.phase_links import phase_link_caption, phase_link_rows
+        from rich.table import Table
+
+        rows = phase_link_rows(self.summary)
+        if not rows:
+            return None
+        t = Table(title="links while each phase runs", title_justify="left")
+        for col in ("phase", "time", "busiest link", "utilisation", "contended", "hottest"):
+            t.add_column(col, justify="right" if col in ("time", "utilisation", "contended")
+                         else "left")  # fmt: skip
+        for r in rows:
+            hot = "-" if r["contended_links"] is None else "none"
+            if r["hottest"]:
+                hot = f"{r['hottest']} {_pct(r['hottest_utilisation'])}"
+            t.add_row(
+                r["phase"],
+                _t(r["seconds"]),
+                r["busiest"] or "-",
+                _pct(r["busiest_utilisation"]),
+                "-" if r["contended_links"] is None else str(r["contended_links"]),
+                hot,
+            )
+        t.caption = phase_link_caption(self.summary)
+        t.caption_justify = "left"
+        return t
 
     def _serving_table(self) -> Table:
         """Percentiles of the serving figures over completed requests (``summary.serving``)."""
