@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from podsim.fabric.registry import Registry
-from podsim.scenarios.results.phase_links import LinkSeries
+from podsim.scenarios.results.phase_links import LinkBytes
 from podsim.scenarios.results.tables import conform, summarise
 
 if TYPE_CHECKING:
@@ -178,8 +178,9 @@ def register_engine(
 class EngineOutput:
     """Raw tables of one run (schemas in :mod:`podsim.scenarios.results.tables`).
 
-    ``link_series`` (optional): the links' cumulative transmitted bytes at sample times
-    (:class:`podsim.scenarios.results.phase_links.LinkSeries`), from which the runner measures
+    ``link_series`` (optional): the links' transmitted bytes over time
+    (:mod:`podsim.scenarios.results.phase_links`: sampled counters or transfers spread over their
+    sending time), from which the runner measures
     each link per phase. ``status`` is ``complete``, ``time-limit`` (stopped at
     ``sim.time_limit``), ``interrupted`` (Ctrl-C) or ``stalled`` (no event left but messages
     unfinished, e.g. a dead path).
@@ -196,7 +197,7 @@ class EngineOutput:
     extra: dict[str, Any] = field(default_factory=dict)
     #: cumulative transmitted bytes of the links over time, for link utilisation per phase
     #: (:mod:`podsim.scenarios.results.phase_links`); None when the engine records none
-    link_series: LinkSeries | None = None
+    link_series: LinkBytes | None = None
 
     def summary(self, num_ranks: int) -> dict[str, Any]:
         """The run's figures (:func:`scenarios.results.tables.summarise`) straight from the raw

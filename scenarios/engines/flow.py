@@ -85,6 +85,7 @@ from podsim.scenarios.engines.qps import qp_table
 from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.faults import fabric_faults
 from podsim.scenarios.execution.timeline import run_timeline
+from podsim.scenarios.results.phase_links import SpreadLinkBytes
 from podsim.scenarios.results.tables import link_table, message_table
 
 if TYPE_CHECKING:
@@ -782,6 +783,44 @@ class FlowTransport:
     def link_counters(self) -> pd.DataFrame:
         return self.fc.link_counters(self.sim.carried, self.sim.packets_on)
 
+    def link_bytes(self) -> SpreadLinkBytes:
+        """Every finished flow's wire bytes per directed link (a bundle's spread evenly over its
+        member links, as :meth:`FlowCluster.link_counters` does), each over its sending time
+        (start to last byte sent): the flow engine's record for link utilisation per phase."""
+        import scipy.sparse as sps
+
+        sim, p = self.sim, self.fc.paths
+        nl = p.n_links
+        ids = np.flatnonzero(sim.committed[: sim.n])
+        idx = sim.idx[ids]
+        valid = idx >= 0
+        rows = np.broadcast_to(np.arange(ids.size)[:, None], idx.shape)[valid]
+        cols = idx[valid].astype(np.int64)
+        vals = (sim.coef[ids] * sim.size[ids][:, None])[valid]  # wire bytes per constraint
+        keep = cols < nl
+        r_parts, c_parts, v_parts = [rows[keep]], [cols[keep]], [vals[keep]]
+        bundled = np.flatnonzero(~keep)
+        if bundled.size:
+            order = bundled[np.argsort(cols[bundled], kind="stable")]
+            cids, starts = np.unique(cols[order], return_index=True)
+            for cid, sel in zip(cids.tolist(), np.split(order, starts[1:]), strict=True):
+                members = p.members.get(int(cid))
+                if members is None or not members.size:
+                    continue  # a NIC, PCIe or other non-link constraint
+                r_parts.append(np.repeat(rows[sel], members.size))
+                c_parts.append(np.tile(members, sel.size))
+                v_parts.append(np.repeat(vals[sel] / members.size, members.size))
+        mat = sps.csr_array(
+            (np.concatenate(v_parts), (np.concatenate(r_parts), np.concatenate(c_parts))),
+            shape=(ids.size, nl),
+        )
+        return SpreadLinkBytes(
+            links=[str(x) for x in p.names[:nl]],
+            t0=sim.t_start[ids].copy(),
+            t1=sim.t_sent[ids].copy(),
+            bytes=mat,
+        )
+
     def qp_table(self) -> pd.DataFrame:
         if not self.qp_rows:
             return pd.DataFrame()
@@ -881,6 +920,7 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         queues=pd.DataFrame(),
         sim_time_s=tl.sim_time_s,
         events=transport.sim.solves,
+        link_series=transport.link_bytes(),
         status=tl.status,
         extra=extra,
     )

@@ -32,6 +32,7 @@ FIGURE_TITLES = {
     "gpu_bandwidth": "Per-GPU dispatch/combine bandwidth",
     "gpu_idle": "Per-GPU idle, bubble and tail time (stragglers marked)",
     "link_utilisation": "Link utilisation by tier",
+    "link_phases": "Link utilisation while each phase runs",
     "queue_depth": "Queue depth of the most contended ports",
     "topology": "Topology: the fabric and one node's PCIe tree",
 }

@@ -7,6 +7,9 @@ has a title and axes labelled with units. :func:`plot_all` writes them all.
 - ``fct_cdf``: CDF of message completion times per phase (us).
 - ``link_utilisation``: per-tier heatmaps of link utilisation over the run (%), upward and
   downward directions; dense tiers (leaf-spine, spine-core) as lower x upper node matrices.
+- ``link_phases``: per tier, every link direction's utilisation while each phase runs (one row
+  per phase and one for the whole run, one dot per link, the busiest named, contended links in
+  red; ``links_by_phase``, :mod:`podsim.scenarios.results.phase_links`).
 - ``queue_depth``: queue depth over time of the most contended ports (KiB vs us): ports whose
   queue held more than two MTUs, ranked by queued byte-seconds.
 - ``gpu_bandwidth``: per-GPU bandwidth of each communication phase (GB/s, bytes the rank sent
@@ -59,6 +62,7 @@ __all__ = [
     "fig_gpu_bandwidth",
     "fig_gpu_idle",
     "fig_layer_timeline",
+    "fig_link_phases",
     "fig_link_utilisation",
     "fig_queue_depth",
     "graph_key",
@@ -339,6 +343,85 @@ def fig_link_utilisation(res: Results, graph: Any = None) -> Figure | None:
         cbar.set_label("utilisation over the run (%)", fontsize=FONT_PT)
         cbar.ax.tick_params(labelsize=FONT_PT)
     fig.suptitle(_title(res, "Link utilisation by tier"), fontsize=10)
+    return fig
+
+
+def fig_link_phases(res: Results) -> Figure | None:
+    """Per tier: every link direction's utilisation while each phase runs (one row per phase,
+    one dot per link direction, in order of the run) beside its whole-run mean, the busiest link
+    of each row named, contended links (queue above :data:`CONTENDED_MTUS` MTU while the phase
+    ran) in red. None when the run measured no link per phase (``links_by_phase`` empty)."""
+    from podsim.scenarios.results.phase_links import IDLE
+
+    lbp = res.links_by_phase
+    if lbp.empty:
+        return None
+    doc = res.summary.get("link_utilisation_by_phase") or {}
+    threshold = doc.get("contention_threshold_bytes") or contention_threshold_bytes(res.scenario)
+    queues = bool(doc.get("queues_modelled"))
+    phases = [p for p in dict.fromkeys(lbp["phase"]) if p != IDLE]
+    order = ("nic-leaf", "leaf-spine", "spine-core", "gpu-scaleup")
+    present = set(lbp["tier"])
+    tiers = [t for t in order if t in present] + sorted(present - set(order))
+    rows = [*phases, "whole run"]
+    per_tier = 0.35 * len(rows) + 0.75
+    note = (
+        f"red: contended (queue above {CONTENDED_MTUS} MTU = {threshold / 1024:.0f} KiB while "
+        "the phase ran)"
+        if queues
+        else "this engine models no queues: contention not measured"
+    )
+    title = _title(res, "Link utilisation while each phase runs (one dot per link direction)",
+                   note)  # fmt: skip
+    top = _top_in(title, 10) + 0.2
+    fig = Figure(figsize=clamp_size(WIDTH_IN, top + 0.6 + per_tier * len(tiers)))
+    h = fig.get_figheight()
+    grid = fig.add_gridspec(len(tiers), 1, left=1.3 / WIDTH_IN, right=1 - 2.6 / WIDTH_IN,
+                            top=1 - top / h, bottom=0.6 / h, hspace=0.55)  # fmt: skip
+    whole = res.links.set_index("link")["utilisation"]
+    rng = np.random.default_rng(0)  # jitter only: the figure is the same every time
+    hi = 100.0
+    for i, tier in enumerate(tiers):
+        ax = fig.add_subplot(grid[i, 0])
+        grp = lbp[lbp["tier"] == tier]
+        for y, ph in enumerate(rows):
+            if ph == "whole run":
+                names = pd.unique(grp["link"])
+                vals = whole.reindex(names).to_numpy(float) * 100
+                hot = np.zeros(len(vals), dtype=bool)
+            else:
+                part = grp[grp["phase"] == ph]
+                names = part["link"].to_numpy()
+                vals = part["utilisation"].to_numpy(float) * 100
+                hot = part["max_queue_bytes"].to_numpy(float) > threshold if queues else (
+                    np.zeros(len(vals), dtype=bool))  # fmt: skip
+            ok = np.isfinite(vals)
+            if not ok.any():
+                continue
+            jit = y + rng.uniform(-0.25, 0.25, len(vals))
+            size = 12 if len(vals) <= 256 else 3
+            ax.scatter(vals[ok & ~hot], jit[ok & ~hot], s=size, color="tab:blue", alpha=0.6,
+                       linewidths=0)  # fmt: skip
+            if hot.any():
+                ax.scatter(vals[ok & hot], jit[ok & hot], s=size + 6, color="tab:red",
+                           linewidths=0)  # fmt: skip
+            k = int(np.nanargmax(np.where(ok, vals, -1.0)))
+            hi = max(hi, float(vals[k]))
+            label = f"max {vals[k]:.1f} % {names[k]}" if vals[k] > 0 else "every link idle"
+            ax.text(1.01, y, label, transform=ax.get_yaxis_transform(), va="center", ha="left",
+                    fontsize=FONT_PT)  # fmt: skip
+        ax.set_yticks(range(len(rows)), rows, fontsize=FONT_PT)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_title(f"{tier} ({grp['link'].nunique():,} link directions)", fontsize=FONT_PT)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelsize=FONT_PT)
+    for ax in fig.axes:
+        ax.set_xlim(0.0, hi * 1.03)
+    fig.axes[-1].set_xlabel(
+        "utilisation while the phase runs (%): bytes sent then / (rate x the phase's time)",
+        fontsize=FONT_PT,
+    )
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -683,6 +766,7 @@ def _idle_bars(ax: Any, g: pd.DataFrame, series: Sequence[tuple[str, str, str]],
 FIGURES: dict[str, Callable[..., Figure | None]] = {
     "fct_cdf": fig_fct_cdf,
     "link_utilisation": fig_link_utilisation,
+    "link_phases": fig_link_phases,
     "queue_depth": fig_queue_depth,
     "gpu_bandwidth": fig_gpu_bandwidth,
     "layer_timeline": fig_layer_timeline,

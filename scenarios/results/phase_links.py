@@ -14,11 +14,14 @@ window covers it, else to ``idle``. The segments cover ``[0, end]`` without over
 byte falls in exactly one phase (conservation: a link's bytes over its phases are its
 whole-run bytes).
 
-Bytes in a phase (:class:`LinkSeries`, :func:`links_by_phase`): an engine records each link
-direction's cumulative transmitted bytes at sample times (the packet engine reads its ports'
-counters every ``sim.sample_interval``, with the queue depths; never per packet); between two
-samples the count is interpolated linearly, so a phase boundary is placed to within one sample
-interval (the error is at most rate x interval bytes per boundary). A link's utilisation in a
+Bytes in a phase (:func:`links_by_phase`): the packet engine records each link direction's
+cumulative transmitted bytes at sample times (:class:`LinkSeries`: it reads its ports' counters
+every ``sim.sample_interval``, with the queue depths; never per packet); between two samples the
+count is interpolated linearly, so a phase boundary is placed to within one sample interval (the
+error is at most rate x interval bytes per boundary). The flow engine keeps no rate history; it
+gives every finished flow's bytes per link over the flow's sending time
+(:class:`SpreadLinkBytes`), exact for a phase that holds the flow whole. The bound engine runs
+no time and measures no phase. A link's utilisation in a
 phase is ``8 x bytes / (rate_bps x seconds)`` over the phase's total time: its busy-time
 utilisation while the phase runs.
 
@@ -30,7 +33,7 @@ queue-depth figure; engines without queues (flow, bound) measure no contention.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,7 +42,9 @@ import pandas as pd
 __all__ = [
     "CONTENDED_MTUS",
     "IDLE",
+    "LinkBytes",
     "LinkSeries",
+    "SpreadLinkBytes",
     "contention_threshold_bytes",
     "links_by_phase",
     "phase_link_caption",
@@ -94,6 +99,43 @@ class LinkSeries:
         return cum[j - 1] + w * (cum[j] - cum[j - 1])
 
 
+@dataclass
+class SpreadLinkBytes:
+    """Bytes of transfers, each spread evenly over its sending time (what a fluid engine that
+    keeps no rate history knows): transfer ``f`` sends ``bytes[f, l]`` on link ``l`` between
+    ``t0[f]`` and ``t1[f]`` (NaN ``t1``: it never finished, and counts nowhere).
+
+    Exact for every phase whose windows hold the transfer whole (a dispatch message is posted
+    and delivered inside its dispatch window); where phases overlap, a transfer that spans
+    their boundary is split in proportion to time. The same interface as :class:`LinkSeries`
+    (``links``, ``at``; no queues, no samples)."""
+
+    links: list[str]
+    t0: np.ndarray
+    t1: np.ndarray
+    bytes: Any  # scipy.sparse (transfers x links)
+    times: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    queue_bytes: np.ndarray | None = None
+    interval_s: float = 0.0
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """Cumulative bytes of every link at times ``t`` (m,) -> (m, L)."""
+        t = np.asarray(t, dtype=float)
+        t0 = np.asarray(self.t0, dtype=float)
+        t1 = np.asarray(self.t1, dtype=float)
+        done = np.isfinite(t0) & np.isfinite(t1)
+        span = np.where(done, t1 - t0, 1.0)
+        out = np.zeros((len(t), len(self.links)))
+        bt = self.bytes.T.tocsr()  # (links x transfers)
+        for lo in range(0, len(t), 64):  # bounded memory: 64 x transfers at a time
+            tb = t[lo : lo + 64, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frac = np.where(span > 0, (tb - t0) / span, (tb >= t1).astype(float))
+            frac = np.where(done, np.clip(frac, 0.0, 1.0), 0.0)
+            out[lo : lo + 64] = (bt @ frac.T).T
+        return out
+
+
 def phase_segments(phases: pd.DataFrame, end_s: float) -> pd.DataFrame:
     """The run's time ``[0, end_s]`` split into phases (module docstring): columns start_s,
     end_s, phase; consecutive segments of the same phase merged, in time order."""
@@ -136,7 +178,11 @@ def phase_segments(phases: pd.DataFrame, end_s: float) -> pd.DataFrame:
     return pd.DataFrame({"start_s": starts, "end_s": ends, "phase": labels[change]})
 
 
-def links_by_phase(links: pd.DataFrame, series: LinkSeries, segments: pd.DataFrame) -> pd.DataFrame:
+#: what an engine hands the runner for :func:`links_by_phase`
+LinkBytes = LinkSeries | SpreadLinkBytes
+
+
+def links_by_phase(links: pd.DataFrame, series: LinkBytes, segments: pd.DataFrame) -> pd.DataFrame:
     """One row per (link direction of ``series``, phase of ``segments``): link, tier, phase,
     seconds (the phase's total time), bytes (wire bytes sent while it ran), utilisation
     (8 bytes / (rate_bps x seconds)), max_queue_bytes (deepest sampled queue while it ran; 0

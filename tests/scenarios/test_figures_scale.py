@@ -94,8 +94,8 @@ def _render_all(res: Results, out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     from PIL import Image
 
     names = {p.stem for p in written}
-    assert names >= {"fct_cdf", "link_utilisation", "queue_depth", "gpu_bandwidth",
-                     "layer_timeline", "gpu_idle", "topology"}, names  # fmt: skip
+    assert names >= {"fct_cdf", "link_utilisation", "link_phases", "queue_depth",
+                     "gpu_bandwidth", "layer_timeline", "gpu_idle", "topology"}, names  # fmt: skip
     for p in written:
         w, h = Image.open(p).size
         assert w <= MAX_WIDTH_PX and h <= MAX_HEIGHT_PX, (p.name, w, h)
@@ -140,6 +140,13 @@ def test_every_figure_of_a_2048_rank_run_fits_and_says_what_it_omits(
     q = figs["queue_depth"].axes[0]
     assert len(q.lines) == 8 + 1  # eight ports and the threshold line
     assert "showing 8 of 40 contended ports" in q.get_title().replace("\n", " ")
+    # per phase: every nic-leaf link direction is a dot, the busiest of each row named
+    lp = figs["link_phases"]
+    nic = next(a for a in lp.axes if a.get_title().startswith("nic-leaf"))
+    assert nic.get_title() == "nic-leaf (4,096 link directions)"
+    rows = [t.get_text() for t in nic.get_yticklabels()]
+    assert rows[-1] == "whole run" and "other" in rows
+    assert sum(len(c.get_offsets()) for c in nic.collections) == 4096 * len(rows)
     # the nic-leaf tier (4,096 links) is a distribution, the title names its hottest port
     tiers = [a.get_title() for a in figs["link_utilisation"].axes]
     assert any(

@@ -155,3 +155,28 @@ def test_engines_without_series_leave_the_table_empty(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     res = podsim.run(tmp_path / "s.yaml")
     assert res.links_by_phase.empty and "link_utilisation_by_phase" not in res.summary
+
+
+def test_flow_engine_spreads_each_flow_over_its_sending_time(tmp_path: Path) -> None:
+    """The flow engine keeps no rate history: each flow's bytes go to the phase that holds it,
+    so the idle compute phase gets none and every link's bytes add up to its total."""
+    write_trace_csv(tmp_path / "trace.csv", ranks=4, size=256 * 1024)
+    doc = base_doc()
+    doc["engine"] = "flow"
+    doc["workload"]["trace"]["compute_time"] = "50us"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = podsim.run(tmp_path / "s.yaml")
+    lbp = res.links_by_phase
+    assert {"dispatch", "compute", "combine"} <= set(lbp["phase"])
+    assert (lbp.loc[lbp["phase"] == "compute", "bytes"] == 0).all()
+    per = lbp.groupby("link")["bytes"].sum()
+    whole = res.links.set_index("link")["tx_bytes"].reindex(per.index)
+    assert (per - whole).abs().max() <= 3  # each phase's bytes rounded once
+    up = lbp[lbp["link"].str.startswith("nic0") & (lbp["tier"] == "nic-leaf")]
+    up = up.set_index("phase")
+    assert up.loc["dispatch", "utilisation"] == pytest.approx(_closed_form_dispatch(res, 0),
+                                                              rel=0.05)  # fmt: skip
+    s = res.summary["link_utilisation_by_phase"]
+    assert s["queues_modelled"] is False
+    assert s["phases"]["dispatch"]["contended_links"] is None
+    assert s["phases"]["dispatch"]["hottest"] == []
