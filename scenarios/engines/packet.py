@@ -464,14 +464,19 @@ def run_packet(ctx: RunContext) -> EngineOutput:
         clock=transport.clock if transport.ff is not None else None,
     )
     checked = session.finish(tl.status)
+    info: dict[str, Any] = {}
     for rec in checked.get("faults", ()):  # fault times on the run's (virtual) clock
         for key in ("started_s", "ended_s"):
             if rec.get(key) is not None:
                 rec[key] = float(transport.virt(rec[key]))
     series = None
-    if sampler is not None and (transport.ff is None or not transport.ff.jumps):
-        # a fast-forward jump carries bytes no port counted while it skipped (ff.link_extra):
-        # those runs measure no link per phase (engine_info says so)
+    jumped = transport.ff is not None and transport.ff.jumps > 0
+    if jumped:
+        # a jump carries bytes no port counted while it skipped (ff.link_extra)
+        info["links_by_phase"] = (
+            "not measured: fast-forward jumps carried bytes that no port counter sampled"
+        )
+    if sampler is not None and not jumped:
         sampler.finish()  # the last row holds the run's totals
         series = LinkSeries(
             times=np.asarray(transport.virt(sampler.times), dtype=float),
@@ -483,7 +488,6 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
-    info: dict[str, Any] = {}
     if transport.msg_tc is not None and transport.classes is not None:
         info["traffic_classes"] = class_report(
             transport.classes, transport.msg_tc, messages, transport.net.class_table()

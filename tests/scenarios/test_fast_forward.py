@@ -138,3 +138,14 @@ def test_needs_the_nic_endpoint(tmp_path: Path):
     r = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "o"), "-q"])
     assert r.exit_code == 2, r.output
     assert "fast_forward" in r.output and "endpoint: nic" in r.output
+
+
+def test_a_fast_forwarded_run_measures_no_link_per_phase():
+    """A jump carries bytes no port counter sampled: per-phase link figures would miss them,
+    so the run says it did not measure them rather than report them short."""
+    fast = podsim.run(doc(True))
+    assert fast.summary["engine_info"]["fast_forward"]["jumps"] >= 1
+    assert fast.links_by_phase.empty
+    assert "link_utilisation_by_phase" not in fast.summary
+    assert "not measured" in fast.summary["engine_info"]["links_by_phase"]
+    assert not podsim.run(doc(False)).links_by_phase.empty
