@@ -1,6 +1,7 @@
 """The findings that open a run's report: what a design reviewer needs first, in a few
 sentences generated from the results (issue 19: the bottleneck and where it sits, the fraction
-of the physical bound, compute against communication, load skew and stragglers, loss and
+of the physical bound, compute against communication, the busiest and the contended links while
+each phase runs, load skew and stragglers, loss and
 congestion, the cost per unit of performance and how much of it rests on unsourced prices).
 
 Every sentence reads a figure the run recorded (``summary.json``, ``cost.json``, the phases
@@ -111,6 +112,30 @@ def _cost(res: Results) -> list[str]:
     return [text + "."]
 
 
+def _links(s: dict[str, Any]) -> list[str]:
+    """Per communication phase, the busiest link while it ran and whether any link was
+    contended then (``link_utilisation_by_phase``, :mod:`podsim.scenarios.results.phase_links`)."""
+    from podsim.scenarios.results.phase_links import CONTENDED_MTUS, phase_link_rows
+
+    parts = []
+    queues = bool((s.get("link_utilisation_by_phase") or {}).get("queues_modelled"))
+    for r in phase_link_rows(s):
+        if r["phase"] == "compute" or not r["busiest"]:
+            continue
+        text = f"{r['phase']} {r['busiest']} at {r['busiest_utilisation']:.0%}"
+        n = r["contended_links"]
+        if queues and n:
+            text += f" ({n:,} contended links, the hottest {r['hottest']} at "
+            text += f"{r['hottest_utilisation']:.0%})"
+        elif queues:
+            text += " (no link contended)"
+        parts.append(text)
+    if not parts:
+        return []
+    tail = f"; contended = a queue above {CONTENDED_MTUS} MTU while the phase ran" if queues else ""
+    return ["Busiest link while each phase runs: " + "; ".join(parts) + tail + "."]
+
+
 def _against(res: Results, baseline: Results, name: str, threshold: float) -> list[str]:
     from podsim.scenarios.report.compare import compare, formatted
 
@@ -133,7 +158,7 @@ def findings(
     run, one more sentence lists the figures that changed by ``threshold`` or more
     (:mod:`podsim.scenarios.report.compare`)."""
     s = res.summary
-    out = [*_timing(s), *_compute_share(res), *_skew(s), *_loss(s), *_cost(res)]
+    out = [*_timing(s), *_compute_share(res), *_links(s), *_skew(s), *_loss(s), *_cost(res)]
     if baseline is not None:
         out += _against(res, baseline, baseline_name, threshold)
     return out

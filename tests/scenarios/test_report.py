@@ -210,6 +210,12 @@ def test_findings_open_the_report_and_read_the_run(quickstart_dir) -> None:
         for t in text
     ), text
     assert any(t.startswith("The fabric ran loss-free") for t in text)
+    busy = s["link_utilisation_by_phase"]["phases"]["dispatch"]["busiest"][0]
+    assert any(
+        t.startswith("Busiest link while each phase runs: dispatch " + busy["link"])
+        and f"{busy['utilisation']:.0%}" in t
+        for t in text
+    ), text
     assert any("capex" in t and "no source" in t for t in text)
     html = render_report(quickstart_dir)
     assert html.index("<h2>Findings</h2>") < html.index("<h2>Summary</h2>")
