@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -94,6 +95,11 @@ class ScaleUpPipes:
         #: payload bytes sent out of / into each GPU (for the links table)
         self.tx_bytes: dict[int, int] = defaultdict(int)
         self.rx_bytes: dict[int, int] = defaultdict(int)
+        #: every transfer with bytes: (source GPU, destination GPU, bytes, start time) and its
+        #: end time (last byte sent; NaN while in flight), for link bytes over time
+        self.transfers: list[tuple[int, int, int, float]] = []
+        self.t_end: list[float] = []
+        self._id = np.zeros(0, dtype=np.int64)
 
     def reaches(self, gpu_a: int, gpu_b: int) -> bool:
         """Whether both GPUs have a scale-up port."""
@@ -109,6 +115,8 @@ class ScaleUpPipes:
             call_later(self.env, lat, done, arg)
             return
         self._advance()
+        self.transfers.append((gpu_a, gpu_b, int(nbytes), float(self.env.now)))
+        self.t_end.append(math.nan)
         self._new.append(
             (float(nbytes), self._index[gpu_a], self._n + self._index[gpu_b], lat, done, arg)
         )
@@ -156,6 +164,8 @@ class ScaleUpPipes:
             return
         self._new = []
         k = len(new)
+        first = len(self.transfers) - k  # the last k transfers recorded are these
+        self._id = np.concatenate([self._id, np.arange(first, first + k, dtype=np.int64)])
         self._rem = np.concatenate([self._rem, np.fromiter((f[0] for f in new), float, k)])
         self._src = np.concatenate([self._src, np.fromiter((f[1] for f in new), np.int64, k)])
         self._dst = np.concatenate([self._dst, np.fromiter((f[2] for f in new), np.int64, k)])
@@ -234,11 +244,42 @@ class ScaleUpPipes:
             for i in np.flatnonzero(done).tolist():
                 fn, arg = cb[i]
                 call_at(self.env, now + float(self._lat[i]), fn, arg)
+                self.t_end[int(self._id[i])] = now
             keep = ~done
             self._cb = cb[keep]
+            self._id = self._id[keep]
             self._rem, self._src, self._dst = self._rem[keep], self._src[keep], self._dst[keep]
             self._rate, self._lat = self._rate[keep], self._lat[keep]
         self._reschedule(solve_from)
+
+    def link_transfers(self) -> tuple[list[str], np.ndarray, np.ndarray, Any]:
+        """(link names, start times, end times, transfers x links bytes as a SciPy sparse
+        array) of every transfer with bytes, a GPU's share split evenly over its scale-up links
+        as :meth:`link_counters` does (end NaN: still in flight)."""
+        import scipy.sparse as sps
+
+        names: list[str] = []
+        out_cols: dict[int, list[int]] = {}
+        in_cols: dict[int, list[int]] = {}
+        for gid, links in self.links.items():
+            for gpu_node, sw in links:
+                out_cols.setdefault(gid, []).append(len(names))
+                names.append(f"{gpu_node}->{sw}")
+                in_cols.setdefault(gid, []).append(len(names))
+                names.append(f"{sw}->{gpu_node}")
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        for k, (a, b, nbytes, _t0) in enumerate(self.transfers):
+            for side, gid in ((out_cols, a), (in_cols, b)):
+                c = side[gid]
+                rows += [k] * len(c)
+                cols += c
+                vals += [nbytes / len(c)] * len(c)
+        n = len(self.transfers)
+        mat = sps.csr_array((vals, (rows, cols)), shape=(n, len(names)))
+        t0 = np.fromiter((t[3] for t in self.transfers), float, n)
+        return names, t0, np.asarray(self.t_end, dtype=float), mat
 
     def link_counters(self) -> list[dict[str, object]]:
         """tx_bytes per scale-up link direction (a GPU's bytes split evenly over its links)."""

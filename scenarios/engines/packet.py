@@ -47,8 +47,8 @@ Queue depths and transmitted-byte counters of every port are sampled every
 ``sim.sample_interval`` (with ``outputs.queue_series``; one scheduled read of the counters, no
 per-packet work); the ``queues`` table keeps the ports that ever queued, deepest first (at most
 4 x ``outputs.hottest_ports``, >= 16), and the byte counters give each link's utilisation per
-phase (:mod:`podsim.scenarios.results.phase_links`; scale-up links, fluid pipes here, are not
-sampled).
+phase (:mod:`podsim.scenarios.results.phase_links`); the scale-up links, fluid pipes here, give
+each transfer's bytes over its sending time instead.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from podsim.scenarios.input.schema import Scenario
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.scenarios.results.classes import class_report
-from podsim.scenarios.results.phase_links import LinkSeries
+from podsim.scenarios.results.phase_links import JoinedLinkBytes, LinkSeries, SpreadLinkBytes
 from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = ["run_packet"]
@@ -485,6 +485,9 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             queue_bytes=sampler.queue_bytes,
             interval_s=sampler.interval_s,
         )
+        names, t0, t1, per_link = transport.scaleup.link_transfers()
+        if names:  # the fluid scale-up pipes: each transfer over its sending time
+            series = JoinedLinkBytes(series, SpreadLinkBytes(names, t0, t1, per_link))
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)

@@ -42,6 +42,7 @@ import pandas as pd
 __all__ = [
     "CONTENDED_MTUS",
     "IDLE",
+    "JoinedLinkBytes",
     "LinkBytes",
     "LinkSeries",
     "SpreadLinkBytes",
@@ -178,8 +179,40 @@ def phase_segments(phases: pd.DataFrame, end_s: float) -> pd.DataFrame:
     return pd.DataFrame({"start_s": starts, "end_s": ends, "phase": labels[change]})
 
 
+@dataclass
+class JoinedLinkBytes:
+    """Link bytes from two records side by side: sampled port counters (``sampled``) and
+    transfers spread over their time (``spread``, e.g. the packet engine's fluid scale-up
+    pipes). Samples and queues are the sampled part's; the spread links have no queue."""
+
+    sampled: LinkSeries
+    spread: SpreadLinkBytes
+
+    @property
+    def links(self) -> list[str]:
+        return [*self.sampled.links, *self.spread.links]
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.sampled.times
+
+    @property
+    def interval_s(self) -> float:
+        return self.sampled.interval_s
+
+    @property
+    def queue_bytes(self) -> np.ndarray | None:
+        q = self.sampled.queue_bytes
+        if q is None:
+            return None
+        return np.hstack([q, np.zeros((q.shape[0], len(self.spread.links)), dtype=q.dtype)])
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        return np.hstack([self.sampled.at(t), self.spread.at(t)])
+
+
 #: what an engine hands the runner for :func:`links_by_phase`
-LinkBytes = LinkSeries | SpreadLinkBytes
+LinkBytes = LinkSeries | SpreadLinkBytes | JoinedLinkBytes
 
 
 def links_by_phase(links: pd.DataFrame, series: LinkBytes, segments: pd.DataFrame) -> pd.DataFrame:

@@ -180,3 +180,18 @@ def test_flow_engine_spreads_each_flow_over_its_sending_time(tmp_path: Path) -> 
     assert s["queues_modelled"] is False
     assert s["phases"]["dispatch"]["contended_links"] is None
     assert s["phases"]["dispatch"]["hottest"] == []
+
+
+def test_packet_engine_scaleup_links_are_measured_per_phase() -> None:
+    """quickstart's NVLink pipes are fluid on the packet engine: each transfer's bytes over its
+    sending time, so the scale-up tier is busy in dispatch and combine, idle in compute, and
+    its bytes add up to the links table's."""
+    res = podsim.run("quickstart", overrides=["workload.moe.tokens_per_rank=16"])
+    lbp = res.links_by_phase
+    su = lbp[lbp["tier"] == "gpu-scaleup"]
+    assert su["link"].nunique() == 32
+    by = su.groupby("phase")["utilisation"].max()
+    assert by["dispatch"] > 0.05 and by["combine"] > 0.05 and by["compute"] == 0.0
+    per = lbp.groupby("link")["bytes"].sum()
+    whole = res.links.set_index("link")["tx_bytes"].reindex(per.index)
+    assert len(per) == len(res.links) and (per - whole).abs().max() <= 3
