@@ -841,18 +841,21 @@ class Results:
         if not rows:
             return None
         t = Table(title="links while each phase runs", title_justify="left")
-        for col in ("phase", "time", "busiest link", "utilisation", "contended", "hottest"):
-            t.add_column(col, justify="right" if col in ("time", "utilisation", "contended")
-                         else "left")  # fmt: skip
+        for col in ("phase", "time", "busiest link", "contended", "hottest"):
+            right = col in ("time", "contended")
+            # link names fold onto a second line rather than lose their end on 80 columns
+            t.add_column(col, justify="right" if right else "left", overflow="fold")
         for r in rows:
+            busy = f"{_pct(r['busiest_utilisation'])} {r['busiest'] or ''}".strip()
             hot = "-" if r["contended_links"] is None else "none"
-            if r["hottest"]:
-                hot = f"{r['hottest']} {_pct(r['hottest_utilisation'])}"
+            if r["hottest"] == r["busiest"] and r["hottest"]:
+                hot = "the busiest"
+            elif r["hottest"]:
+                hot = f"{_pct(r['hottest_utilisation'])} {r['hottest']}"
             t.add_row(
                 r["phase"],
                 _t(r["seconds"]),
-                r["busiest"] or "-",
-                _pct(r["busiest_utilisation"]),
+                busy,
                 "-" if r["contended_links"] is None else str(r["contended_links"]),
                 hot,
             )

@@ -195,3 +195,19 @@ def test_packet_engine_scaleup_links_are_measured_per_phase() -> None:
     per = lbp.groupby("link")["bytes"].sum()
     whole = res.links.set_index("link")["tx_bytes"].reindex(per.index)
     assert len(per) == len(res.links) and (per - whole).abs().max() <= 3
+
+
+def test_printed_summary_names_the_busiest_link_per_phase_on_80_columns(
+    two_phase: podsim.Results,
+) -> None:
+    from rich.console import Console
+
+    console = Console(width=80, record=True, force_terminal=False)
+    for t in two_phase.summary_tables():
+        console.print(t)
+    text = console.export_text()
+    assert "links while each phase runs" in text and "…" not in text
+    busy = two_phase.summary["link_utilisation_by_phase"]["phases"]["dispatch"]["busiest"][0]
+    flat = "".join(text.replace("│", "").split())  # link names may fold onto a second line
+    assert busy["link"] in flat
+    assert "Contended = its queue held more than 2 MTU (8 KiB)" in " ".join(text.split())
