@@ -119,6 +119,11 @@ class OpGraph:
             code = table[value] = len(table)
         return code
 
+    @property
+    def num_messages(self) -> int:
+        """Send nodes (messages) added so far."""
+        return len(self._m_node)
+
     def label(self, i: int) -> str:
         """Node ``i``'s label (a send's names its ranks), or ``#i`` when it has none."""
         k = bisect_right(self._label_start, i) - 1

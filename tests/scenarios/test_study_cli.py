@@ -299,3 +299,34 @@ def test_larger_study_compares_its_first_two_points_when_it_tests_a_saving(
     assert "root-complex vs" not in res.output
     assert compares_first_two(3, threshold) is (threshold is not None)
     assert compares_first_two(2, None) and not compares_first_two(1, 0.3)
+
+
+@pytest.mark.slow
+def test_train_network_design_study_ranks_the_designs(tmp_path: Path) -> None:
+    """The built-in training network study, shrunk (4 micro-batches, 4 layers): a NIC shared by
+    two GPUs halves each GPU's scale-out bandwidth and slows the step; a fat-tree carries the
+    same traffic as rails (non-blocking both) at a higher capex; the PCIe layout does not bind
+    (same step time) and the on-card switch is the cheaper card."""
+    from podsim.scenarios.study.sweep import run_study
+
+    spec = load_study("train-network-design").model_dump(by_alias=True)
+    spec["base"]["workload"]["training"].update(microbatches=4, layers=4)
+    rep = run_study(load_study(spec), tmp_path, workers=0, progress=False)
+    assert not rep.failures and len(rep.table) == 8
+    t = rep.table.set_index(
+        [
+            "param:cluster.params.scaleout",
+            "param:cluster.params.gpus_per_nic",
+            "param:cluster.layout",
+        ]
+    )
+    step, capex = t["training.step_time_s"], t["capex_usd"]
+    for net in ("rail", "fat-tree"):
+        for layout in ("external-switch", "on-card-switch"):
+            assert step[(net, 2, layout)] > 1.2 * step[(net, 1, layout)]
+        for gpn in (1, 2):
+            ext, onc = (net, gpn, "external-switch"), (net, gpn, "on-card-switch")
+            assert step[onc] == step[ext] and capex[onc] < capex[ext]
+    for gpn in (1, 2):
+        rail, tree = ("rail", gpn, "on-card-switch"), ("fat-tree", gpn, "on-card-switch")
+        assert step[tree] == pytest.approx(step[rail], rel=0.02) and capex[tree] > capex[rail]

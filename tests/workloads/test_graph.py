@@ -139,6 +139,7 @@ def test_labels_are_kept_per_run_and_a_send_label_names_its_ranks() -> None:
     j = g.join((s1, s2))  # no label
     assert [g.label(i) for i in (a, s1, s2, j)] == ["start", "a2a 2->3", "a2a 3->2", f"#{j}"]
     assert len(g._label_text) == 3  # "start", "a2a" once for both sends, "" for the join
+    assert g.num_messages == 2
     g.add_dep(s2, s1)
     g.add_dep(s1, s2)
     with pytest.raises(GraphError, match=r"cycle: node a2a \d->\d"):
