@@ -43,8 +43,9 @@ of collective communication operations in MPICH", IJHPCA 2005):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from podsim.fabric.registry import Registry
@@ -59,6 +60,7 @@ __all__ = [
     "binary_tree",
     "build_collective",
     "double_binary_tree",
+    "in_groups",
     "ring_steps",
 ]
 
@@ -135,6 +137,36 @@ def build_collective(
         )
     builder = COLLECTIVES.get(f"{c.op}/{c.algorithm}")
     return builder(g, c, dict(start or {}))
+
+
+def in_groups(
+    g: OpGraph,
+    c: Collective,
+    groups: Sequence[Sequence[int]],
+    cur: MutableMapping[int, int],
+    *,
+    span: str | None = None,
+    span_bytes: int | None = None,
+    **tags: Any,
+) -> None:
+    """Run ``c`` (its ``ranks`` ignored) once in each group of ``groups``, every rank entering
+    after ``cur[r]``; ``cur[r]`` becomes the node at which the collective is done on ``r``.
+    Groups of one rank and empty buffers are skipped. ``span``: record on every rank a span of
+    that phase from entry to done, with ``bytes_out = bytes_in = span_bytes`` (default
+    ``c.nbytes``) and ``tags``. The per-layer TP and EP traffic of the training step and of the
+    serving instances are built with it (one way to lay collectives over parallel groups)."""
+    if c.nbytes <= 0:
+        return
+    moved = c.nbytes if span_bytes is None else span_bytes
+    for grp in groups:
+        if len(grp) < 2:
+            continue
+        before = {r: cur[r] for r in grp}
+        done = build_collective(g, replace(c, ranks=list(grp)), before)
+        for r in grp:
+            if span is not None:
+                g.span(r, before[r], done[r], phase=span, bytes_out=moved, bytes_in=moved, **tags)
+            cur[r] = done[r]
 
 
 def _split(total: int, parts: int) -> list[int]:

@@ -9,7 +9,10 @@ cache the plan keeps resident on a decode instance fit its GPUs' memory. Every r
 ScenarioError at the ``workload.serving`` key it concerns.
 
 The planner's idle-fabric estimate of a rank pair's transfer (see the builder) takes the
-sending rank's NIC rate (its ports' link rates) and a 5 us latency [E].
+sending rank's NIC rate (its ports' link rates) and a 5 us latency [E]. Each instance's
+exchanges (:mod:`podsim.workloads.serving.exchange`) use DeepEP's normal mode in prefill and its
+low-latency mode in decode, attention TP groups of ``tp``, the node's GPUs as the scale-up group
+and the weight format's activation type on the wire.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from podsim.workloads.serving import (
     poisson_requests,
     read_requests_csv,
 )
+from podsim.workloads.serving.exchange import InstanceComm
 
 __all__ = ["ServingSetup", "build_serving", "instance_ranks", "serving_requests"]
 
@@ -162,6 +166,19 @@ def build_serving(sc: Scenario, cluster: Cluster) -> ServingSetup:
                 path=f"workload.serving.{role}.nodes",
             )
         perf[role] = p
+    comms = {}
+    servers = np.asarray(cluster.rank_server)
+    for role, inst, spec, mode in (
+        ("prefill", prefill, w.prefill, "deepep-normal"),
+        ("decode", decode, w.decode, "deepep-low-latency"),
+    ):
+        if len(inst[0]) % spec.tp:
+            raise ScenarioError(
+                f"tp {spec.tp} does not divide the {len(inst[0])} GPUs of a {role} instance",
+                path=f"workload.serving.{role}.tp",
+            )
+        local = int(np.sum(servers == servers[inst[0][0]]))
+        comms[role] = InstanceComm(model, len(inst[0]), spec.tp, local, mode, fmt.activations)
     with at("workload.serving"):
         plan = build_serving_graph(
             requests,
@@ -174,6 +191,10 @@ def build_serving(sc: Scenario, cluster: Cluster) -> ServingSetup:
             max_batch=w.max_batch,
             pair_rate=_nic_rate_Bps(cluster, prefill[0][0]),
             pair_latency=PAIR_LATENCY_S,
+            prefill_comm=comms["prefill"],
+            decode_comm=comms["decode"],
+            exchange_steps=w.exchange_steps,
+            exchange_latency=float(w.exchange_latency),
         )
     dp = perf["decode"]
     for j, peak in enumerate(plan.decode_peak_kv_bytes.tolist()):

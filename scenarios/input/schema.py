@@ -1193,6 +1193,12 @@ class ServingInstances(Strict):
 
     instances: PositiveInt = Field(1, description="how many instances")
     nodes: PositiveInt = Field(1, description="nodes per instance")
+    tp: PositiveInt = Field(
+        1,
+        description="attention tensor-parallel group size (consecutive GPUs; must divide the "
+        "instance's GPUs): two all-reduces per layer on the fabric; the MoE experts are spread "
+        "over all the instance's GPUs (EP)",
+    )
 
 
 class ServingGpu(Strict):
@@ -1261,7 +1267,20 @@ class ServingWorkload(Strict):
     )
     max_batch: PositiveInt = Field(256, description="most requests resident per decode instance")
     decode_overhead: Time = Field(
-        0.0, description="fixed time added to every decode step (launches, EP comm.) [E]"
+        0.0,
+        description="fixed time added to every decode step for what is not modelled (kernel "
+        "launches, scheduling, sampling; the EP and TP exchanges are on the fabric) [E]",
+    )
+    exchange_steps: PositiveInt = Field(
+        8,
+        description="most decode steps (with the same batch) whose EP/TP exchanges are merged "
+        "into one message per rank pair and phase (1: one per step; podsim.workloads.serving."
+        "exchange)",
+    )
+    exchange_latency: Time = Field(
+        5e-6,
+        description="latency put back for every exchange a merged message absorbed (the "
+        "per-message latency of a layer's exchange) [E]",
     )
     gpu: ServingGpu = Field(default_factory=ServingGpu, description="GPU figures")
 

@@ -13,6 +13,7 @@ import pytest
 from podsim.scenarios.cli.app import app
 from podsim.workloads.precision import weight_format
 from podsim.workloads.serving import Gpu, InstancePerf, get_serving_model
+from podsim.workloads.serving.exchange import InstanceComm
 from podsim.workloads.serving.metrics import REQUEST_COLUMNS
 from typer.testing import CliRunner
 
@@ -61,13 +62,28 @@ def test_single_request_ttft_is_prefill_plus_transfer_plus_first_step(tmp_path) 
     wire_floor = per_pair * 8 / NIC_BPS
     assert wire_floor <= row["kv_transfer_s"] <= 1.15 * wire_floor + 20e-6
     msgs = res.messages
+    ex = msgs[msgs["phase"] != "other"]  # the instances' dispatch and combine, inside a node
+    assert set(ex["phase"]) == {"dispatch", "combine"} and ex["hop"].eq("scaleup").all()
+    msgs = msgs[msgs["phase"] == "other"]
     assert len(msgs) == 8 and msgs["hop"].eq("rdma").all()
     # the cache is complete when the sender's write completed: the last delivery, plus the ACK
     # with the SmartNIC endpoint (one path latency, a few microseconds)
     assert 0 <= row["kv_end_s"] - msgs["end_s"].max() < 5e-6
-    assert row["prefill_s"] == pytest.approx(prefill, rel=1e-12)
-    assert row["first_step_s"] == pytest.approx(first, rel=1e-12)
-    assert row["ttft_s"] == pytest.approx(prefill + row["kv_transfer_s"] + first, rel=1e-9)
+    # prefill and first step: compute, then each MoE phase's exchange inside the node over
+    # NVLink (160 GB/s per GPU in the preset): one message per pair and phase, at least 7 x
+    # pair bytes through a rank's scale-up port, plus the 5 us exchange_latency put back for
+    # each of the 93 other layers' exchanges it stands for (rounds: 2 normal, 1 low latency)
+    for got, compute, mode, tokens, rounds in (
+        (row["prefill_s"], prefill, "deepep-normal", prompt, 2),
+        (row["first_step_s"], first, "deepep-low-latency", 1, 1),
+    ):
+        comm = InstanceComm(p.model, 8, local_size=8, mode=mode)
+        floor = sum(7 * round(94 * b) / 160e9 for b in comm.pair_bytes(tokens))
+        floor += 2 * 93 * rounds * 5e-6
+        assert floor <= got - compute <= 1.15 * floor + 20e-6
+    assert row["ttft_s"] == pytest.approx(
+        row["prefill_s"] + row["kv_transfer_s"] + row["first_step_s"], rel=1e-9
+    )
     assert row["kv_exposed_s"] == pytest.approx(row["kv_transfer_s"], rel=1e-9)
     assert row["kv_rate_Bps"] == pytest.approx(row["kv_bytes"] / row["kv_transfer_s"])
     assert row["kv_rate_Bps"] <= 8 * NIC_BPS / 8  # at most 8 NICs' line rate

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from podsim.scenarios.execution.timeline import run_timeline
-from podsim.tests.workloads.trace_testutil import FixedTransport, msg_time
+from podsim.tests.workloads.trace_testutil import LAT, FixedTransport, msg_time
+from podsim.workloads.graph import COMPUTE
 from podsim.workloads.precision import WEIGHT_FORMATS, weight_format
 from podsim.workloads.serving import (
     Attention,
@@ -20,6 +23,7 @@ from podsim.workloads.serving import (
     read_requests_csv,
     requests_table,
 )
+from podsim.workloads.serving.exchange import InstanceComm, rank_share
 
 # -- KV bytes per token, by hand from each design's formula ---------------------------------
 
@@ -167,22 +171,111 @@ def _run(req: Requests, mode: str = "whole", **kw):
     return plan, requests_table(tl.phases, len(req)), pp, dp
 
 
+def _exchange_s(comm: InstanceComm, tokens: int, merged: int = 1) -> float:
+    """Closed form of one block's dispatch + combine on the fixed transport: each phase is one
+    message per pair, all at once, of the merged layers' bytes."""
+    k = merged * comm.moe_layers(0, comm.model.layers)
+    return sum(msg_time(round(k * b)) for b in comm.pair_bytes(tokens))
+
+
+def _comms(pp: InstancePerf, dp: InstancePerf) -> tuple[InstanceComm, InstanceComm]:
+    m = pp.model
+    return (
+        InstanceComm(m, 4, local_size=4, mode="deepep-normal"),
+        InstanceComm(m, 4, local_size=4, mode="deepep-low-latency"),
+    )
+
+
 def test_one_request_ttft_is_prefill_plus_transfer_plus_first_step() -> None:
     req = Requests.of([0.25], [4096], [16])
     plan, tab, pp, dp = _run(req)
+    pc, dc = _comms(pp, dp)
     row = tab.iloc[0]
     kv = plan.kv_bytes[0]
     assert kv == get_serving_model("qwen3-235b-a22b").attention.cache_bytes(4096, 2.0)
     per_pair = -(-int(kv) // 4)  # 4 pairs, the first shares carry the remainder
     transfer = msg_time(per_pair)
-    first = dp.decode_step_s([4096])
-    assert row["ttft_s"] == pytest.approx(pp.prefill_s(4096) + transfer + first, rel=1e-12)
+    prefill = pp.prefill_s(4096) + _exchange_s(pc, 4096)  # one group: one exchange per phase
+    first = dp.decode_step_s([4096]) + _exchange_s(dc, 1)
+    assert row["ttft_s"] == pytest.approx(prefill + transfer + first, rel=1e-12)
+    assert row["prefill_s"] == pytest.approx(prefill, rel=1e-12)
     assert row["kv_transfer_s"] == pytest.approx(transfer, rel=1e-12)
     assert row["queue_s"] == 0.0
-    # 15 more steps with contexts 4097 .. 4111
-    rest = sum(dp.decode_step_s([4096 + i]) for i in range(1, 16))
+    # 15 more steps with contexts 4097 .. 4111, each with its own exchange
+    rest = sum(dp.decode_step_s([4096 + i]) + _exchange_s(dc, 1) for i in range(1, 16))
     assert row["tpot_s"] == pytest.approx(rest / 15, rel=1e-12)
     assert row["e2e_s"] == pytest.approx(row["ttft_s"] + rest, rel=1e-12)
+
+
+def test_decode_step_is_compute_plus_ep_all_to_all_and_merging_keeps_it() -> None:
+    # 30 steps of one sequence; per step and MoE layer a dispatch and a combine message per pair
+    # would take t(b) = b / RATE + LAT each. One merged message per step (exchange_steps 1) or
+    # per 5 steps, with exchange_latency = the transport's latency, takes the same time: the
+    # merged bytes plus the latencies the merged message absorbed, put back
+    req = Requests.of([0.0], [2048], [31])
+    _, one, pp, dp = _run(req, exchange_latency=LAT)
+    _, five, *_ = _run(req, exchange_steps=5, exchange_latency=LAT)
+    _, free, *_ = _run(req)
+    dc = _comms(pp, dp)[1]
+    layers = dc.moe_layers(0, dc.model.layers)
+    per_layer = sum(b / 8e9 + LAT for b in dc.pair_bytes(1))
+    exact = sum(dp.decode_step_s([2048 + i]) + layers * per_layer for i in range(1, 31))
+    assert one["tpot_s"].iloc[0] == pytest.approx(exact / 30, rel=1e-9)
+    assert five["tpot_s"].iloc[0] == pytest.approx(exact / 30, rel=1e-9)
+    # without putting the latency back, a step's merged message hides (layers - 1) latencies
+    # per phase
+    hidden = 30 * 2 * (layers - 1) * LAT
+    assert free["tpot_s"].iloc[0] == pytest.approx((exact - hidden) / 30, rel=1e-9)
+
+
+def test_every_rank_of_an_instance_computes_and_exchanges_with_every_peer() -> None:
+    req = Requests.of([0.0], [4096], [4])
+    plan, *_ = _run(req)
+    a = plan.graph.arrays()
+    busy = a.duration_s[a.kind == COMPUTE] > 0
+    assert set(a.rank[a.kind == COMPUTE][busy].tolist()) == set(P + D)
+    msgs = plan.graph.messages(8)
+    for phase in ("dispatch", "combine"):
+        m = msgs[msgs["phase"] == phase]
+        pairs = set(zip(m["src_rank"], m["dst_rank"], strict=True))
+        want = {(s, d) for inst in (P, D) for s in inst for d in inst if s != d}
+        assert pairs == want
+
+
+def test_ep_pair_bytes_by_dispatch_mode() -> None:
+    m = get_serving_model("deepseek-v3")  # 256 routed experts, top-8, hidden 7168
+    ll = InstanceComm(m, 32, mode="deepep-low-latency")
+    normal = InstanceComm(m, 32, mode="deepep-normal", activations="bf16")
+    # low latency: T/n x k/n (token, expert) copies, FP8 + scales + 16 B header; BF16 combine
+    d, c = ll.pair_bytes(64)
+    assert d == pytest.approx(64 / 32 * 8 / 32 * (7168 + 7168 // 128 * 4 + 16))
+    assert c == pytest.approx(64 / 32 * 8 / 32 * 2 * 7168)
+    # normal: once per rank holding any of the token's experts (hypergeometric miss)
+    miss = math.comb(256 - 8, 8) / math.comb(256, 8)
+    assert rank_share(256, 8, 32) == pytest.approx(1 - miss, rel=1e-12)
+    assert normal.pair_bytes(64)[0] == pytest.approx(64 / 32 * (1 - miss) * 2 * 7168)
+    assert rank_share(8, 2, 1) == 1.0
+    # dense layers first: DeepSeek-V3's 3 dense layers carry no exchange
+    assert ll.moe_layers(0, 61) == 58 and ll.moe_layers(0, 3) == 0 and ll.moe_layers(2, 5) == 2
+    with pytest.raises(ValueError, match="tp 3 must divide"):
+        InstanceComm(m, 32, tp=3)
+
+
+def test_tp_all_reduce_stays_inside_each_tp_group() -> None:
+    pp, dp = _perf(gpus=4), _perf(gpus=4)
+    m = pp.model
+    req = Requests.of([0.0], [1024], [2])
+    comm = InstanceComm(m, 4, tp=2, local_size=4, mode="deepep-low-latency")
+    plan = build_serving_graph(req, [P], [D], pp, dp, kv_transfer="whole", decode_comm=comm,
+                               pair_rate=8e9, pair_latency=1e-6)  # fmt: skip
+    msgs = plan.graph.messages(8)
+    tp = msgs[msgs["phase"] == "other"]
+    tp = tp[tp["src_rank"] >= 4]  # the decode instance's, not the KV cache's
+    assert set(zip(tp["src_rank"], tp["dst_rank"], strict=True)) == {(4, 5), (5, 4), (6, 7), (7, 6)}
+    # two all-reduces per layer of T x tp / n tokens' BF16 activations, merged over the layers:
+    # a 2-rank ring sends each rank's half twice per all-reduce
+    per = round(m.layers * comm.tp_bytes(1))
+    assert sorted(set(tp["bytes"].tolist())) == [-(-per // 2)]
 
 
 def test_layerwise_streaming_hides_the_transfer_behind_prefill() -> None:
@@ -237,9 +330,12 @@ def test_requests_spread_over_free_prefill_and_least_loaded_decode_instances() -
     tl = run_timeline(tr.env, tr, plan.graph.messages(8), None, num_ranks=8, graph=plan.graph)
     tab = requests_table(tl.phases, 3)
     assert tab["queue_s"].tolist()[:2] == [0.0, 0.0]
-    assert tab["queue_s"].iloc[2] == pytest.approx(pp.prefill_s(4096), rel=1e-12)
+    # request 2 waits for request 0's prefill, compute and exchanges
+    assert tab["queue_s"].iloc[2] == pytest.approx(tab["prefill_end_s"].iloc[0], rel=1e-12)
+    assert tab["prefill_s"].iloc[0] > pp.prefill_s(4096)
     # each request's cache went from its prefill instance's ranks to its decode instance's
     msgs = plan.graph.messages(8)
+    msgs = msgs[msgs["phase"] == "other"]  # the caches (the instances' exchanges: dispatch/combine)
     for r in range(3):
         m = msgs[msgs["step"] == r]
         assert set(m["src_rank"]) == set([[0, 1], [2, 3]][plan.prefill_instance[r]])

@@ -17,8 +17,11 @@ parameters always; of each MoE layer's ``E`` routed experts with top-``k`` routi
 independently [E: real routing is skewed and correlated, which touches fewer].
 
 Assumptions: the instance's GPUs split work evenly (TP/EP inside the instance with perfect
-balance), the communication inside an instance (TP all-reduce, EP all-to-all) is folded into
-``mfu``/``mbu``, and one prefill runs at a time per instance (no chunked or batched prefill).
+balance) and one prefill runs at a time per instance (no chunked or batched prefill). The
+communication inside an instance (TP all-reduce, EP dispatch/combine) is not in these times:
+the builder puts it on the fabric (:mod:`podsim.workloads.serving.exchange`), between the part
+of a layer before the MoE dispatch and the routed experts' part
+(:meth:`InstancePerf.prefill_layer_parts`, :meth:`InstancePerf.decode_step_parts`).
 
 GPU defaults (:class:`Gpu`): NVIDIA H800 SXM = H100 SXM compute: 1,979 TFLOP/s dense FP8 and
 989 TFLOP/s dense BF16 tensor core, 3.35 TB/s HBM3, 80 GB (NVIDIA H100 Tensor Core GPU datasheet,
@@ -119,6 +122,15 @@ class InstancePerf:
     def prefill_s(self, tokens: int) -> float:
         return float(self.prefill_layer_s(tokens).sum())
 
+    def prefill_layer_parts(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each layer's prefill seconds split into (before the MoE dispatch, the routed
+        experts'): the routed experts' share is their ``2 x k x expert params x T`` FLOPs, spread
+        over the layers as the dense part is. Sums to :meth:`prefill_layer_s`."""
+        total = self.prefill_layer_s(tokens)
+        att = self.model.attention
+        experts = 2.0 * self.model.moe.active_routed_params * tokens / att.layers / self.flops
+        return total - experts, np.full(att.layers, experts)
+
     # -- decode ------------------------------------------------------------------------------
     def weights_read(self, batch: int) -> float:
         """Weight bytes one decode step of ``batch`` sequences reads (module docstring)."""
@@ -129,14 +141,28 @@ class InstancePerf:
 
     def decode_step_s(self, contexts: Sequence[int] | np.ndarray) -> float:
         """Seconds of one decode step of the sequences with these context lengths."""
+        return sum(self.decode_step_parts(contexts))
+
+    def decode_step_parts(self, contexts: Sequence[int] | np.ndarray) -> tuple[float, float]:
+        """One decode step's seconds split into (before the MoE dispatch, the routed
+        experts'): the routed experts get the share of the step's bytes (or, compute-bound, of
+        its FLOPs) that are theirs; ``decode_overhead_s`` goes to the first part."""
         ctx = np.asarray(contexts, dtype=np.int64)
         b = int(ctx.size)
         if b == 0:
-            return 0.0
+            return 0.0, 0.0
         att = self.model.attention
         seen = ctx if att.sparse_topk is None else np.minimum(ctx, att.sparse_topk)
         # = sum of att.read_bytes_per_step over the sequences
         kv = float(seen.sum()) * att.bytes_per_token(self.kv_bytes) + 2.0 * att.state_bytes * b
-        mem = (self.weights_read(b) + kv) / self.bandwidth
+        weights = self.weights_read(b)
+        mem = (weights + kv) / self.bandwidth
         comp = 2.0 * self.model.active_params * b / self.flops
-        return max(mem, comp) + self.decode_overhead_s
+        moe = self.model.moe
+        if mem >= comp:
+            routed = weights - self.model.dense_params * self.weights.bytes_per_param
+            share = routed / (weights + kv)
+        else:
+            share = moe.active_routed_params / self.model.active_params
+        step = max(mem, comp)
+        return step * (1.0 - share) + self.decode_overhead_s, step * share

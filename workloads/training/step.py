@@ -39,8 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-from podsim.workloads.collectives import Collective, all_to_all_v, build_collective
+from podsim.workloads.collectives import Collective, in_groups
 from podsim.workloads.graph import OpGraph
 from podsim.workloads.models import get_model
 from podsim.workloads.precision import bytes_per_token
@@ -209,31 +208,16 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         return node
 
     def collective(op: str, groups, nbytes: int, cur: dict[int, int], phase: str, **tags):
-        for grp in groups:
-            if len(grp) < 2 or nbytes <= 0:
-                continue
-            c = Collective(op, grp, nbytes, phase="other", label=f"{phase} {op}")
-            before = {r: cur[r] for r in grp}
-            done = build_collective(g, c, before)
-            for r in grp:
-                g.span(r, before[r], done[r], step=0, phase=phase, bytes_out=nbytes,
-                       bytes_in=nbytes, **tags)  # fmt: skip
-                cur[r] = done[r]
+        c = Collective(op, (), nbytes, phase="other", label=f"{phase} {op}")
+        in_groups(g, c, groups, cur, span=phase, step=0, **tags)
 
     def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, **tags):
+        # uniform routing: every EP peer gets pair_tokens copies (direct all-to-all)
         pair = round(pair_tokens * tok_bytes)
-        if ep < 2 or pair <= 0:
+        if ep < 2:
             return
-        for grp in groups:
-            mat = np.full((ep, ep), pair, dtype=np.int64)
-            np.fill_diagonal(mat, 0)
-            c = Collective("all-to-all", grp, pair * ep, phase=phase, label=f"{phase}")
-            before = {r: cur[r] for r in grp}
-            done = all_to_all_v(g, c, mat, before)
-            for r in grp:
-                g.span(r, before[r], done[r], step=0, phase=phase, bytes_out=pair * (ep - 1),
-                       bytes_in=pair * (ep - 1), **tags)  # fmt: skip
-                cur[r] = done[r]
+        c = Collective("all-to-all", (), pair * ep, "direct", phase=phase, label=f"{phase}")
+        in_groups(g, c, groups, cur, span=phase, span_bytes=pair * (ep - 1), step=0, **tags)
 
     hop = tp * dp  # rank distance between two consecutive pipeline stages
     deferred: list[tuple[int, int]] = []  # (virtual stage, mb): forward receives built last
