@@ -6,7 +6,11 @@ the message's phase (:data:`podsim.scenarios.input.schema.TRAFFIC_KINDS`):
 
 * ``moe``: every message is ``moe-low-latency`` in the deepep-low-latency mode, else
   ``moe-normal``;
-* ``serving``: ``kv-transfer`` (the KV cache from prefill to decode is its only fabric traffic);
+* ``serving``: ``kv-transfer`` for the KV cache from prefill to decode; the instances' MoE
+  exchanges (phases dispatch and combine) are ``moe-normal`` in prefill instances and
+  ``moe-low-latency`` in decode instances (the DeepEP modes they model,
+  :mod:`podsim.workloads.serving.exchange`), their TP all-reduces ``collective``; the prefill
+  instances hold the first ``prefill.instances x prefill.nodes`` nodes' ranks;
 * ``training``: the EP all-to-all (phases dispatch and combine) is ``moe-normal``, the TP, PP
   and DP traffic ``collective``;
 * ``collective``, ``chakra``, ``kineto``: ``collective``;
@@ -65,7 +69,15 @@ def message_kinds(sc: Scenario, trace: pd.DataFrame) -> np.ndarray:
         one = "moe-low-latency" if sc.workload.moe.mode == _LL_MODE else "moe-normal"  # type: ignore[union-attr]
         return np.full(n, one, dtype=object)
     if wk == "serving":
-        return np.full(n, "kv-transfer", dtype=object)
+        w = sc.workload.serving
+        assert w is not None
+        per_node = int(trace.attrs["num_ranks"]) // w.num_nodes
+        first_decode = w.prefill.instances * w.prefill.nodes * per_node
+        src = trace["src_rank"].to_numpy()
+        dst = trace["dst_rank"].to_numpy()
+        exchange = np.where(src < first_decode, "moe-normal", "moe-low-latency")
+        other = np.where((src < first_decode) & (dst >= first_decode), "kv-transfer", "collective")
+        return np.where(moe_phase, exchange, other).astype(object)
     if wk == "synthetic":
         return np.full(n, "other", dtype=object)
     if wk == "training":

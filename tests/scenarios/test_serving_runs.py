@@ -210,3 +210,25 @@ def test_serving_refuses_stragglers_and_ranks_spread_over_nodes(tmp_path) -> Non
     sc["cluster"]["rank_map"] = "by-node"
     r = CliRunner().invoke(app, ["validate", _write(tmp_path, sc)])
     assert r.exit_code == 2 and "cluster.rank_map" in r.output, r.output
+
+
+def test_serving_messages_have_their_traffic_kinds(tmp_path) -> None:
+    # prefill node (ranks 0-7, tp 2) and decode node (ranks 8-15): the cache is kv-transfer, the
+    # prefill's dispatch/combine DeepEP normal, the decode's low latency, TP all-reduces
+    # collectives
+    from podsim.scenarios.build.classes import message_kinds
+    from podsim.scenarios.build.cluster import build_cluster
+    from podsim.scenarios.build.workload_graph import build_workload_graph, graph_trace
+    from podsim.scenarios.input.loader import load_scenario
+
+    sc, _ = load_scenario(_scenario(tmp_path, [(0.0, 1024, 2)], prefill={"nodes": 1, "tp": 2}))
+    cluster = build_cluster(sc)
+    trace = graph_trace(build_workload_graph(sc, cluster), cluster)
+    kinds = pd.Series(message_kinds(sc, trace), index=trace.index)
+    ex = trace["phase"].isin(("dispatch", "combine"))
+    pre = trace["src_rank"] < 8
+    assert set(kinds[ex & pre]) == {"moe-normal"} and set(kinds[ex & ~pre]) == {"moe-low-latency"}
+    kv = ~ex & pre & (trace["dst_rank"] >= 8)
+    assert kv.any() and set(kinds[kv]) == {"kv-transfer"}
+    tp = ~ex & ~kv
+    assert tp.any() and set(kinds[tp]) == {"collective"} and (trace["src_rank"][tp] < 8).all()
