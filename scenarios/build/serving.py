@@ -178,7 +178,9 @@ def build_serving(sc: Scenario, cluster: Cluster) -> ServingSetup:
                 path=f"workload.serving.{role}.tp",
             )
         local = int(np.sum(servers == servers[inst[0][0]]))
-        comms[role] = InstanceComm(model, len(inst[0]), spec.tp, local, mode, fmt.activations)
+        comms[role] = InstanceComm(
+            model, len(inst[0]), spec.tp, local, mode, fmt.activations, spec.microbatches
+        )
     with at("workload.serving"):
         plan = build_serving_graph(
             requests,

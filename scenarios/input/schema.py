@@ -1199,6 +1199,12 @@ class ServingInstances(Strict):
         "instance's GPUs): two all-reduces per layer on the fabric; the MoE experts are spread "
         "over all the instance's GPUs (EP)",
     )
+    microbatches: PositiveInt = Field(
+        1,
+        description="split each compute block into this many micro-batches whose exchanges "
+        "overlap the others' compute (DeepSeek-V3 prefills with 2; podsim.workloads.serving."
+        "exchange)",
+    )
 
 
 class ServingGpu(Strict):

@@ -340,3 +340,29 @@ def test_requests_spread_over_free_prefill_and_least_loaded_decode_instances() -
         m = msgs[msgs["step"] == r]
         assert set(m["src_rank"]) == set([[0, 1], [2, 3]][plan.prefill_instance[r]])
         assert set(m["dst_rank"]) == set([[4, 5], [6, 7]][plan.decode_instance[r]])
+
+
+def test_two_prefill_microbatches_overlap_one_s_exchanges_with_the_other_s_compute() -> None:
+    # one prefill, whole cache: attention parts a/2, a/2, then experts e/2, e/2 on the GPU;
+    # micro-batch 0's dispatch runs beside micro-batch 1's attention and its combine beside
+    # micro-batch 1's experts; each experts' part starts once its dispatch arrived and the GPU
+    # is free, and micro-batch 1's combine is exposed
+    pp, dp = _perf(gpus=4), _perf(gpus=4)
+    m = pp.model
+    req = Requests.of([0.0], [4096], [2])
+    two = InstanceComm(m, 4, local_size=4, mode="deepep-normal", microbatches=2)
+    plan = build_serving_graph(req, [P], [D], pp, dp, kv_transfer="whole", prefill_comm=two,
+                               pair_rate=8e9, pair_latency=1e-6)  # fmt: skip
+    tr = FixedTransport()
+    tl = run_timeline(tr.env, tr, plan.graph.messages(8), None, num_ranks=8, graph=plan.graph)
+    got = requests_table(tl.phases, 1)["prefill_s"].iloc[0]
+    attn, experts = (float(x.sum()) for x in pp.prefill_layer_parts(4096))
+    d, c = (msg_time(round(94 * b)) for b in two.pair_bytes(2048))
+    e0 = max(attn, attn / 2 + d) + experts / 2  # micro-batch 0's experts end
+    e1 = max(e0, attn + d) + experts / 2
+    assert got == pytest.approx(max(e0 + c, e1 + c), rel=1e-12)
+    one = _comms(pp, dp)[0]
+    serial = attn + experts + sum(msg_time(round(94 * b)) for b in one.pair_bytes(4096))
+    assert got < serial  # the overlap hides exchange time
+    with pytest.raises(ValueError, match="microbatches"):
+        InstanceComm(m, 4, microbatches=0)

@@ -25,6 +25,14 @@ prefill, one per resident sequence in decode), each rank routes ``T / n`` of the
   ``all-to-all/hierarchical`` of :mod:`podsim.workloads.collectives`); the low-latency one is
   direct (``all-to-all/direct``).
 
+Overlap: with ``microbatches`` = 2 a compute block runs as two micro-batches of half the tokens,
+the exchanges of one overlapping the other's compute (DeepSeek-V3's prefill: "we
+simultaneously process two micro-batches with similar computational workloads, overlapping the
+attention and MoE of one micro-batch with the dispatch and combine of another", arXiv
+2412.19437 sec. 3.4.1). On a merged block this is coarser than per layer: the first
+micro-batch's dispatch overlaps the second's attention part, its combine the second's experts'
+part, and the second's combine is exposed.
+
 Graph size: one exchange per layer and decode step of every request is far too many messages
 (a 32-rank instance: 992 per all-to-all, 124 all-to-alls per step of a 62-MoE-layer model). The
 builder merges the exchanges of consecutive layers of one compute block (a prefill's group of
@@ -71,7 +79,9 @@ def rank_share(experts: int, top_k: int, ranks: int) -> float:
 class InstanceComm:
     """What one instance's layers exchange (module docstring): ``ranks`` GPUs, attention TP
     groups of ``tp``, ``local_size`` GPUs per node (the hierarchical exchange's scale-up
-    group), ``mode`` the dispatch mode, ``activations`` the dispatch's wire type."""
+    group), ``mode`` the dispatch mode, ``activations`` the dispatch's wire type,
+    ``microbatches`` how many parts a compute block is split into to overlap one part's
+    exchanges with another's compute."""
 
     model: ServingModel
     ranks: int
@@ -79,8 +89,11 @@ class InstanceComm:
     local_size: int = 1
     mode: str = "deepep-low-latency"
     activations: str = "fp8"
+    microbatches: int = 1
 
     def __post_init__(self) -> None:
+        if self.microbatches < 1:
+            raise ValueError(f"microbatches must be >= 1; got {self.microbatches}")
         if self.tp < 1 or self.ranks % self.tp:
             raise ValueError(f"tp {self.tp} must divide the instance's {self.ranks} ranks")
         if self.local_size < 1 or self.ranks % self.local_size:
@@ -128,9 +141,10 @@ class InstanceComm:
 
     def estimate_s(self, tokens: float, moe_layers: int, layers: int, rate: float,
                    latency: float) -> float:  # fmt: skip
-        """Idle-fabric estimate of the exchanges of ``layers`` layers (``moe_layers`` of them
-        MoE) for the planner: every message of a phase leaves a rank's NIC one after the other
-        at ``rate`` bytes/s, ``latency`` per round."""
+        """Idle-fabric estimate of the exposed exchanges of ``layers`` layers (``moe_layers``
+        of them MoE) for the planner: every message of a phase leaves a rank's NIC one after
+        the other at ``rate`` bytes/s, ``latency`` per round; with micro-batches only the last
+        one's share is counted (the others overlap compute)."""
         t = 0.0
         if self.ranks > 1 and moe_layers:
             d, c = self.pair_bytes(tokens)
@@ -138,7 +152,7 @@ class InstanceComm:
         if self.tp > 1 and layers:
             steps = 2 * (self.tp - 1)
             t += 2 * layers * steps * (self.tp_bytes(tokens) / self.tp / rate + latency)
-        return t
+        return t / self.microbatches
 
 
 def exchange_block(
@@ -161,41 +175,58 @@ def exchange_block(
     ``attn_s`` of compute, the TP all-reduce and EP dispatch of ``layers`` layers (``moe_layers``
     MoE) for ``tokens`` tokens each, ``expert_s`` of compute, the combine and the second TP
     all-reduce. ``merged`` is how many steps the block stands for (each exchange is merged over
-    ``merged x layers``). Every rank enters after ``cur[r]``; ``cur`` is updated to where each
-    rank is done. Returns rank -> its attention compute node (where the block starts)."""
-    starts = {}
-    for r in ranks:
-        starts[r] = cur[r] = g.compute(r, attn_s, (cur[r],), stream=stream, label=f"{label} attn")
+    ``merged x layers``). With ``comm.microbatches`` = ``m`` > 1 the block's tokens and compute
+    are split into ``m`` micro-batches: the GPU runs their attention parts, then their experts'
+    parts, and each micro-batch's exchanges wait only for its own compute, so they overlap the
+    others' compute (module docstring). Every rank enters after ``cur[r]``; ``cur`` is updated
+    to where each rank is done. Returns rank -> its first attention compute node (where the
+    block starts)."""
+    n_mb = comm.microbatches
+    tok = tokens / n_mb
+    chains = [dict(cur) for _ in range(n_mb)]  # per micro-batch: rank -> its last node
+    starts: dict[int, int] = {}
     tp_groups = [list(ranks[i : i + comm.tp]) for i in range(0, len(ranks), comm.tp)]
     ep = [list(ranks)]
 
-    def wait(count: int, rounds: int) -> None:
+    def wait(ch: dict[int, int], count: int, rounds: int) -> None:
         extra = (count - 1) * rounds * exchange_latency
         if extra > 0:
             for r in ranks:
-                cur[r] = g.join((cur[r],), rank=r, delay_s=extra, label=f"{label} latency")
+                ch[r] = g.join((ch[r],), rank=r, delay_s=extra, label=f"{label} latency")
 
-    def all_reduce() -> None:
+    def all_reduce(ch: dict[int, int]) -> None:
         k = merged * layers
-        c = Collective("all-reduce", (), round(k * comm.tp_bytes(tokens)), label=f"{label} tp")
+        c = Collective("all-reduce", (), round(k * comm.tp_bytes(tok)), label=f"{label} tp")
         if comm.tp > 1 and c.nbytes > 0:
-            wait(k, 2 * (comm.tp - 1))
-            in_groups(g, c, tp_groups, cur)
+            wait(ch, k, 2 * (comm.tp - 1))
+            in_groups(g, c, tp_groups, ch)
 
-    def all_to_all(pair: float, phase: str) -> None:
+    def all_to_all(ch: dict[int, int], pair: float, phase: str) -> None:
         k = merged * moe_layers
         nbytes = round(k * pair) * len(ranks)
         c = Collective("all-to-all", (), nbytes, comm.algorithm, local_size=comm.local_size,
                        phase=phase, label=f"{label} {phase}")  # fmt: skip
         if k and c.nbytes > 0:
-            wait(k, comm.rounds)
-            in_groups(g, c, ep, cur)
+            wait(ch, k, comm.rounds)
+            in_groups(g, c, ep, ch)
 
-    dispatch, combine = comm.pair_bytes(tokens)
-    all_reduce()
-    all_to_all(dispatch, "dispatch")
+    dispatch, combine = comm.pair_bytes(tok)
+    # the GPU runs the micro-batches' attention parts, then their experts' parts, in order
+    # (one stream); each micro-batch's exchanges wait only for its own compute
+    for m, ch in enumerate(chains):
+        for r in ranks:
+            ch[r] = g.compute(r, attn_s / n_mb, (ch[r],), stream=stream,
+                              label=f"{label} attn mb{m}")  # fmt: skip
+            starts.setdefault(r, ch[r])
+    for ch in chains:
+        all_reduce(ch)
+        all_to_all(ch, dispatch, "dispatch")
+    for m, ch in enumerate(chains):
+        for r in ranks:
+            ch[r] = g.compute(r, expert_s / n_mb, (ch[r],), stream=stream,
+                              label=f"{label} experts mb{m}")  # fmt: skip
+        all_to_all(ch, combine, "combine")
+        all_reduce(ch)
     for r in ranks:
-        cur[r] = g.compute(r, expert_s, (cur[r],), stream=stream, label=f"{label} experts")
-    all_to_all(combine, "combine")
-    all_reduce()
+        cur[r] = chains[0][r] if n_mb == 1 else g.join([ch[r] for ch in chains], rank=r)
     return starts
