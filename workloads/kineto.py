@@ -16,7 +16,10 @@ event ``ts``, ``dur``              start and duration in microseconds (the forma
 ``args.stream``                    the CUDA stream: nodes go on stream ``cuda<stream>``
 kernel ``name``                    ``ncclKernel*`` / ``ncclDevKernel*`` is a collective
 ``args."Collective name"``         allreduce, allgather, reduce_scatter, all_to_all, broadcast,
-                                   reduce, barrier
+                                   reduce, barrier; send, recv (point-to-point)
+``args."Dst Rank"``                a send's peer (global rank), ``"Src Rank"`` a recv's: what
+                                   PyTorch's profiler records for p2p (torch/csrc/profiler/
+                                   util.cpp, saveNcclMeta: the group's rank list at the peer)
 ``args."Root rank"``               broadcast's / reduce's root (absent: the group's first rank)
 ``args."In msg nelems"``           elements in (``"Out msg nelems"`` for all-gather's output)
 ``args.dtype``                     element type (PyTorch ScalarType names: Float, BFloat16 ...)
@@ -30,12 +33,19 @@ kernel ``name``                    ``ncclKernel*`` / ``ncclDevKernel*`` is a col
 
 Assumptions for what a trace does not record:
 
-- Dependencies between streams (CUDA events, ``cudaStreamWaitEvent``) are not in the kernel
-  events: kernels on a stream run in their recorded order (FIFO), streams of a rank are
-  independent except through the collectives. With ``gaps=True`` (default) the idle time the
-  trace shows before each kernel on its stream (since the previous kernel on that stream
-  ended; for the first, since the rank's first GPU event) is kept as a fixed delay: it stands
-  for host time (launches, waits on other streams) that podsim does not model. ``gaps=False``
+- Dependencies between streams: kernels on a stream run in their recorded order (FIFO). A
+  ``cuda_sync`` event named ``Stream Wait Event`` (Kineto writes them when PyTorch profiles
+  with ``enable_cuda_sync_events=True``; args ``stream``, ``wait_on_stream`` and
+  ``wait_on_cuda_event_record_corr_id``, libkineto's CudaSyncActivity) makes the first
+  kernel on ``stream`` at or after the wait's ``ts`` wait for the last kernel on
+  ``wait_on_stream`` launched before the event was recorded (the largest ``args.correlation``
+  below the record's), as Holistic Trace Analysis reads them. Waits without a producer stream
+  (``-1``) or record correlation, or on kernels without ``correlation``, are left out: those
+  streams are independent except through the collectives. With ``gaps=True`` (default) the
+  idle time the trace shows before each kernel on its stream (since the previous kernel on
+  that stream ended, or its producer on the other stream if it ended later; for the first,
+  since the rank's first GPU event) is kept as a fixed delay: it stands for host time
+  (launches, waits podsim does not see) that podsim does not model. ``gaps=False``
   packs each stream's kernels back to back (a lower bound).
 - Each rank's clock starts at its own first GPU event (ranks' clocks are not synchronised).
 - A group recorded only by ``Group size`` must be the whole trace (every rank); otherwise its
@@ -43,8 +53,13 @@ Assumptions for what a trace does not record:
 - An NCCL kernel's recorded duration (which includes waiting for peers) is replaced by its
   messages replayed on the fabric (:func:`podsim.workloads.trace_import.expand_collective`);
   the k-th collective of a group on each of its ranks is one collective.
-- Point-to-point NCCL operations (send, recv, SendRecv kernels without a collective name),
-  gather and scatter are refused with an error naming the event.
+- Point-to-point: the k-th ``send`` from rank ``s`` to ``d`` in a process group is the k-th
+  ``recv`` on ``d`` from ``s`` in that group (NCCL keeps p2p operations between two ranks in
+  order). It is one message of the send's bytes that leaves once both kernels started (an NCCL
+  send/recv is a rendezvous: the receiver's kernel provides the buffer) and ends both kernels
+  when delivered; a send or recv without its partner, or partners of different sizes, is
+  refused naming the file and the field. Coalesced p2p groups (``batch_isend_irecv``: one
+  kernel for many operations), gather and scatter are refused with an error naming the event.
 """
 
 from __future__ import annotations
@@ -54,7 +69,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +114,8 @@ def _collective_kind(name: str) -> str | None:
         ("barrier", "barrier"),
         ("broadcast", "broadcast"),
         ("reduce", "reduce"),
+        ("send", "send"),
+        ("recv", "recv"),
     ):
         if s.startswith(prefix):
             return kind
@@ -123,6 +140,8 @@ class _RankTrace:
     world: int | None
     kernels: list[_Kernel]
     cpu_args: dict[Any, dict[str, Any]]  # External id -> args of cpu_op with collective args
+    #: Stream Wait Events: (ts, waiting stream, producer stream, event record correlation)
+    waits: list[tuple[float, Any, Any, int]] = field(default_factory=list)
 
 
 def _num(path: Path, i: int, ev: dict[str, Any], key: str) -> float:
@@ -166,11 +185,17 @@ def read_kineto(path: str | Path) -> _RankTrace:
             )
     kernels: list[_Kernel] = []
     cpu_args: dict[Any, dict[str, Any]] = {}
+    waits: list[tuple[float, Any, Any, int]] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
         cat = str(ev.get("cat", "")).lower()
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        if cat == "cuda_sync" and ev.get("name") == "Stream Wait Event":
+            src, corr = args.get("wait_on_stream"), args.get("wait_on_cuda_event_record_corr_id")
+            if isinstance(corr, int) and corr >= 0 and src not in (None, -1) and "stream" in args:
+                waits.append((_num(path, i, ev, "ts"), args["stream"], src, corr))
+            continue
         if cat == "cpu_op" and "Collective name" in args and "External id" in args:
             cpu_args[args["External id"]] = args
             continue
@@ -196,7 +221,7 @@ def read_kineto(path: str | Path) -> _RankTrace:
             )
         )
     kernels.sort(key=lambda k: k.ts)  # stable: equal ts keep the file's order
-    return _RankTrace(path, rank, world, kernels, cpu_args)
+    return _RankTrace(path, rank, world, kernels, cpu_args, waits)
 
 
 def kineto_paths(path: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -267,6 +292,52 @@ class _Part:
     begin: int
     end: int
     root: int | None = None
+
+
+#: a p2p operation's recorded peer field, by kind
+_PEER_FIELD = {"send": "Dst Rank", "recv": "Src Rank"}
+
+
+def _peer(t: _RankTrace, k: _Kernel, a: dict[str, Any], kind: str, n: int) -> int:
+    """The global rank a send goes to or a recv comes from (``Dst Rank`` / ``Src Rank``)."""
+    key = _PEER_FIELD[kind]
+    v = a.get(key)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n or v == t.rank:
+        raise TraceImportError(
+            t.path,
+            f"must be another rank of the trace's 0 .. {n - 1} (PyTorch >= 2.4 records it "
+            f"for {kind}); got {v!r}",
+            node=f"event {k.index} ({k.name})",
+            field=f"args.{key}",
+        )
+    return v
+
+
+def _stream_waits(t: _RankTrace) -> dict[int, _Kernel]:
+    """Consumer kernel (by position in ``t.kernels``) -> the producer kernel it waits for, from
+    the rank's Stream Wait Events (module docstring)."""
+    if not t.waits:
+        return {}
+    by_stream: dict[Any, list[int]] = defaultdict(list)
+    for i, k in enumerate(t.kernels):
+        by_stream[k.stream].append(i)
+    out: dict[int, _Kernel] = {}
+    for ts, stream, src, corr in t.waits:
+        launched = [
+            t.kernels[i]
+            for i in by_stream.get(src, [])
+            if isinstance(t.kernels[i].args.get("correlation"), int)
+            and t.kernels[i].args["correlation"] < corr
+        ]
+        after = [i for i in by_stream.get(stream, []) if t.kernels[i].ts >= ts]
+        if launched and after:
+            producer = max(launched, key=lambda k: k.args["correlation"])
+            prev = out.get(after[0])
+            if prev is None or prev.ts + prev.dur < producer.ts + producer.dur:
+                out[after[0]] = producer  # the later-ending one, if it waits on two
+    return out
 
 
 def _coll_args(t: _RankTrace, k: _Kernel) -> dict[str, Any]:
@@ -372,29 +443,52 @@ def kineto_graph(
     n = len(traces)
     g = OpGraph()
     colls: dict[tuple[str, tuple[int, ...]], list[list[_Part]]] = {}
+    # (group name, src, dst) -> the sends (recvs) between them in issue order
+    p2p: dict[str, dict[tuple[str, int, int], list[_Part]]] = {"send": {}, "recv": {}}
     for rank, t in enumerate(traces):
         t0 = min((k.ts for k in t.kernels), default=0.0)
         last_end: dict[Any, float] = {}
         seq: dict[tuple[str, tuple[int, ...]], int] = defaultdict(int)
-        for k in t.kernels:
+        waits = _stream_waits(t)
+        ends: dict[int, int] = {}  # kernel index in the file -> the node where it ends
+        for pos, k in enumerate(t.kernels):
             stream = f"cuda{k.stream}"
-            gap = k.ts - last_end.get(k.stream, t0)
+            producer = waits.get(pos)
+            if producer is not None and producer.index not in ends:
+                producer = None  # recorded as starting after its consumer: not a real wait
+            since = last_end.get(k.stream, t0)
+            if producer is not None:
+                since = max(since, producer.ts + producer.dur)
+            gap = k.ts - since
             last_end[k.stream] = k.ts + k.dur
             label = f"rank {rank} event {k.index} {k.name}"
             if gaps and gap > 0:
                 g.join(rank=rank, stream=stream, delay_s=gap * 1e-6, label=f"{label} gap")
+            if producer is not None:  # the stream waits for the other stream's kernel
+                g.join((ends[producer.index],), rank=rank, stream=stream, label=f"{label} wait")
             if not k.nccl:
-                g.compute(rank, k.dur * 1e-6 * compute_scale, stream=stream, label=label)
+                node = g.compute(rank, k.dur * 1e-6 * compute_scale, stream=stream, label=label)
+                ends[k.index] = node
                 continue
             a, cname, kind = collective_of(t, k)
             if kind is None:
                 raise TraceImportError(
                     t.path,
                     f"collective {cname!r} is not replayed (podsim replays all-reduce, "
-                    "all-gather, reduce-scatter, all-to-all, broadcast, reduce and barrier)",
+                    "all-gather, reduce-scatter, all-to-all, broadcast, reduce, barrier, send "
+                    "and recv)",
                     node=f"event {k.index} ({k.name})",
                     field="args.Collective name",
                 )
+            if kind in _PEER_FIELD:
+                peer = _peer(t, k, a, kind, n)
+                nbytes = _nbytes(t, k, a, kind, 2)
+                begin = g.join(rank=rank, stream=stream, label=f"{label} begin")
+                end = ends[k.index] = g.join(rank=rank, stream=stream, label=f"{label} end")
+                pair = (rank, peer) if kind == "send" else (peer, rank)
+                key3 = (str(a.get("Process Group Name", "")), *pair)
+                p2p[kind].setdefault(key3, []).append(_Part(t, k, rank, kind, nbytes, begin, end))
+                continue
             group = _group(t, k, a, n)
             nbytes = _nbytes(t, k, a, kind, len(group))
             root = a.get("Root rank")
@@ -411,7 +505,7 @@ def kineto_graph(
             seq[key] += 1
             begin = g.join(rank=rank, stream=stream, label=f"{label} begin")
             # on the stream too: it waits for begin, and later kernels on the stream wait for it
-            end = g.join(rank=rank, stream=stream, label=f"{label} end")
+            end = ends[k.index] = g.join(rank=rank, stream=stream, label=f"{label} end")
             inst = colls.setdefault(key, [])
             while len(inst) <= i:
                 inst.append([])
@@ -421,6 +515,7 @@ def kineto_graph(
         for i, parts in enumerate(instances):
             _expand(g, pg, group, i, parts, traces, step)
             step += 1
+    step = _match_p2p(g, p2p, traces, step)
     try:
         g.arrays()
     except GraphError as e:
@@ -430,6 +525,45 @@ def kineto_graph(
             "orders that wait on each other",
         ) from None
     return g
+
+
+def _match_p2p(
+    g: OpGraph,
+    p2p: dict[str, dict[tuple[str, int, int], list[_Part]]],
+    traces: list[_RankTrace],
+    step: int,
+) -> int:
+    """Pair the k-th send of (group, src, dst) with the k-th recv (module docstring): one
+    message after both kernels started, ending both. Returns the next step number."""
+    sends, recvs = p2p["send"], p2p["recv"]
+    for key in sorted(set(sends) | set(recvs)):
+        pg, src, dst = key
+        ss, rr = sends.get(key, []), recvs.get(key, [])
+        if len(ss) != len(rr):
+            more, rank, kind = (ss, dst, "recv") if len(ss) > len(rr) else (rr, src, "send")
+            extra = more[min(len(ss), len(rr))]
+            raise TraceImportError(
+                traces[rank].path,
+                f"has {min(len(ss), len(rr))} {kind}(s) for the {len(more)} {extra.kind}(s) "
+                f"{src} -> {dst} of rank {extra.rank} (the unmatched one: event "
+                f"{extra.kernel.index}, {extra.kernel.name})",
+                field="args.Src Rank" if kind == "recv" else "args.Dst Rank",
+            )
+        for i, (s, r) in enumerate(zip(ss, rr, strict=True)):
+            if s.nbytes != r.nbytes:
+                raise TraceImportError(
+                    r.trace.path,
+                    f"recv of {r.nbytes} bytes, but its send on rank {src} (event "
+                    f"{s.kernel.index}) is {s.nbytes} bytes",
+                    node=f"event {r.kernel.index} ({r.kernel.name})",
+                    field="args.In msg nelems",
+                )
+            m = g.send(src, dst, s.nbytes, (s.begin, r.begin), step=step,
+                       label=f"p2p {pg or 'world'}#{i} {src}->{dst}")  # fmt: skip
+            g.add_dep(m, s.end)
+            g.add_dep(m, r.end)
+            step += 1
+    return step
 
 
 def _expand(

@@ -16,8 +16,13 @@ collective, e.g. ``all-reduce``), at their recorded times. Then:
   time (sum of its communication spans) is; ``delay_s`` is its excess over the median, what the
   step waits for it at most when every rank synchronises with it.
 
-A Chakra trace records durations, not times: run it (``workload.chakra``) and analyse the
-result folder.
+A Chakra trace records durations, not times: a folder of ``.et`` files is replayed here with
+free communication (every message delivered the moment it is posted, the bound engine's
+:class:`~podsim.scenarios.engines.bound.IdealTransport` with zero times), so its compute spans
+get times from the recorded durations and dependencies alone: the breakdown, the bubbles
+(waits on other ranks' compute through the trace's dependencies) and the ranks slow in compute
+are the trace's, and its communication is absent (no exposed communication, no ranks slow in
+it). For those, run the trace on a cluster (``workload.chakra``) and analyse the result folder.
 """
 
 from __future__ import annotations
@@ -30,7 +35,14 @@ import pandas as pd
 from podsim.scenarios.errors import ScenarioError
 from podsim.workloads.training.metrics import rank_breakdown
 
-__all__ = ["SLOW_FACTOR", "Analysis", "analyse_dir", "analyse_phases", "phases_from_kineto"]
+__all__ = [
+    "SLOW_FACTOR",
+    "Analysis",
+    "analyse_dir",
+    "analyse_phases",
+    "phases_from_chakra",
+    "phases_from_kineto",
+]
 
 #: compute or communication time vs the median rank that marks a rank slow (the straggler
 #: factor of podsim.scenarios.results.analysis)
@@ -140,6 +152,34 @@ def _stages(phases: pd.DataFrame, ranks_per_stage: int) -> pd.DataFrame:
     return df.groupby(["stage", "microbatch", "pass"], as_index=False)["wait_s"].mean()
 
 
+def phases_from_chakra(path: Path) -> pd.DataFrame:
+    """The compute spans of a Chakra trace folder replayed with free communication (module
+    docstring), times in seconds from the replay's start."""
+    from podsim.scenarios.engines.bound import IdealTransport
+    from podsim.scenarios.execution.executor import execute
+    from podsim.workloads.chakra import chakra_graph
+    from podsim.workloads.graph import COMPUTE
+    from podsim.workloads.trace_import import TraceImportError
+
+    try:
+        g = chakra_graph(path)
+    except TraceImportError as exc:
+        raise ScenarioError(str(exc)) from None
+    a = g.arrays()
+    sends = int((a.msg >= 0).sum())
+    t = IdealTransport(np.zeros(sends))
+    run = execute(t.env, t, g, np.full(sends, "rdma", dtype=object))
+    comp = a.kind == COMPUTE
+    return pd.DataFrame(
+        {
+            "rank": a.rank[comp],
+            "phase": "compute",
+            "start_s": run.start_s[comp],
+            "end_s": run.end_s[comp],
+        }
+    )
+
+
 def analyse_phases(
     phases: pd.DataFrame, source: str, ranks_per_stage: int | None = None
 ) -> Analysis:
@@ -170,9 +210,10 @@ def analyse_dir(path: Path) -> Analysis:
     if any(path.glob("*.json")) or any(path.glob("*.json.gz")):
         return analyse_phases(phases_from_kineto(path), f"Kineto traces in {path}")
     if any(path.glob("*.et")):
-        raise ScenarioError(
-            f"{path} holds Chakra traces, which record durations, not times: run them "
-            "(workload.chakra) and analyse the result folder"
+        return analyse_phases(
+            phases_from_chakra(path),
+            f"Chakra traces in {path}, replayed with free communication (run them with "
+            "workload.chakra for their communication)",
         )
     raise ScenarioError(
         f"{path} is neither a result folder (no summary.json) nor a folder of Kineto traces "

@@ -94,6 +94,8 @@ def test_rank_comes_from_distributed_info_else_the_file_name(tmp_path: Path) -> 
         ([_nccl(dtype="Quux")], r"field 'args.dtype': unknown element type 'Quux'"),
         ([_nccl(**{"In msg nelems": None})], r"field 'args.In msg nelems'"),
         ([_nccl(**{"Collective name": "gather"})], r"'args.Collective name'.*'gather'"),
+        ([_nccl(**{"Collective name": "send"})], r"field 'args.Dst Rank'.*got None"),
+        ([_nccl(**{"Collective name": "recv", "Src Rank": 0})], r"'args.Src Rank'.*got 0"),
         ([_nccl(**{"Collective name": "broadcast", "Root rank": 7})], r"'args.Root rank'"),
         ([_nccl(**{"Group size": 4})], r"field 'args.Group size'"),
         ([_nccl(**{"Process Group Ranks": "[0, 5]"})], r"'args.Process Group Ranks'.*rank 5"),
@@ -144,3 +146,63 @@ def test_broadcast_starts_at_the_recorded_root(tmp_path: Path) -> None:
     tr = g.messages(2)
     assert tr[["src_rank", "dst_rank", "bytes"]].values.tolist() == [[1, 0, 8000]]
     assert replay(g, 2).sim_time_s == pytest.approx(msg_time(8000), rel=1e-12)
+
+
+def _p2p(kind: str, peer: int, nelems: int = 1000, ts: float = 0.0) -> dict:
+    key = "Dst Rank" if kind == "send" else "Src Rank"
+    args = {"Collective name": kind, key: peer, "In msg nelems": nelems}
+    return _nccl(ts=ts, **args) | {"name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)"}
+
+
+def test_send_recv_pair_replays_as_one_message_after_both_kernels_start(tmp_path: Path) -> None:
+    # rank 0 sends 1000 floats to rank 1, whose recv follows a 40 us kernel: the message
+    # leaves when both kernels run and ends both; then each rank idles as recorded (190 and
+    # 150 us after its p2p kernel's recorded end) and rank 1 sends 500 floats back
+    _write(tmp_path, [
+        _doc(0, [_p2p("send", 1), _p2p("recv", 1, 500, ts=200.0)]),
+        _doc(1, [_kernel(dur=40.0, stream=3), _p2p("recv", 0, ts=40.0),
+                 _p2p("send", 0, 500, ts=200.0)]),
+    ])  # fmt: skip
+    g = kineto_graph(tmp_path)
+    tr = g.messages(2)
+    assert tr[["src_rank", "dst_rank", "bytes"]].values.tolist() == [[0, 1, 4000], [1, 0, 2000]]
+    res = replay(g, 2)
+    first = 40e-6 + msg_time(4000)
+    assert res.end_s[g.msg.index(0)] == pytest.approx(first, rel=1e-12)
+    back = first + max(190e-6, 150e-6) + msg_time(2000)
+    assert res.sim_time_s == pytest.approx(back, rel=1e-12)
+    assert len(kineto_graph(tmp_path, gaps=False).messages(2)) == 2
+
+
+def test_unmatched_or_mismatched_p2p_is_refused(tmp_path: Path) -> None:
+    _write(tmp_path, [_doc(0, [_p2p("send", 1), _p2p("send", 1, ts=50.0)]),
+                      _doc(1, [_p2p("recv", 0)])])  # fmt: skip
+    with pytest.raises(TraceImportError, match=r"k\.1\.json.*has 1 recv\(s\) for the 2 send"):
+        kineto_graph(tmp_path)
+    _write(tmp_path, [_doc(0, [_p2p("send", 1)]), _doc(1, [_p2p("recv", 0, 10)])])
+    with pytest.raises(TraceImportError, match=r"k\.1\.json.*recv of 40 bytes.*4000 bytes"):
+        kineto_graph(tmp_path)
+
+
+def test_stream_wait_event_orders_kernels_across_streams(tmp_path: Path) -> None:
+    # stream 8's kernel waits (cudaStreamWaitEvent) for stream 7's 100 us kernel, launched
+    # before the event was recorded (correlation 1 < 2): at half the GPU time it starts when
+    # that kernel ends (50 us), not after the recorded 100 us idle time
+    a = _kernel("gemm", 0.0, 100.0, stream=7, correlation=1)
+    b = _kernel("gemv", 100.0, 10.0, stream=8, correlation=3)
+    wait = {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": "Stream Wait Event",
+        "ts": 5.0,
+        "dur": 1.0,
+        "args": {"stream": 8, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2},
+    }
+    _write(tmp_path, [_doc(0, [a, b, wait], world=1)])
+    res = replay(kineto_graph(tmp_path, compute_scale=0.5), 1)
+    assert res.sim_time_s == pytest.approx(55e-6, rel=1e-12)
+    # without the wait the recorded idle time stands: 100 + 5 us
+    _write(tmp_path, [_doc(0, [a, b], world=1)])
+    assert replay(kineto_graph(tmp_path, compute_scale=0.5), 1).sim_time_s == pytest.approx(
+        105e-6, rel=1e-12
+    )
