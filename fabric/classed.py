@@ -201,6 +201,14 @@ class _Classed:
         self._leave(pkt, now)
         self._start(pkt, now)
 
+    def _start_mac(self: Any, frame: Packet) -> None:
+        # Port._start_mac schedules the next transmission only for its own queues: the class
+        # queues must be checked too, or a DATA packet queued behind a PFC frame would wait
+        # for the next arrival (the differential test in tests/fabric/test_classes.py)
+        super()._start_mac(frame)  # type: ignore[misc]
+        if not self._tx_pending and self.tcq.queued():
+            self._schedule_tx(self._busy_until)
+
     def _on_mac(self: Any, frame: Packet) -> None:
         if frame.kind == PAUSE:
             self.pause_class(frame.tc)

@@ -1049,8 +1049,9 @@ class RdmaNetwork:
         if tc and (classes is None or not 0 <= tc < len(classes)):
             n = 1 if classes is None else len(classes)
             raise ValueError(f"traffic class {tc!r}: the network has {n} class(es), 0 .. {n - 1}")
-        tail = f"/tc{tc}" if tc else ""  # class 0 keeps the seeds of a fabric without classes
-        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}{tail}")
+        # the seed does not depend on the class: a message's paths do not change when only its
+        # class does (QP n of two classes between the same NICs draws the same entropy values)
+        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
         sel = make_selector(
             cfg.selector,
             cfg.n_evs,

@@ -400,16 +400,24 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
     then take what is still in flight while its PAUSE travels, all at once, within the shared
     buffer (podsim.fabric.switch: with PFC the dynamic threshold never drops, only a full buffer
     does). Headroom per ingress: one round trip of the link (propagation and FEC both ways) at
-    its rate plus two frames, the switch model's sizing rule. A configuration that breaks it
-    is refused (``--force`` runs it anyway, to study the drops)."""
+    its rate plus two frames, the switch model's sizing rule. With traffic classes every
+    lossless class of an ingress may hold ``xoff`` (PFC counts and pauses per class), while the
+    in-flight headroom stays one link's worth (the link carries its line rate whatever the
+    class). A configuration that breaks it is refused (``--force`` runs it anyway, to study the
+    drops)."""
     from podsim.fabric.packet import link_framing
     from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
     from podsim.fabric.topology import SCALEOUT_SWITCH_ROLES
     from podsim.fabric.units import fmt_size
+    from podsim.scenarios.build.classes import fabric_classes
     from podsim.scenarios.build.cluster import switch_config
 
     sw = sc.cluster.switch
-    if not ENGINES.get(sc.engine).per_packet or not sw.pfc.enabled:
+    classes = fabric_classes(sc)
+    lossless = (
+        (1 if sw.pfc.enabled else 0) if classes is None else sum(c.pfc for c in classes.classes)
+    )
+    if not ENGINES.get(sc.engine).per_packet or not lossless:
         return
     device = switch_config(sc)
     g = prep.cluster.graph
@@ -431,14 +439,14 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
                 rtt = 2.0 * length * PROPAGATION_S_PER_M
             headroom += float(d["rate_bps"]) / 8.0 * rtt + 2 * frame
             links += 1
-        need = links * sw.pfc.xoff + headroom
+        need = links * lossless * sw.pfc.xoff + headroom
         buffer = device.buffer_for(g.degree(node))
         if need > buffer and (worst is None or need > worst[0]):
             worst = (need, node, links, headroom, buffer)
     if worst is None:
         return
     need, node, links, headroom, buffer = worst
-    max_xoff = int((buffer - headroom) // links)
+    max_xoff = int((buffer - headroom) // (links * lossless))
     # whole KiB (rounded down) so that the suggestion can be pasted back as it is
     paste = f"{max_xoff // 1024}KiB" if max_xoff >= 1024 else f"{max_xoff}B"
     fix = (
@@ -446,9 +454,11 @@ def _check_pfc_headroom(sc: Scenario, prep: Prepared) -> None:
         if max_xoff > 0
         else ""
     )
+    per_class = f" in each of {lossless} lossless traffic classes" if classes is not None else ""
     raise ScenarioError(
         f"PFC cannot keep switch {node!r} lossless: its {links} ingress links may each hold "
-        f"xoff ({fmt_size(sw.pfc.xoff)}) and then what is in flight while the PAUSE travels "
+        f"xoff ({fmt_size(sw.pfc.xoff)}){per_class} and then what is in flight while the PAUSE "
+        "travels "
         f"({fmt_size(headroom / links)} on average: one link round trip plus two frames), "
         f"{fmt_size(need)} in all, more than its {fmt_size(buffer)} buffer, so it can drop "
         f"packets. {fix[:1].upper() + fix[1:] if fix else 'Set '}cluster.switch.buffer to at "

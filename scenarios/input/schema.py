@@ -622,8 +622,8 @@ class TrafficClassesConfig(Strict):
     ``weight`` within a level (IEEE 802.1Q-2018 clauses 8.6.8 and 37, from 802.1Qaz ETS), with
     PFC per class (802.1Qbb) and ECN on each class queue. ``assign`` maps each class to the
     message kinds it carries (podsim docs lists the kinds); kinds not assigned go to
-    ``default`` (the first class unless named). Omitted: one class, as a fabric without
-    classes."""
+    ``default`` (unless named: the first class of the lowest priority, best effort). Omitted:
+    one class, as a fabric without classes."""
 
     classes: Annotated[list[TrafficClassConfig], Field(min_length=1)] = Field(
         description="the classes, at most 8 (802.1Q priorities)"
@@ -634,7 +634,9 @@ class TrafficClassesConfig(Strict):
         + "; ".join(f"{k} ({v})" for k, v in TRAFFIC_KINDS.items()),
     )
     default: str | None = Field(
-        None, description="class of the kinds not assigned (default: the first class)"
+        None,
+        description="class of the kinds not assigned (default: the first class of the lowest "
+        "priority)",
     )
 
     @model_validator(mode="after")
@@ -681,7 +683,11 @@ class TrafficClassesConfig(Strict):
     def class_of_kind(self) -> dict[str, int]:
         """Every message kind -> the index of its class."""
         names = [c.name for c in self.classes]
-        default = names.index(self.default) if self.default is not None else 0
+        if self.default is not None:
+            default = names.index(self.default)
+        else:  # best effort: the first class of the lowest priority
+            least = min(c.priority for c in self.classes)
+            default = next(i for i, c in enumerate(self.classes) if c.priority == least)
         out = dict.fromkeys(TRAFFIC_KINDS, default)
         for cls, ks in self.assign.items():
             for k in ks:

@@ -118,7 +118,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import yaml
-from podsim.fabric.units import fmt_time
+from podsim.fabric.units import fmt_size, fmt_time
 from podsim.scenarios.input.yamltext import read_yaml
 from podsim.workloads.deepep_metrics import deepep_rank_bw
 
@@ -825,6 +825,9 @@ class Results:
             _t(s.get("makespan_s")),
         )
         tables = [head, util, *([by_phase] if by_phase is not None else []), cnt]
+        per_class = (s.get("engine_info") or {}).get("traffic_classes") or {}
+        if len(per_class) > 1:
+            tables.append(_classes_table(per_class))
         if s.get("serving"):
             tables.insert(0, self._serving_table())
         if self.cost is not None:
@@ -939,6 +942,32 @@ def _share(head: dict[str, Any], key: str) -> float | None:
     if not isinstance(total, int | float) or not isinstance(part, int | float) or total <= 0:
         return None
     return float(part) / float(total)
+
+
+def _classes_table(per_class: dict[str, dict[str, Any]]) -> Table:
+    """One row per traffic class (``engine_info.traffic_classes``, :mod:`.classes`)."""
+    from rich.table import Table
+
+    t = Table(title="traffic classes", title_justify="left")
+    for col in ("class", "sched", "msgs", "bytes", "FCT p50", "FCT p99", "drops", "ECN",
+                "pauses"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("class", "sched") else "right")
+    for name, c in per_class.items():
+        sched = f"P{c['priority']} w{c['weight']:g}{' PFC' if c['pfc'] else ''}"
+        t.add_row(
+            name,
+            sched,
+            str(c["messages"]),
+            fmt_size(c["bytes"]),
+            _t(c["fct_p50_s"]),
+            _t(c["fct_p99_s"]),
+            str(c["drops"]),
+            str(c["ecn_marks"]),
+            str(c["pauses"]),
+        )
+    t.caption = "sched: strict-priority level P, DWRR weight w, PFC if lossless"
+    t.caption_justify = "left"
+    return t
 
 
 def _t(x: float | None) -> str:

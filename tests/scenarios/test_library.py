@@ -32,6 +32,16 @@ SMALL: dict[str, list[str]] = {
     "chakra-4rank": [],
     "kineto-2rank": [],
     "collectives": ["workload.collective.size=4MiB"],
+    # one node: the DP reduction of DeepSeek-V3's dense layers over the fabric takes ~40 s of
+    # CPU even at this size; classes on the fabric are tested in test_traffic_classes.py
+    "traffic-classes": [
+        "cluster.params.nodes=1",
+        "workload.training.ep=8",
+        "workload.training.layers=1",
+        "workload.training.microbatches=1",
+        "workload.training.seq_len=128",
+        "workload.training.grad_bytes=2",
+    ],
     "train-1t-moe": [
         "cluster.params.nodes=2",
         "workload.training.pp=2",

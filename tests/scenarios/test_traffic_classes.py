@@ -78,3 +78,50 @@ def test_packet_run_reports_per_class() -> None:
     assert ll["rdma_messages"] > 0 and ll["tx_bytes"] > 0 and bulk["tx_bytes"] == 0
     assert ll["fct_p50_s"] <= ll["fct_p99_s"] <= ll["fct_max_s"]
     assert ll["priority"] == 1 and bulk["priority"] == 0
+    titles = [str(t.title) for t in r.summary_tables()]
+    assert "traffic classes" in titles
+
+
+def test_unassigned_kinds_go_to_the_lowest_priority_class() -> None:
+    from podsim.scenarios.input.loader import load_scenario
+
+    sc, _ = load_scenario("quickstart", [TWO + ", assign: {ll: [kv-transfer]}}"])
+    of = sc.cluster.traffic_classes.class_of_kind()
+    assert of["kv-transfer"] == 0 and of["moe-normal"] == 1 == of["collective"]
+    sc, _ = load_scenario("quickstart", [TWO + ", default: ll}"])
+    assert set(sc.cluster.traffic_classes.class_of_kind().values()) == {0}
+
+
+def test_no_classes_table_without_classes() -> None:
+    r = podsim.run("quickstart", overrides=SMALL)
+    assert "traffic_classes" not in r.summary["engine_info"]
+    assert "traffic classes" not in [str(t.title) for t in r.summary_tables()]
+
+
+def test_pfc_headroom_counts_every_lossless_class() -> None:
+    """Each lossless class of an ingress may hold xoff: an xoff that fits the buffer with one
+    class is refused with two lossless classes, and the suggestion halves (about)."""
+    import re
+
+    sets = ["cluster.switch.pfc.enabled=true", "cluster.switch.buffer=4MiB"]
+
+    def validate(*extra: str):
+        args = ["validate", "incast-cc"]
+        for s in [*sets, *extra]:
+            args += ["--set", s]
+        return CliRunner().invoke(app, args)
+
+    r = validate()
+    m = re.search(r"pfc\.xoff to at most (\d+)KiB", " ".join(r.output.split()))
+    assert r.exit_code == 2 and m, r.output
+    one = int(m.group(1))
+    fits = [f"cluster.switch.pfc.xoff={one}KiB", f"cluster.switch.pfc.xon={one // 2}KiB"]
+    assert validate(*fits).exit_code == 0
+    r = validate(*fits, TWO + "}")
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 2 and "2 lossless traffic classes" in flat, r.output
+    two = int(re.search(r"pfc\.xoff to at most (\d+)KiB", flat).group(1))
+    assert one // 2 - 1 <= two <= one // 2
+    # a class without PFC is lossy and needs no room
+    lossy = "cluster.traffic_classes={classes: [{name: ll, priority: 1}, {name: bulk, pfc: false}]}"
+    assert validate(*fits, lossy).exit_code == 0
