@@ -949,8 +949,7 @@ def _classes_table(per_class: dict[str, dict[str, Any]]) -> Table:
     from rich.table import Table
 
     t = Table(title="traffic classes", title_justify="left")
-    for col in ("class", "sched", "msgs", "bytes", "FCT p50", "FCT p99", "drops", "ECN",
-                "pauses"):  # fmt: skip
+    for col in ("class", "sched", "msgs", "bytes", "FCT p50", "FCT p99", "drop/ECN/PFC"):
         t.add_column(col, justify="left" if col in ("class", "sched") else "right")
     for name, c in per_class.items():
         sched = f"P{c['priority']} w{c['weight']:g}{' PFC' if c['pfc'] else ''}"
@@ -961,11 +960,9 @@ def _classes_table(per_class: dict[str, dict[str, Any]]) -> Table:
             fmt_size(c["bytes"]),
             _t(c["fct_p50_s"]),
             _t(c["fct_p99_s"]),
-            str(c["drops"]),
-            str(c["ecn_marks"]),
-            str(c["pauses"]),
+            f"{c['drops']}/{c['ecn_marks']}/{c['pauses']}",
         )
-    t.caption = "sched: strict-priority level P, DWRR weight w, PFC if lossless"
+    t.caption = "P priority, w DWRR weight; drops, ECN marks, PFC pauses over all ports"
     t.caption_justify = "left"
     return t
 
