@@ -208,7 +208,9 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
         summary="Alibaba Panjiu AL128 (M890)-class: 128 accelerators per scale-up domain, "
         "400G SmartNIC per accelerator [E figures]",
         accelerator=Figure(
-            "h100", "[E] T-Head PPU-class; no PPU price in the catalog, priced as an H100"
+            "t-head-ppu",
+            "[E] T-Head PPU class (catalog gpu-t-head-ppu: sourced specs, price estimated from "
+            "the H20 it is reported to match); the M890's own accelerator is not published",
         ),
         size=Figure(2, "[E] two pods joined by the scale-out"),
         figures={
@@ -279,7 +281,9 @@ SUPERPOD_PRESETS: dict[str, PresetSpec] = {
         summary="Huawei Atlas 950 SuperPoD: 8,192 Ascend 950 NPUs on UnifiedBus 2.0 "
         "(1 TB/s each way) [announced], 400G SmartNIC per NPU [E]",
         accelerator=Figure(
-            "ascend-910c", "[E] no Ascend 950 price in the catalog: priced as its predecessor"
+            "ascend-950dt",
+            "[announced] Ascend 950DT (catalog gpu-ascend-950dt: announced specs, price and "
+            "power estimated as the 910C's)",
         ),
         size=Figure(1, "[announced] one SuperPoD; a SuperCluster joins 64 of them"),
         figures={

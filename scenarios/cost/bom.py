@@ -158,7 +158,9 @@ class BomContext:
         )
         ctx.network, ctx.network_note = _network(graph, spec, link_layer)
         if cards:
-            ctx.nic_item, ctx.nic_note = _nic_item(catalog, spec, nic_model, layout)
+            ctx.nic_item, ctx.nic_note = _nic_item(
+                catalog, spec, nic_model, layout, ctx.network, _nic_link_rate(graph)
+            )
         return ctx
 
     def line(
@@ -225,15 +227,60 @@ def _gpu_table(g: nx.Graph) -> tuple[dict[int, int], dict[int, int]]:
     return server, pod
 
 
+def _nic_link_rate(graph: nx.Graph) -> float:
+    """The fastest link of any NIC port in the graph (bits/s), 0 without NICs."""
+    nodes = graph.nodes
+    return max(
+        (float(r) for u, v, r in graph.edges(data="rate_bps")
+         if nodes[u].get("role") == "nic" or nodes[v].get("role") == "nic"),
+        default=0.0,
+    )  # fmt: skip
+
+
 def _nic_item(
-    catalog: Catalog, spec: CostSpec, nic_model: str | None, layout: str | None
+    catalog: Catalog,
+    spec: CostSpec,
+    nic_model: str | None,
+    layout: str | None,
+    network: str = "ethernet",
+    link_rate: float = 0.0,
 ) -> tuple[str, str]:
     """(catalog NIC, note). ``cost.nic`` if given (it must suit the layout), else
     ``nic-<model>``; a model whose card does not match the layout (a SmartNIC with an on-card
     switch under ``external-switch``, or a plain NIC under ``on-card-switch``) is priced as the
     layout's default card instead, and the note says so: a sweep over ``cluster.layout`` then
     compares like with like. Defaults: ``nic-panmai-920`` for ``on-card-switch``, else
-    ``nic-cx7-400g``."""
+    ``nic-cx7-400g``. A card whose ports are slower than the graph's NIC links
+    (``link_rate``: an 800GbE NIC) gives way to the cheapest catalog card that is fast enough,
+    serves ``network`` and suits the layout, with a note; when there is none the BOM refuses
+    the NIC (:func:`_nics`)."""
+    name, note = _nic_by_model(catalog, spec, nic_model, layout)
+    item = catalog.get(name, "nic")
+    if spec.nic is not None or item.port_rate >= link_rate * (1 - 1e-9):
+        return name, note
+    wants_switch = layout == "on-card-switch"
+    strict = layout in ("on-card-switch", "external-switch", "root-complex")
+    fast = sorted(
+        (it.price_usd, n)
+        for n, it in catalog.of_kind("nic").items()
+        if it.port_rate >= link_rate * (1 - 1e-9)
+        and network in it.networks
+        and (not strict or it.pcie_switch_on_card == wants_switch)
+    )
+    if not fast:
+        return name, note
+    faster = fast[0][1]
+    why = (
+        f"{name} has {fmt_rate(item.port_rate)} ports, the NIC links run at "
+        f"{fmt_rate(link_rate)}: priced as {faster}, the cheapest card that fast"
+    )
+    return faster, f"{note}; {why}" if note else why
+
+
+def _nic_by_model(
+    catalog: Catalog, spec: CostSpec, nic_model: str | None, layout: str | None
+) -> tuple[str, str]:
+    """(catalog NIC, note) by ``cost.nic`` or the NIC model and the layout (:func:`_nic_item`)."""
     default = "nic-panmai-920" if layout == "on-card-switch" else "nic-cx7-400g"
     wants_switch = layout == "on-card-switch"
     strict = layout in ("on-card-switch", "external-switch", "root-complex")
@@ -481,14 +528,16 @@ def _nics(ctx: BomContext) -> list[BomLine]:
     if n == 0 or ctx.nic_item is None:
         return []
     item = ctx.catalog.get(ctx.nic_item, "nic")
-    fastest = max(
-        (float(r) for u, v, r in ctx.graph.edges(data="rate_bps") if _touches_nic(ctx, u, v)),
-        default=0.0,
-    )
+    fastest = _nic_link_rate(ctx.graph)
     if fastest > item.port_rate * (1 + 1e-9):
+        fits = [f"{n} ({'with' if it.pcie_switch_on_card else 'without'} an on-card switch, "
+                f"{' and '.join(it.networks)})" for n, it in ctx.catalog.of_kind("nic").items()
+                if it.port_rate >= fastest * (1 - 1e-9)]  # fmt: skip
         raise BomError(
             f"NIC {ctx.nic_item!r} has {fmt_rate(item.port_rate)} ports, but the graph's NIC "
-            f"links run at {fmt_rate(fastest)}; choose a faster cost.nic"
+            f"links run at {fmt_rate(fastest)} and no catalog card that fast suits "
+            f"cluster.layout {ctx.layout!r} and the {ctx.network} fabric; choose a faster "
+            f"cost.nic (cards that fast: {', '.join(fits) or 'none'})"
         )
     if ctx.network not in item.networks:
         fits = [n for n, it in ctx.catalog.of_kind("nic").items() if ctx.network in it.networks]
@@ -503,11 +552,6 @@ def _nics(ctx: BomContext) -> list[BomLine]:
     if ctx.network_note:
         detail += f" ({ctx.network_note})"
     return [ctx.line("nic", ctx.nic_item, n, detail)]
-
-
-def _touches_nic(ctx: BomContext, u: str, v: str) -> bool:
-    nodes = ctx.graph.nodes
-    return nodes[u].get("role") == "nic" or nodes[v].get("role") == "nic"
 
 
 @COST_ITEMS.register("switches", "switch boxes by radix and speed, counted from the graph")

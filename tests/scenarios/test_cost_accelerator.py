@@ -36,6 +36,11 @@ def test_presets_differ_where_their_accelerators_do() -> None:
     h800 = _gpu_line(build_bom(build_topology("h800-deepep", nodes=2)))
     npu = _gpu_line(build_bom(build_topology("superpod-384", pods=1)))
     assert (h800.item, npu.item) == ("gpu-h800-sxm", "gpu-ascend-910c")
+    # the M890 and Atlas 950 classes have items of their own (specs sourced, prices estimated)
+    ppu = _gpu_line(build_bom(build_topology("m890", pods=1)))
+    a950 = _gpu_line(build_bom(build_topology("atlas-950", gpus_per_pod=64)))
+    assert (ppu.item, a950.item) == ("gpu-t-head-ppu", "gpu-ascend-950dt")
+    assert ppu.confidence == a950.confidence == "none"
     # a plain fabric builder names no accelerator: the stated default
     assert _gpu_line(build_bom(build_topology("rail", servers=2))).item == "gpu-h100-sxm"
 
@@ -57,7 +62,7 @@ def test_cost_accelerator_choice_overrides_the_preset(name: str, item: str) -> N
 def test_every_accelerator_has_source_and_confidence() -> None:
     gpus = load_catalog().of_kind("gpu")
     assert {it.accelerator for it in gpus.values()} >= {
-        "h100", "h800", "h200", "b200", "gb200", "ascend-910c"
+        "h100", "h800", "h200", "b200", "gb200", "ascend-910c", "t-head-ppu", "ascend-950dt"
     }  # fmt: skip
     for name, it in gpus.items():
         assert it.source and it.confidence and it.price_confidence, name

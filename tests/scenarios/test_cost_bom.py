@@ -176,3 +176,28 @@ def test_port_pricing_pays_used_ports_only() -> None:
     box = cost_cluster(g, {"include_gpus": False}).capex_by_category()["switch"]
     port = cost_cluster(g, {"include_gpus": False, "switch_pricing": "port"})
     assert port.capex_by_category()["switch"] == pytest.approx(box * 4 / 64)
+
+
+def test_an_800g_nic_is_priced_as_the_catalog_card_that_fast() -> None:
+    """800GbE NIC ports: the catalog's 400G cards cannot carry them, so the BOM prices the
+    cheapest card fast enough that suits the layout (the ConnectX-8 class card, which carries a
+    PCIe switch: the on-card layout), says so, and refuses a layout no such card suits."""
+    cat = load_catalog()
+    cx8 = cat.get("nic-cx8-800g", "nic")
+    assert cx8.port_rate == 800e9 and cx8.pcie_switch_on_card
+    assert cx8.price_confidence == "none" and "ESTIMATE" in cx8.source
+    g = build_topology("rail", servers=2, nic_phy="800GbE", fabric_phy="800GbE")
+    lines = build_bom(g, nic_model="smartnic-400g", layout="on-card-switch")
+    nic = next(ln for ln in lines if ln.category == "nic")
+    assert (nic.item, nic.count) == ("nic-cx8-800g", 16)
+    assert "priced as nic-cx8-800g" in nic.detail and "800Gbps" in nic.detail
+    # at 400G the model's own card stands
+    g400 = build_topology("rail", servers=2)
+    nic400 = next(ln for ln in build_bom(g400, layout="on-card-switch") if ln.category == "nic")
+    assert nic400.item == "nic-panmai-920"
+    # no 800G card without an on-card switch: refused with the layout and the candidates
+    with pytest.raises(BomError, match=r"800Gbps.*external-switch.*nic-cx8-800g \(with an on"):
+        build_bom(g, layout="external-switch")
+    # an explicit cost.nic is taken as given, and checked against the links
+    with pytest.raises(BomError, match=r"choose a faster cost\.nic"):
+        build_bom(g, {"nic": "nic-panmai-920"}, layout="on-card-switch")
