@@ -508,17 +508,65 @@ def _deepep_kernel(m: Any) -> Any:
     return deepep_kernel(m.ep_size, d.sms, d.dispatch_rdma_chunk, d.combine_rdma_chunk)
 
 
+def _moe_domains(cluster: Cluster, ep: int) -> tuple[int, np.ndarray | None]:
+    """(gpus_per_node, order) for the MoE trace. DeepEP's "node" is the scale-up domain, and
+    the trace generator takes nodes to be blocks of ``gpus_per_node`` consecutive ranks. That
+    holds for a contiguous rank map; a rank map that interleaves the domains (``by-node`` over
+    several pods) would have the trace send "scale-up" messages between pods. Then the trace is
+    generated with blocks of the ranks each domain holds and relabelled: logical rank ``i``
+    runs on rank ``order[i]`` (the ranks sorted by domain), so every block is one domain. A
+    ScenarioError when the domains hold different numbers of ranks."""
+    gpn = min(cluster.gpus_per_pod, ep)
+    pod = np.asarray(cluster.rank_pod[:ep])
+    blocks = np.arange(ep) // gpn
+    pairs = set(zip(blocks.tolist(), pod.tolist(), strict=True))
+    if not cluster.has_scaleup or len(pairs) == len(set(blocks.tolist())) == len(set(pod.tolist())):
+        return gpn, None  # each block of consecutive ranks is exactly one domain
+    _pods, counts = np.unique(pod, return_counts=True)
+    if (counts != counts[0]).any():
+        raise ScenarioError(
+            f"cluster.rank_map places the {ep} EP ranks unevenly over the scale-up domains "
+            f"({', '.join(str(int(c)) for c in counts)} ranks per domain); MoE traffic needs "
+            "the same number in every domain (try rank_map: contiguous)",
+            path="cluster.rank_map",
+        )
+    return int(counts[0]), np.argsort(pod, kind="stable")
+
+
+def _relabel_ranks(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """The trace with logical rank ``i`` moved to rank ``order[i]``: message ends and every
+    per-rank array of the attrs (the last axis of the [step, layer, rank] arrays)."""
+    out = df.copy()
+    out["src_rank"] = order[df["src_rank"].to_numpy(np.int64)]
+    out["dst_rank"] = order[df["dst_rank"].to_numpy(np.int64)]
+    n = order.size
+    for key, value in df.attrs.items():
+        if not isinstance(value, dict):
+            continue
+        moved = {}
+        for k, arr in value.items():
+            if isinstance(arr, np.ndarray) and arr.ndim == 3 and arr.shape[-1] == n:
+                arr = arr.copy()
+                arr[..., order] = value[k]
+            moved[k] = arr
+        out.attrs[key] = moved
+    out.attrs["rank_order"] = order.tolist()
+    return out
+
+
 def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
     """``workloads.moe_layer_trace`` with the scenario's MoE settings; ``gpus_per_node`` is
-    the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain)."""
+    the scale-up domain of the placed ranks (DeepEP's "node" is the NVLink domain; a rank map
+    that interleaves the domains is relabelled, :func:`_moe_domains`)."""
     m = sc.workload.moe
     assert m is not None
     _check_expert_slots(m)
+    gpn, order = _moe_domains(cluster, m.ep_size)
     kwargs: dict[str, Any] = {
         "model": m.model,
         "ep_size": m.ep_size,
         "tokens_per_rank": m.tokens_per_rank,
-        "gpus_per_node": min(cluster.gpus_per_pod, m.ep_size),
+        "gpus_per_node": gpn,
         "mode": m.mode,
         "allow_nvlink_for_low_latency_mode": m.nvlink_for_low_latency,
         "deepep_kernel": _deepep_kernel(m),
@@ -546,9 +594,10 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         kwargs["routing"] = str(m.routing)
     with at("workload.moe", "MoE trace"):
         try:
-            return _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
+            df = _call_exact(moe_layer_trace, kwargs, "workload.moe.skew.params")
         except KernelMemoryError as exc:  # the budget is the key to change
             raise ScenarioError(f"{exc}.", path="workload.moe.kernel_memory") from None
+    return df if order is None else _relabel_ranks(df, order)
 
 
 def _check_expert_slots(m: Any) -> None:
