@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,7 @@ class BomContext:
     nic_item: str | None = None
     nic_note: str = ""
     layout: str | None = None
+    layout_params: tuple[tuple[str, Any], ...] = ()
     server_gpus: dict[int, int] = field(default_factory=dict)
     server_nics: dict[int, int] = field(default_factory=dict)
     scaleup_in_chassis: bool = True
@@ -132,6 +133,7 @@ class BomContext:
         nic_model: str | None = None,
         layout: str | None = None,
         link_layer: str | None = None,
+        layout_params: Mapping[str, Any] | None = None,
     ) -> BomContext:
         spec = parse_cost_spec(spec)
         if catalog is None:
@@ -152,6 +154,7 @@ class BomContext:
             catalog=catalog,
             spec=spec,
             layout=layout,
+            layout_params=_frozen(layout_params),
             server_gpus={s: server_gpus.get(s, 0) for s in servers},
             server_nics={s: server_nics.get(s, 0) for s in servers},
             scaleup_in_chassis=all(len(s) <= 1 for s in pods.values()),
@@ -194,7 +197,22 @@ class BomContext:
             self.server_nics.get(server, 0),
             pcie_boards=self.spec.pcie_boards_per_server,
             ssds=self.spec.ssds_per_server,
+            params=self.layout_params,
         )
+
+
+def _frozen(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """Layout parameters as a sorted tuple (hashable, for the node-hardware memo); nested
+    mappings and lists become tuples too."""
+
+    def freeze(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return tuple(sorted((str(k), freeze(x)) for k, x in v.items()))
+        if isinstance(v, (list, tuple)):
+            return tuple(freeze(x) for x in v)
+        return v
+
+    return tuple(sorted((str(k), freeze(v)) for k, v in (params or {}).items()))
 
 
 def _network(graph: nx.Graph, spec: CostSpec, link_layer: str | None = None) -> tuple[str, str]:
@@ -718,12 +736,14 @@ def build_bom(
     nic_model: str | None = None,
     layout: str | None = None,
     link_layer: str | None = None,
+    layout_params: Mapping[str, Any] | None = None,
 ) -> list[BomLine]:
     """Every BOM line of the cluster ``graph`` (cost items in registry order, or
-    ``spec.items``). ``nic_model`` is the scenario's NIC model name, ``layout`` its node layout,
+    ``spec.items``). ``nic_model`` is the scenario's NIC model name, ``layout`` its node layout
+    and ``layout_params`` the layout's parameters (``cluster.layout_params``: SSDs, switches),
     ``link_layer`` its NIC link layer (the network priced unless ``cost.network`` says)."""
     ctx = BomContext.build(graph, spec, catalog=catalog, nic_model=nic_model, layout=layout,
-                           link_layer=link_layer)  # fmt: skip
+                           link_layer=link_layer, layout_params=layout_params)  # fmt: skip
     names = ctx.spec.items if ctx.spec.items is not None else _registered_order()
     lines: list[BomLine] = []
     for name in names:

@@ -201,13 +201,14 @@ def cost_cluster(
     nic_model: str | None = None,
     layout: str | None = None,
     link_layer: str | None = None,
+    layout_params: Mapping[str, Any] | None = None,
 ) -> CostBreakdown:
     """Price the cluster ``graph`` (see :func:`scenarios.cost.bom.build_bom` for the BOM rules)."""
     spec = parse_cost_spec(spec)
     if catalog is None:
         catalog = load_catalog(spec.catalog, spec.prices)
     lines = build_bom(graph, spec, catalog=catalog, nic_model=nic_model, layout=layout,
-                      link_layer=link_layer)  # fmt: skip
+                      link_layer=link_layer, layout_params=layout_params)  # fmt: skip
     gpu_ids: set[int] = set()
     servers: set[int] = set()
     for _, d in graph.nodes(data=True):

@@ -70,6 +70,7 @@ def cost_of_scenario(
         nic_model=scenario.cluster.nic.model,
         layout=scenario.cluster.layout,
         link_layer=getattr(scenario.cluster.nic, "link_layer", None),
+        layout_params=scenario.cluster.layout_params,
     )
 
 

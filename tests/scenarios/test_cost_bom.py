@@ -15,6 +15,7 @@ from podsim.scenarios.cost import (
     cost_cluster,
     load_catalog,
 )
+from podsim.scenarios.cost.scenario import cost_of_scenario
 
 
 def _count(lines, category=None, item=None, detail=None) -> int:
@@ -201,3 +202,21 @@ def test_an_800g_nic_is_priced_as_the_catalog_card_that_fast() -> None:
     # an explicit cost.nic is taken as given, and checked against the links
     with pytest.raises(BomError, match=r"choose a faster cost\.nic"):
         build_bom(g, {"nic": "nic-panmai-920"}, layout="on-card-switch")
+
+
+def test_layout_parameters_reach_the_bill_of_materials() -> None:
+    """cluster.layout_params size the priced node as they size the simulated PCIe tree: SSDs
+    on the switches and the number of external boards."""
+    g = build_topology("rail", servers=2)  # 8 GPUs and 8 NIC cards per server
+    plain = build_bom(g, layout="external-switch")
+    assert _count(plain, "ssd", "ssd-gen5-7t68") == 0
+    assert _count(plain, "pcie", "pcie-switch-board") == 2 * 4
+    tuned = build_bom(g, layout="external-switch", layout_params={"ssds": 8, "switches": 2})
+    assert _count(tuned, "ssd", "ssd-gen5-7t68") == 2 * 8
+    assert _count(tuned, "pcie", "pcie-switch-board") == 2 * 2
+    # a scenario's layout_params reach the BOM through cost_of_scenario too
+    sc = {"name": "lp", "cluster": {"topology": {"name": "rail", "params": {"servers": 2}},
+                                    "layout": "on-card-switch", "layout_params": {"ssds": 4}},
+          "workload": {"synthetic": {"pattern": "uniform", "size": "64KiB"}}}  # fmt: skip
+    cost = cost_of_scenario(sc)
+    assert cost.capex_by_category()["ssd"] == 2 * 4 * load_catalog().get("ssd-gen5-7t68").price_usd
