@@ -23,6 +23,7 @@ category plugs in with ``@COST_ITEMS.register("name", "description")``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
@@ -116,7 +117,7 @@ class BomContext:
     nic_item: str | None = None
     nic_note: str = ""
     layout: str | None = None
-    layout_params: tuple[tuple[str, Any], ...] = ()
+    layout_params: str = "{}"  # cluster.layout_params as JSON (_frozen)
     server_gpus: dict[int, int] = field(default_factory=dict)
     server_nics: dict[int, int] = field(default_factory=dict)
     scaleup_in_chassis: bool = True
@@ -201,18 +202,9 @@ class BomContext:
         )
 
 
-def _frozen(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    """Layout parameters as a sorted tuple (hashable, for the node-hardware memo); nested
-    mappings and lists become tuples too."""
-
-    def freeze(v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return tuple(sorted((str(k), freeze(x)) for k, x in v.items()))
-        if isinstance(v, (list, tuple)):
-            return tuple(freeze(x) for x in v)
-        return v
-
-    return tuple(sorted((str(k), freeze(v)) for k, v in (params or {}).items()))
+def _frozen(params: Mapping[str, Any] | None) -> str:
+    """Layout parameters as canonical JSON (hashable, for the node-hardware memo)."""
+    return json.dumps(dict(params or {}), sort_keys=True, default=str)
 
 
 def _network(graph: nx.Graph, spec: CostSpec, link_layer: str | None = None) -> tuple[str, str]:

@@ -25,6 +25,7 @@ Explicit ``cost.pcie_boards_per_server`` / ``cost.ssds_per_server`` always win.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,9 +45,7 @@ class NodeHardware:
     source: str  # "layout graph", "assumption" or "cost spec"
 
 
-def _device_graph(
-    layout: str, gpus: int, nics: int, params: tuple[tuple[str, Any], ...] = ()
-) -> Any | None:
+def _device_graph(layout: str, gpus: int, nics: int, params: str = "{}") -> Any | None:
     """The layout's device graph built for this server (``gpus`` GPUs, ``nics`` NIC cards, the
     scenario's ``cluster.layout_params``, sized as the simulated trees are:
     :func:`podsim.nic.pcie.cluster.ClusterPcie.build`), or None when the layout registry does
@@ -56,7 +55,7 @@ def _device_graph(
     if layout not in NODE_LAYOUTS:
         return None
     builder = NODE_LAYOUTS.get(layout)
-    kw = {k: _thaw(v) for k, v in params}
+    kw = json.loads(params)
     kw.setdefault("gpus", max(gpus, 1))
     if "nics" not in kw and "gpus_per_nic" not in kw:
         kw["nics"] = nics or None
@@ -65,16 +64,6 @@ def _device_graph(
     except (TypeError, ValueError):
         return None
     return tree.graph
-
-
-def _thaw(v: Any) -> Any:
-    """A frozen layout parameter (bom._frozen) back to dicts and lists."""
-    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2
-                                          and isinstance(x[0], str) for x in v):  # fmt: skip
-        return {k: _thaw(x) for k, x in v}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
 
 
 def _count_from_graph(graph: Any) -> tuple[int, int, int]:
@@ -94,7 +83,7 @@ def _count_from_graph(graph: Any) -> tuple[int, int, int]:
 
 @lru_cache(maxsize=256)
 def _layout_counts(
-    layout: str, gpus: int, nics: int, params: tuple[tuple[str, Any], ...] = ()
+    layout: str, gpus: int, nics: int, params: str = "{}"
 ) -> tuple[int, int, int] | None:
     graph = _device_graph(layout, gpus, nics, params)
     return None if graph is None else _count_from_graph(graph)
@@ -107,10 +96,10 @@ def node_hardware(
     *,
     pcie_boards: int | None = None,
     ssds: int | None = None,
-    params: tuple[tuple[str, Any], ...] = (),
+    params: str = "{}",
 ) -> NodeHardware:
     """PCIe switch and SSD counts of one server with ``gpus`` GPUs and ``nics`` NIC cards
-    (``params``: the layout's parameters, frozen as sorted (key, value) pairs)."""
+    (``params``: the layout's parameters as JSON, ``cluster.layout_params``)."""
     source = "assumption"
     boards, on_nic, n_ssd = 0, 0, 0
     counted = _layout_counts(layout, gpus, nics, params) if layout else None
