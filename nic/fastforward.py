@@ -36,11 +36,11 @@ sending rate (payload bytes between its transmissions, which are exact event tim
 by at most ``tolerance`` between the two halves of the window, and each port's mean queue by
 at most one MTU frame or ``tolerance`` of what the port sent in the window. The
 jump is the longest that keeps, for every QP, two windows' worth of packets of its current
-message unsent (its completion stays packet-level), ends one sampling tick before the next
-shiftable event and before the time limit, and does not cross a pending timer of a congestion
-control that holds a QP below line rate (a CC event: DCQCN's rate recovery); no jump while a
-CNP or NACK is on a wire, in a queue or in a NIC's receive pipeline, or with credit-based
-congestion control.
+message unsent (its completion stays packet-level) and ends one sampling tick before the next
+shiftable event and before the time limit. No jump while a congestion control holds a QP below
+line rate with a timer pending (a CC event: DCQCN's rate recovery; a jump of any length would
+delay it, since the NICs' timers stay on the event clock), while a CNP or NACK is on a wire,
+in a queue or in a NIC's receive pipeline, or with credit-based congestion control.
 
 Approximated (documented fidelity knob): during a jump the rates, queues and congestion
 state are held (their oscillation inside the window is averaged); time-integrated counters
@@ -132,6 +132,10 @@ class FastForward:
         self._window: deque[tuple[Any, ...]] = deque(maxlen=self.stable_rtts + 1)
         self._flows: tuple[int, ...] = ()
         self._signals0 = 0  # _signals() when the current flow set formed
+        # (messages, pending) when a window was refused for congestion: skip the sampling
+        # until either changes (no jump can come before), ticking every _quiet_dt
+        self._quiet_key: tuple[int, int] | None = None
+        self._quiet_dt = 0.0
         self._tick_cb: Callback | None = None
         self._limit_cb: Callback | None = None
         self._carry: dict[int, float] = {}
@@ -162,9 +166,17 @@ class FastForward:
 
     def _tick(self, _arg: object = None) -> None:
         self._tick_cb = None
-        if not self.rdma.pending:
+        rdma = self.rdma
+        if not rdma.pending:
             self._window.clear()
             return  # nothing in flight: the next wake() restarts sampling
+        key = (len(rdma.messages), rdma.pending)
+        if key == self._quiet_key:
+            # congestion since the flow set formed and no message posted or done since: no
+            # jump is possible until one is (the flow set can change only then)
+            self._tick_cb = call_at(self.env, self.env._now + self._quiet_dt, self._tick)
+            return
+        self._quiet_key = None
         qps = self._active()
         flows = tuple(q.id for q in qps)
         if flows != self._flows:
@@ -179,6 +191,8 @@ class FastForward:
                 self._jump(dt, qps, plan)
             else:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
+                if reason == "congestion":
+                    self._quiet_key, self._quiet_dt = (len(rdma.messages), rdma.pending), rtt
         self._tick_cb = call_at(self.env, self.env._now + rtt, self._tick)
 
     def _sample(self, qps: list[QueuePair]) -> tuple[Any, ...]:
@@ -276,9 +290,10 @@ class FastForward:
             fcc = qp.fcc
             cc = fcc.rate_bps
             if cc is not None and cc < fcc.line_rate_bps and fcc.timer_due_s < _INF:
-                # the CC holds this QP below line rate and has a timer pending (DCQCN's rate
-                # recovery): the rate may change there, whether or not it binds now
-                dt = min(dt, fcc.timer_due_s - now)
+                # the CC holds this QP below line rate with a timer pending (DCQCN's rate
+                # recovery): a jump of any length would delay that rate change (the NICs'
+                # timers stay on the event clock), so there is none until it is done
+                return 0.0, "cc", []
             plan.append((qp, m, r, avail))
         t_ext = _INF
         for e in self.env._queue:

@@ -98,14 +98,14 @@ def test_plan_refuses_while_a_cnp_is_in_flight(steady):
     assert ff.plan(qps)[1] == ""
 
 
-def test_plan_stops_at_a_pending_cc_timer(steady):
+def test_plan_refuses_while_a_cc_timer_is_pending(steady):
     """A QP its congestion control holds below line rate, with a timer due (a rate change
-    pending): the jump must not cross the timer. A timer of a QP at line rate does not
-    limit the jump (it cannot raise the rate)."""
+    pending): no jump, however short (it would delay the timer). A timer of a QP at line
+    rate does not stop it (it cannot raise the rate)."""
     env, _, ff, qps, dt = steady
     fcc = qps[3].fcc
-    fcc.rate_bps, fcc.timer_due_s = 0.5 * fcc.line_rate_bps, env.now + dt / 3
-    assert 0 < ff.plan(qps)[0] <= dt / 3
+    fcc.rate_bps, fcc.timer_due_s = 0.5 * fcc.line_rate_bps, env.now + 2 * dt
+    assert ff.plan(qps)[:2] == (0.0, "cc")
     fcc.rate_bps = fcc.line_rate_bps
     assert ff.plan(qps)[0] == pytest.approx(dt)
     fcc.rate_bps, fcc.timer_due_s = None, math.inf
