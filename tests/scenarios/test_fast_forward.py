@@ -149,3 +149,17 @@ def test_a_fast_forwarded_run_measures_no_link_per_phase():
     assert "link_utilisation_by_phase" not in fast.summary
     assert "not measured" in fast.summary["engine_info"]["links_by_phase"]
     assert not podsim.run(doc(False)).links_by_phase.empty
+
+
+def test_stops_at_the_time_limit_on_the_virtual_clock():
+    """A time limit inside the steady stretch: the run jumps, then stops exactly at the limit
+    of the run's (virtual) clock, with the unfinished messages reported as such."""
+    d = doc(True)
+    d["sim"]["time_limit"] = "200us"
+    res = podsim.run(d)
+    s = res.summary
+    info = s["engine_info"]["fast_forward"]
+    assert info["jumps"] >= 1 and info["windows_s"][-1][1] <= 200 * US
+    assert s["status"] == "time-limit"
+    assert s["sim_time_s"] == pytest.approx(200 * US, rel=1e-9)
+    assert (res.messages["status"] != "complete").all()
