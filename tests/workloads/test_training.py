@@ -213,3 +213,13 @@ def test_mla_parameters_and_score_flops_follow_the_config_by_hand() -> None:
     # the hybrid preset's linear layers cost their state update, not the quadratic scores
     k3 = layer_costs("kimi-k3.1-pro-class", 65536)
     assert k3[0].attn_flops < k3[3].attn_flops
+
+
+def test_a_model_without_a_training_shape_names_the_model_key() -> None:
+    """A model preset with no MLA projection shape is refused at workload.training.model (it was
+    a KeyError, an internal error)."""
+    from podsim.workloads.training.model import PROJECTIONS
+
+    with pytest.raises(TrainingError) as exc:
+        build_training_step(TrainingSpec("qwen3-235b-a22b", gpus=8, ep=8))
+    assert exc.value.key == "model" and "qwen3-235b-a22b" not in PROJECTIONS

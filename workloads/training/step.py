@@ -44,7 +44,7 @@ from podsim.workloads.graph import OpGraph
 from podsim.workloads.models import get_model
 from podsim.workloads.precision import bytes_per_token
 from podsim.workloads.training.gpu import DEFAULT_ACHIEVED, GPUS
-from podsim.workloads.training.model import LayerCost, layer_costs
+from podsim.workloads.training.model import PROJECTIONS, LayerCost, layer_costs
 from podsim.workloads.training.schedule import schedule
 
 __all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
@@ -118,6 +118,12 @@ class TrainingSpec:
                 "ep",
             )
         m = get_model(self.model)
+        if m.name not in PROJECTIONS:
+            raise TrainingError(
+                f"model {m.name!r} has no MLA projection shape for training; known: "
+                f"{', '.join(sorted(PROJECTIONS))}",
+                "model",
+            )
         layers = self.layers or m.layers
         if layers % self.pp:
             raise TrainingError(
