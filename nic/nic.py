@@ -1289,6 +1289,7 @@ class RdmaNetwork:
                 "src": [q.nic.card for q in qs],
                 "dst": [q.dst_nic.card for q in qs],
                 "index": [q.index for q in qs],
+                "tc": [q.tc for q in qs],
                 "selector": [type(q.sel).__name__ for q in qs],
                 "mode": ["sr" if q.mode else "gbn" for q in qs],
                 "tx_pkts": [q.tx_pkts for q in qs],

@@ -493,7 +493,11 @@ def run_packet(ctx: RunContext) -> EngineOutput:
     messages = message_table(ctx.trace, tl.post_s, transport.end_times(tl.end_s), session.outcomes)
     if transport.msg_tc is not None and transport.classes is not None:
         info["traffic_classes"] = class_report(
-            transport.classes, transport.msg_tc, messages, transport.net.class_table()
+            transport.classes,
+            transport.msg_tc,
+            messages,
+            transport.net.class_table(),
+            transport.rdma.qp_table(),
         )
     if transport.pcie is not None:
         info["pcie"] = transport.pcie.report(messages, transport.net_msgs)

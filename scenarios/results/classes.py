@@ -6,7 +6,11 @@ scale-out fabric; ``bytes``; completion-time percentiles ``fct_p50_s``/``fct_p99
 ``fct_max_s`` over completed messages, from posting to the last byte at the receiving GPU) and
 what the fabric did to it on every egress port: wire bytes sent (``tx_bytes``; every hop
 counts), ``drops``, ``ecn_marks``, PFC ``pauses`` received and the time spent paused
-(``paused_s``, summed over ports).
+(``paused_s``, summed over ports); and what its queue pairs did: packets sent again
+(``retx_packets``), retransmission ``timeouts``, and ``duplicate_packets``, copies the
+receivers already held. Retransmissions without drops are spurious, and the duplicates show
+it: a class held back by a higher-priority one (or by a small DWRR share) for longer than its
+RTO or its tail-loss probe timeout resends packets that were queued, not lost.
 """
 
 from __future__ import annotations
@@ -21,10 +25,16 @@ __all__ = ["class_report"]
 
 
 def class_report(
-    classes: TrafficClasses, msg_tc: np.ndarray, messages: pd.DataFrame, ports: pd.DataFrame
+    classes: TrafficClasses,
+    msg_tc: np.ndarray,
+    messages: pd.DataFrame,
+    ports: pd.DataFrame,
+    qps: pd.DataFrame,
 ) -> dict[str, dict[str, Any]]:
     """Per class name, the figures of the module docstring. ``msg_tc``: every message's class
-    index (rows of ``messages``); ``ports``: :meth:`podsim.fabric.network.Network.class_table`."""
+    index (rows of ``messages``); ``ports``: :meth:`podsim.fabric.network.Network.class_table`;
+    ``qps``: :meth:`podsim.nic.nic.RdmaNetwork.qp_table` (its ``tc`` column is each queue
+    pair's class index)."""
     out: dict[str, dict[str, Any]] = {}
     fct = (messages["end_s"] - messages["post_s"]).to_numpy(float)
     rdma = (messages["hop"] == "rdma").to_numpy()
@@ -33,6 +43,7 @@ def class_report(
         mine = msg_tc == i
         f = fct[mine & np.isfinite(fct)]
         p = ports[ports["class"] == tc.name]
+        q = qps[qps["tc"] == i] if len(qps) else qps
         out[tc.name] = {
             "priority": tc.priority,
             "weight": tc.weight,
@@ -48,5 +59,8 @@ def class_report(
             "ecn_marks": int(p["ecn_marks"].sum()),
             "pauses": int(p["pauses_rcvd"].sum()),
             "paused_s": float(p["paused_s"].sum()),
+            "retx_packets": int(q["retx_pkts"].sum()) if len(q) else 0,
+            "timeouts": int(q["timeouts"].sum()) if len(q) else 0,
+            "duplicate_packets": int(q["rx_dup_pkts"].sum()) if len(q) else 0,
         }
     return out

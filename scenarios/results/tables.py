@@ -949,7 +949,18 @@ def _classes_table(per_class: dict[str, dict[str, Any]]) -> Table:
     from rich.table import Table
 
     t = Table(title="traffic classes", title_justify="left")
-    for col in ("class", "sched", "msgs", "bytes", "FCT p50", "FCT p99", "drop/ECN/PFC"):
+    # two-line headers: eight columns fit an 80-column terminal
+    cols = (
+        "class",
+        "sched",
+        "msgs",
+        "bytes",
+        "FCT p50",
+        "FCT p99",
+        "drop/\nECN/PFC",
+        "resent/\nTO/dup",
+    )
+    for col in cols:
         t.add_column(col, justify="left" if col in ("class", "sched") else "right")
     for name, c in per_class.items():
         sched = f"P{c['priority']} w{c['weight']:g}{' PFC' if c['pfc'] else ''}"
@@ -961,8 +972,12 @@ def _classes_table(per_class: dict[str, dict[str, Any]]) -> Table:
             _t(c["fct_p50_s"]),
             _t(c["fct_p99_s"]),
             f"{c['drops']}/{c['ecn_marks']}/{c['pauses']}",
+            f"{c.get('retx_packets', 0)}/{c.get('timeouts', 0)}/{c.get('duplicate_packets', 0)}",
         )
-    t.caption = "P priority, w DWRR weight; drops, ECN marks, PFC pauses over all ports"
+    t.caption = (
+        "P priority, w DWRR weight; drops, ECN marks, PFC pauses over all ports; packets "
+        "retransmitted, timeouts, duplicates received (retransmissions without drops are spurious)"
+    )
     t.caption_justify = "left"
     return t
 

@@ -78,6 +78,10 @@ def test_packet_run_reports_per_class() -> None:
     assert ll["rdma_messages"] > 0 and ll["tx_bytes"] > 0 and bulk["tx_bytes"] == 0
     assert ll["fct_p50_s"] <= ll["fct_p99_s"] <= ll["fct_max_s"]
     assert ll["priority"] == 1 and bulk["priority"] == 0
+    # every queue pair is counted in its class: the classes' retransmissions are the run's
+    assert bulk["retx_packets"] == bulk["timeouts"] == bulk["duplicate_packets"] == 0
+    assert ll["retx_packets"] == s["counters"]["retransmitted_packets"]
+    assert ll["timeouts"] == s["counters"]["timeouts"]
     titles = [str(t.title) for t in r.summary_tables()]
     assert "traffic classes" in titles
 
@@ -125,3 +129,25 @@ def test_pfc_headroom_counts_every_lossless_class() -> None:
     # a class without PFC is lossy and needs no room
     lossy = "cluster.traffic_classes={classes: [{name: ll, priority: 1}, {name: bulk, pfc: false}]}"
     assert validate(*fits, lossy).exit_code == 0
+
+
+def test_spurious_retransmissions_are_counted_per_class_as_duplicates() -> None:
+    """An RTO far below the queueing delay makes senders resend packets that were queued, not
+    lost: with no drop anywhere, every resent packet reaches its receiver twice, and the
+    class's counters add up to the run's."""
+    r = podsim.run(
+        "quickstart",
+        overrides=[
+            TWO + ", assign: {ll: [moe-normal]}}",
+            "workload.moe.tokens_per_rank=128",
+            "outputs.plots=false",
+            "cluster.nic.rto=1us",
+            "cluster.nic.rto_max=2us",
+        ],
+    )
+    s = r.summary
+    ll = s["engine_info"]["traffic_classes"]["ll"]
+    assert s["counters"]["drops"] == 0
+    assert ll["retx_packets"] == s["counters"]["retransmitted_packets"] > 0
+    assert ll["timeouts"] == s["counters"]["timeouts"] > 0
+    assert ll["duplicate_packets"] == ll["retx_packets"]
