@@ -508,6 +508,16 @@ def _deepep_kernel(m: Any) -> Any:
     return deepep_kernel(m.ep_size, d.sms, d.dispatch_rdma_chunk, d.combine_rdma_chunk)
 
 
+def deepep_copy_rate(sc: Scenario) -> float | None:
+    """The SMs' copy rate (bit/s) of a ``deepep-normal`` MoE workload
+    (``workload.moe.deepep.copy_rate``); None when not set or not that workload."""
+    m = sc.workload.moe
+    if m is None or m.mode != "deepep-normal":
+        return None
+    rate = m.deepep.copy_rate
+    return None if rate is None else float(rate)
+
+
 def _moe_domains(cluster: Cluster, ep: int) -> tuple[int, np.ndarray | None]:
     """(gpus_per_node, order) for the MoE trace. DeepEP's "node" is the scale-up domain, and
     the trace generator takes nodes to be blocks of ``gpus_per_node`` consecutive ranks. That

@@ -66,7 +66,8 @@ class Engine:
     other kind is refused before the run. ``storage``: it models GPUDirect Storage background
     reads (``workload.storage``). ``graphs``: it executes operation graphs
     (:mod:`podsim.workloads.graph`: collectives, training steps, imported traces), not only the
-    layer timeline. ``per_packet``: every packet is simulated, so per-packet
+    layer timeline. ``sm_copy``: it limits the rows a GPU's kernel copies into it
+    (``workload.moe.deepep.copy_rate``). ``per_packet``: every packet is simulated, so per-packet
     effects apply (PFC pauses and drops, ``sim.cell`` bursts). ``classes``: it schedules
     traffic classes (``cluster.traffic_classes`` with two or more). ``preflight(sc, cluster,
     trace)`` makes the engine's own input checks (fault targets the cluster lacks, runs that
@@ -85,6 +86,7 @@ class Engine:
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None
     check_size: Callable[..., Any] | None = None
     classes: bool = False
+    sm_copy: bool = False
 
     def __call__(self, ctx: RunContext) -> EngineOutput:
         self.refuse_unmodelled(ctx.scenario)
@@ -124,6 +126,14 @@ class Engine:
                 f"{_suggest(lambda e: e.classes)}or remove cluster.traffic_classes",
                 path="cluster.traffic_classes",
             )
+        moe = sc.workload.moe
+        if moe is not None and moe.deepep.copy_rate is not None and not self.sm_copy:
+            raise ScenarioError(
+                f"the {self.name} engine does not model the SMs' copy path (its scale-up side "
+                f"is the links alone); {_suggest(lambda e: e.sm_copy)}or remove "
+                "workload.moe.deepep.copy_rate",
+                path="workload.moe.deepep.copy_rate",
+            )
         if sc.workload.storage is not None and not self.storage:
             raise ScenarioError(
                 f"the {self.name} engine does not model GPUDirect Storage reads; "
@@ -151,6 +161,7 @@ def register_engine(
     preflight: Callable[[Scenario, Cluster, pd.DataFrame], None] | None = None,
     check_size: Callable[..., Any] | None = None,
     classes: bool = False,
+    sm_copy: bool = False,
 ) -> Callable[[Callable[[RunContext], EngineOutput]], Callable[[RunContext], EngineOutput]]:
     """Register the decorated ``run(ctx)`` as engine ``name`` with what it models
     (:class:`Engine`). Returns the function unchanged."""
@@ -167,6 +178,7 @@ def register_engine(
             preflight=preflight,
             check_size=check_size,
             classes=classes,
+            sm_copy=sm_copy,
         )
         ENGINES.add(name, eng, description)
         return run

@@ -42,7 +42,16 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
   scale-up egress and the destination's ingress (the model of
-  :mod:`fabric.scaleup`).
+  :mod:`fabric.scaleup`);
+- the SMs' copy path (``workload.moe.deepep.copy_rate`` C, deepep-normal only): DeepEP's
+  normal kernels copy every row a GPU receives out of their buffers with the kernel's SMs, its
+  rows to itself included (github:deepseek-ai/DeepEP dd758ca, csrc/kernels/legacy/intranode.cu
+  and internode.cu: the receiving warps copy each token of every source rank, the GPU itself
+  one of them). Each rank gets one constraint of capacity C, loaded by the payload of every
+  ``scaleup`` or ``local`` message into it; ``local`` messages then become flows over that
+  constraint alone (no latency, no wire bytes), where the executor otherwise delivers them at
+  once. RDMA rows are not counted: they land in the RDMA buffer by the NIC's DMA, and their
+  NVLink forward is a ``scaleup`` message of its own.
 
 Faults (``link_down``, ``link_degrade``, ``switch_down``, ``nic_down``) are capacity changes
 at the fault times (:mod:`podsim.fabric.flow.faults`): hashed flows on a dead link stall until
@@ -79,6 +88,7 @@ from podsim.fabric.packet import RETH_BYTES, link_framing
 from podsim.fabric.topology import SWITCH_ROLES
 from podsim.nic.flow import QpCacheLatency, nic_constraints
 from podsim.nic.transport.qp import ACK_WIRE_EXTRA
+from podsim.scenarios.build.cluster import deepep_copy_rate
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
@@ -168,10 +178,17 @@ class FlowCluster:
     """The cluster as the flow engine (and the bound) see it: constraints, ports and policy.
 
     ``spread_all`` routes every RDMA message over all equal-cost paths (what the bound needs).
+    ``sm_copy``: add the SMs' copy path of ``workload.moe.deepep.copy_rate`` (module docstring);
+    ``local`` messages may then be routed (over their rank's copy constraint alone).
     """
 
     def __init__(
-        self, ctx: RunContext, *, spread_all: bool = False, options: FlowOptions | None = None
+        self,
+        ctx: RunContext,
+        *,
+        spread_all: bool = False,
+        options: FlowOptions | None = None,
+        sm_copy: bool = False,
     ) -> None:
         opts = options or OPTIONS
         sc, cl = ctx.scenario, ctx.cluster
@@ -244,6 +261,14 @@ class FlowCluster:
             self.pcie_rx = self._pcie_ids(rx)
             self.pcie_tx_lat = np.asarray(pc.tx_latency_s, dtype=float)
             self.pcie_rx_lat = np.asarray(pc.rx_latency_s, dtype=float)
+        # the SMs' copy path (workload.moe.deepep.copy_rate): one constraint per rank that
+        # every scale-up or local message into the rank loads with its payload
+        self.copy_ids: np.ndarray | None = None
+        copy_rate = deepep_copy_rate(sc) if sm_copy else None
+        if copy_rate is not None:
+            self.copy_ids = p.add_constraints(
+                [f"copy:rank{r}" for r in range(n)], np.full(n, float(copy_rate)), "gpu-copy"
+            )
         qp_cache = int(getattr(nic, "qp_cache", 0) or 0)
         penalty = float(getattr(nic, "qp_miss_penalty", 0.0) or 0.0)
         self.qp_cache = (
@@ -272,7 +297,8 @@ class FlowCluster:
     def route(
         self, msg: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, hop: np.ndarray
     ) -> MessageRoutes:
-        """Routes of messages (arrays; ``hop`` strings); local messages are not allowed here."""
+        """Routes of messages (arrays; ``hop`` strings); local messages (a rank to itself) only
+        with the SMs' copy path (``copy_ids``), which they cross alone."""
         p = self.paths
         msg = np.asarray(msg, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
@@ -280,9 +306,12 @@ class FlowCluster:
         b = np.asarray(nbytes, dtype=np.int64)
         hop = np.asarray(hop).astype(str)
         n = msg.size
-        su = (hop == "scaleup") & self.rank_has_su[src] & self.rank_has_su[dst]
-        same_card = ~su & (self.rank_card[src] == self.rank_card[dst])
-        rd = ~su & ~same_card
+        lo = (hop == "local") | (src == dst)
+        if lo.any() and self.copy_ids is None:
+            raise ValueError("local messages are routed only over the SMs' copy path")
+        su = ~lo & (hop == "scaleup") & self.rank_has_su[src] & self.rank_has_su[dst]
+        same_card = ~lo & ~su & (self.rank_card[src] == self.rank_card[dst])
+        rd = ~lo & ~su & ~same_card
         pc = self.pcie
         pk = packets(b, self.mtu)
         wire = wire_bytes(b, self.mtu, self.overhead, self.first_extra, self.min_wire)
@@ -370,24 +399,39 @@ class FlowCluster:
                 # the data (one more network path latency than the NIC -> GPU path)
                 ack[rows] = np.maximum(0.0, net + 8.0 * self.ack_wire / first - rx_lat)
             parts.append((rows, idx, frac))
+        if self.copy_ids is not None:
+            # the receiver's SMs copy every scale-up or local row (module docstring)
+            rows = np.flatnonzero(lo | (hop == "scaleup"))
+            parts.append((rows, self.copy_ids[dst[rows]][:, None], np.ones((rows.size, 1))))
         k = max((x[1].shape[1] for x in parts), default=1)
         idx_all = np.full((n, k), -1, dtype=np.int64)
         frac_all = np.zeros((n, k))
+        used = np.zeros(n, dtype=np.int64)  # columns filled so far (a row may be in two parts)
         for rows, idx, frac in parts:
-            idx_all[rows, : idx.shape[1]] = idx
-            frac_all[rows, : idx.shape[1]] = frac
+            w = idx.shape[1]
+            cols = used[rows][:, None] + np.arange(w)[None, :]
+            if cols.size and int(cols.max()) >= k:
+                pad = int(cols.max()) + 1 - k
+                idx_all = np.pad(idx_all, ((0, 0), (0, pad)), constant_values=-1)
+                frac_all = np.pad(frac_all, ((0, 0), (0, pad)))
+                k += pad
+            idx_all[rows[:, None], cols] = idx
+            frac_all[rows[:, None], cols] = frac
+            used[rows] += w
         # coefficients per payload bit: wire factor on links/bundles, packets on the packet-rate
         # limits, the fraction on PCIe and scale-up
         coef = frac_all.copy()
         valid = idx_all >= 0
         tier = self.paths.tier[np.where(valid, idx_all, 0)]
         is_pps = valid & (tier == "nic-pps")
-        is_wire = valid & ~is_pps & (tier != "pcie") & (tier != "gpu-scaleup")
+        is_wire = valid & ~is_pps & ~np.isin(tier, ("pcie", "gpu-scaleup", "gpu-copy"))
         coef = np.where(is_wire, frac_all * wf[:, None], coef)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_bit = np.where(b > 0, pk / (8.0 * np.maximum(b, 1)), 0.0)
         coef = np.where(is_pps, per_bit[:, None], coef)
         kind = np.where(same_card & (pc is None), 1, 0)
+        pk = np.where(lo, 0, pk)  # a copy inside the GPU sends no packet
+        wire = np.where(lo, 0, wire)
         return MessageRoutes(
             kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port,
             same_card,
@@ -514,7 +558,9 @@ class FlowTransport:
         opts = options or OPTIONS
         self.ctx = ctx
         self.env = simpy.Environment()
-        self.fc = FlowCluster(ctx, options=opts)
+        self.fc = FlowCluster(ctx, options=opts, sm_copy=True)
+        #: local messages go through the SMs' copy path when it is modelled
+        self.carries_local = self.fc.copy_ids is not None
         rtol = opts.rtol
         sim_rtol = getattr(ctx.scenario.sim, "flow_rtol", None)
         if rtol is None:
@@ -863,6 +909,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     graphs=True,
     preflight=preflight,
     check_size=check_fluid,
+    sm_copy=True,
 )
 def run_flow(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the flow engine (see the module docstring)."""

@@ -51,6 +51,7 @@ class Transport(Protocol):
 
     ``send`` must eventually call ``on_done(msg)`` exactly once, at the simulated time the
     message's last byte was delivered to the receiver (or never, if it cannot be delivered).
+    A transport may set ``carries_local = True`` to be sent a rank's messages to itself too.
     """
 
     env: simpy.Environment
@@ -142,7 +143,8 @@ def execute(
 ) -> GraphRun:
     """Run ``graph`` over ``transport`` (see the module docstring). ``hops[m]`` is message
     ``m``'s hop (the ``hop`` column of ``graph.messages()``); a ``local`` message or one to the
-    sender itself is delivered at once, without the transport. ``clock``: the run's time now
+    sender itself is delivered at once, without the transport, unless the transport's
+    ``carries_local`` is true (it models a GPU's copies to itself). ``clock``: the run's time now
     when it is not ``env.now`` (an engine's fast-forward runs a virtual clock ahead of the
     event clock; the executor records, compares and reports on it, and its timeouts are
     differences of it)."""
@@ -168,6 +170,8 @@ def execute(
     cascade: deque[int] = deque()  # nodes that ended at this instant, successors not yet freed
     timeout = env.timeout
     clock_ = clock if clock is not None else lambda: env.now
+    # a transport that models a GPU's copies to itself (the SMs' copy path) takes them too
+    carries_local = bool(getattr(transport, "carries_local", False))
 
     def ended(i: int) -> None:
         """Node ``i`` ended now: free its successors, and theirs when they end at once."""
@@ -230,7 +234,7 @@ def execute(
         else:
             m = msg[i]
             h = hop_name[hop_of[m]]
-            if h == "local" or rank[i] == peer[i]:
+            if (h == "local" or rank[i] == peer[i]) and not carries_local:
                 ended(i)
             else:
                 transport.send(m, rank[i], peer[i], nbytes[i], h, delivered)

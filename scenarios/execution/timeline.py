@@ -22,7 +22,8 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
   model, scaled by straggler faults) and starts when the dispatch phase ended on that rank.
 
 There is no global barrier: ranks drift apart exactly as far as the data dependencies allow.
-``local`` hop messages (a rank to itself) are delivered at once, without the transport. The
+``local`` hop messages (a rank to itself) are delivered at once, without the transport (unless
+it ``carries_local``: :func:`podsim.scenarios.execution.executor.execute`). The
 event loop, progress, time limit and Ctrl-C are the executor's.
 """
 

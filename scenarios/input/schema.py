@@ -819,7 +819,8 @@ class DeepEPKernelConfig(Strict):
     """DeepEP's internode normal kernels (``deepep-normal`` over several nodes), as
     podsim.workloads.deepep_kernels models them: channels of two SMs each, RDMA chunks per
     (channel, node), the NVLink forward of each chunk as it arrives (github:deepseek-ai/DeepEP
-    dd758ca, csrc/kernels/legacy/internode.cu)."""
+    dd758ca, csrc/kernels/legacy/internode.cu); ``copy_rate`` also applies within one node
+    (csrc/kernels/legacy/intranode.cu)."""
 
     pipelined: bool = Field(
         True,
@@ -840,6 +841,17 @@ class DeepEPKernelConfig(Strict):
         None,
         description="combine tokens per RDMA write of one channel to one node; default: "
         "DeepEP's get_combine_config for ep_size",
+    )
+
+    copy_rate: PositiveRate | None = Field(
+        None,
+        description="deepep-normal: the rate at which the kernel's SMs copy rows into one GPU, "
+        "every row it receives over the scale-up domain and its rows to itself alike (DeepEP's "
+        "kernels copy each received row out of their buffers with the SMs, their own included; "
+        "the NVLink links limit only the rows from peers). A GPU's copies share it max-min "
+        "fairly; null: not limited. DeepEP publishes no figure [E]: calibrate it (e.g. "
+        "on its EP8 intranode figure, benchmarks/validate_hardware.py). Modelled by the flow "
+        "engine only; the others refuse it",
     )
 
     @field_validator("sms")
@@ -928,7 +940,8 @@ class MoeWorkload(Strict):
     )
     deepep: DeepEPKernelConfig = Field(
         default_factory=DeepEPKernelConfig,
-        description="deepep-normal over several nodes: DeepEP's kernel channels and chunks",
+        description="deepep-normal: DeepEP's kernel channels and chunks (over several nodes) "
+        "and its SM copy rate",
     )
 
     @model_validator(mode="after")

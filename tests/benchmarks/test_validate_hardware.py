@@ -28,6 +28,9 @@ def test_every_published_configuration_is_a_valid_scenario_of_its_size(vhw, fabr
     from podsim.scenarios.runner import preflight
 
     assert len(vhw.PUBLISHED) == 10  # 4 normal rows, 6 low-latency rows of the v1 tables
+    # at most half of the 32 figures may be fitted: here one
+    n_fig = sum(len(p.figures) for p in vhw.PUBLISHED)
+    assert n_fig == 32 and 0 < len(vhw.FITTED) <= n_fig // 2
     for p in vhw.PUBLISHED:
         sc, _ = load_scenario("deepep-h800", overrides=vhw.overrides(p, fabric, "flow"))
         moe = sc.workload.moe
@@ -35,7 +38,12 @@ def test_every_published_configuration_is_a_valid_scenario_of_its_size(vhw, fabr
         assert moe.tokens_per_rank == (4096 if p.kind == "normal" else 128)
         assert sc.cluster.nic.link_layer == ("infiniband" if fabric == "ib" else "ethernet")
         if p.kind == "low-latency":
-            assert moe.mode == "deepep-low-latency" and moe.nvlink_for_low_latency is False
+            assert moe.mode == "deepep-low-latency"
+            # EP8-64 re-measured with NVLink for same-node peers (DeepEP de8cfca), EP128/256
+            # unchanged since the pure-RDMA initial commit
+            assert moe.nvlink_for_low_latency is (p.ep <= 64)
+        # the SMs' copy rate, calibrated on one point, applies to every normal-mode row
+        assert (moe.deepep.copy_rate is not None) is (p.kind == "normal")
         if p.ep <= 16:
             preflight(sc, force=True)  # nothing refuses it before the engine starts
 
