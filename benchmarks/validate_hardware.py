@@ -21,8 +21,8 @@ InfiniBand with 26 B headers and no end-to-end CC, switches with credit flow con
 adaptive routing), or its ``roce`` variant with ``--fabric roce`` (RoCE, ECMP, DCQCN). Normal
 mode runs DeepEP's pipelined internode kernels (podsim.workloads.deepep_kernels: 24 SMs as
 DeepEP's test, its recommended RDMA chunks) and its test's routing (the top min(nodes, 4) nodes
-of a token, then its top-8 experts there: ``routing_limit: node``), with the SMs' copy path on
-the flow engine (every row a GPU receives, its own included, shares :data:`COPY_RATE`). Low
+of a token, then its top-8 experts there: ``routing_limit: node``), with the SMs' copy path
+(every row a GPU receives, its own included, shares :data:`COPY_RATE`). Low
 latency runs each row in the setting it was measured in (:data:`LL_NVLINK_MAX_EP`): despite
 the table's title, its EP8-EP64 rows date from DeepEP's kernels that reach same-node peers over
 NVLink (2025-06), the EP128/256 rows from the pure-RDMA ones. One constant is calibrated,
@@ -30,7 +30,7 @@ NVLink (2025-06), the EP128/256 rows from the pure-RDMA ones. One constant is ca
 is a modelling gap, and the table shows them. Differences of test setup that remain: DeepEP's
 low-latency test routes over 288 experts with 10 random slots masked, podsim over
 DeepSeek-V3's 256 with none masked; its normal test draws |N(0,1)| + 1 scores, podsim routes
-uniformly. ``--engine packet`` runs without the copy path (the packet engine does not model it).
+uniformly.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ PUBLISHED = (
 
 #: The SMs' copy rate of DeepEP's normal kernels into one GPU (``workload.moe.deepep.copy_rate``:
 #: every row a GPU receives, its rows to itself included, is copied out of the kernel's buffers
-#: by its 24 SMs; podsim.scenarios.engines.flow). DeepEP publishes no such figure, so it is
-#: calibrated on one published point, the EP8 intranode dispatch (153 GB/s): that figure counts
-#: exactly the rows this path copies (``recv_x``) over the kernel time, so it is read off as the
-#: rate itself. The other 31 figures are held out (column ``fit``).
+#: by its 24 SMs; podsim.scenarios.engines.flow, podsim.fabric.scaleup). DeepEP publishes no
+#: such figure, so it is calibrated on one published point, the EP8 intranode dispatch
+#: (153 GB/s): that figure counts exactly the rows this path copies (``recv_x``) over the kernel
+#: time, so it is read off as the rate itself. The other 31 figures are held out (column ``fit``).
 COPY_RATE = "153GB/s"
 FITTED = {("normal", 8, "dispatch")}
 
@@ -116,8 +116,7 @@ def overrides(p: Published, fabric: str, engine: str) -> list[str]:
         # test_internode.py: groups = nodes, num_topk_groups = min(num_nodes, 4)
         o["workload.moe.routing_limit"] = "node"
         o["workload.moe.max_nodes"] = str(min(nodes, 4))
-        if engine == "flow":  # the engine that models the copy path
-            o["workload.moe.deepep.copy_rate"] = COPY_RATE
+        o["workload.moe.deepep.copy_rate"] = COPY_RATE
     else:
         o |= {
             "workload.moe.mode": "deepep-low-latency",

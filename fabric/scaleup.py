@@ -11,6 +11,12 @@ GPU share its egress evenly and a GPU that receives from k peers gets R/k from e
 last byte is delivered one path latency after it leaves: propagation at 5 ns/m plus the edge's
 ``latency_s`` on the GPU -> switch and switch -> GPU links, the packet engine's per-link rule.
 
+The SMs' copy path (``copy_rate_bps``, DeepEP's normal kernels: podsim.scenarios.engines.flow
+says why): every transfer into a GPU also crosses that GPU's copy constraint, and
+:meth:`ScaleUpPipes.copy_local` posts a GPU's copy to itself, which crosses it alone (no link,
+no latency); the rates then come from the general solver
+(:func:`podsim.fabric.maxmin.maxmin_rates`, three constraints a transfer).
+
 Faults: :meth:`ScaleUpPipes.set_link_rate` changes one scale-up link's rate (0 = down, a lower
 rate = degraded, the nominal rate = restored) and every active transfer is re-solved at once. A
 GPU's traffic is striped evenly over its links that are up (as NVLink stripes over its links,
@@ -33,9 +39,10 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sps
 import simpy
 from podsim.fabric.kernel import Callback, call_at, call_later
-from podsim.fabric.maxmin import maxmin_pairs
+from podsim.fabric.maxmin import maxmin_pairs, maxmin_rates
 from podsim.fabric.phy import PROPAGATION_S_PER_M
 
 __all__ = ["ScaleUpPipes"]
@@ -46,7 +53,9 @@ _EPS_BYTES = 1e-6
 class ScaleUpPipes:
     """Fluid max-min transfers over per-GPU scale-up egress/ingress (see module docstring)."""
 
-    def __init__(self, env: simpy.Environment, graph: nx.Graph) -> None:
+    def __init__(
+        self, env: simpy.Environment, graph: nx.Graph, copy_rate_bps: float | None = None
+    ) -> None:
         self.env = env
         rate: dict[int, float] = defaultdict(float)
         self.latency: dict[int, float] = {}
@@ -72,8 +81,14 @@ class ScaleUpPipes:
         self._index = {g: i for i, g in enumerate(self.gpus)}
         self.rate = dict(rate)
         n = len(self.gpus)
-        # constraints: egress of GPU i at i, ingress at n + i
-        self._capacity = np.array([rate[g] for g in self.gpus] * 2, dtype=float)
+        # constraints: egress of GPU i at i, ingress at n + i; with the SMs' copy path also
+        # GPU i's copy rate at 2n + i and one that never binds at 3n (the egress and ingress of
+        # a GPU's copy to itself)
+        self.copy_rate_bps = copy_rate_bps
+        caps = [rate[g] for g in self.gpus] * 2
+        if copy_rate_bps is not None:
+            caps += [float(copy_rate_bps)] * n + [math.inf]
+        self._capacity = np.array(caps, dtype=float)
         # active transfers as arrays (a phase has tens of thousands at once; per-flow Python
         # loops on every start and finish made a 256-GPU layer take minutes): bytes left,
         # egress and ingress constraint, current rate (bit/s), delivery latency; callbacks in
@@ -82,12 +97,13 @@ class ScaleUpPipes:
         self._rem = np.zeros(0)
         self._src = np.zeros(0, dtype=np.int64)
         self._dst = np.zeros(0, dtype=np.int64)
+        self._cp = np.zeros(0, dtype=np.int64)  # copy constraint (the never-binding one: off)
         self._rate = np.zeros(0)
         self._lat = np.zeros(0)
         # (callback, argument) pairs as an object array: compacting it after every finish is
         # one NumPy gather, not a Python loop over every active transfer
         self._cb = np.empty(0, dtype=object)
-        self._new: list[tuple[float, int, int, float, Callable[[object], None], object]] = []
+        self._new: list[tuple[float, int, int, int, float, Callable[[object], None], object]] = []
         self._last = 0.0
         self._next: Callback | None = None
         self._dirty = False
@@ -114,12 +130,28 @@ class ScaleUpPipes:
         if nbytes <= 0:
             call_later(self.env, lat, done, arg)
             return
+        n, b = self._n, self._index[gpu_b]
+        cp = 2 * n + b if self.copy_rate_bps is not None else 3 * n
+        self._post(gpu_a, gpu_b, nbytes, (self._index[gpu_a], n + b, cp), lat, done, arg)
+
+    def copy_local(self, gpu: int, nbytes: int, done: Callable[[object], None],
+                   arg: object = None) -> None:  # fmt: skip
+        """A GPU's copy of ``nbytes`` to itself over its SMs' copy path (needs
+        ``copy_rate_bps``); ``done(arg)`` runs when it has finished (no link, no latency)."""
+        if self.copy_rate_bps is None:
+            raise ValueError("a GPU's copies to itself take time only with the SMs' copy path")
+        if nbytes <= 0:
+            call_later(self.env, 0.0, done, arg)
+            return
+        n = self._n
+        self._post(-1, gpu, nbytes, (3 * n, 3 * n, 2 * n + self._index[gpu]), 0.0, done, arg)
+
+    def _post(self, gpu_a: int, gpu_b: int, nbytes: int, cons: tuple[int, int, int],
+              lat: float, done: Callable[[object], None], arg: object) -> None:  # fmt: skip
         self._advance()
         self.transfers.append((gpu_a, gpu_b, int(nbytes), float(self.env.now)))
         self.t_end.append(math.nan)
-        self._new.append(
-            (float(nbytes), self._index[gpu_a], self._n + self._index[gpu_b], lat, done, arg)
-        )
+        self._new.append((float(nbytes), *cons, lat, done, arg))
         # a phase posts many transfers at one instant: solve the rates once for all of them
         if not self._dirty:
             self._dirty = True
@@ -169,10 +201,11 @@ class ScaleUpPipes:
         self._rem = np.concatenate([self._rem, np.fromiter((f[0] for f in new), float, k)])
         self._src = np.concatenate([self._src, np.fromiter((f[1] for f in new), np.int64, k)])
         self._dst = np.concatenate([self._dst, np.fromiter((f[2] for f in new), np.int64, k)])
-        self._lat = np.concatenate([self._lat, np.fromiter((f[3] for f in new), float, k)])
+        self._cp = np.concatenate([self._cp, np.fromiter((f[3] for f in new), np.int64, k)])
+        self._lat = np.concatenate([self._lat, np.fromiter((f[4] for f in new), float, k)])
         self._rate = np.concatenate([self._rate, np.zeros(k)])
         cbs = np.empty(k, dtype=object)
-        cbs[:] = [(f[4], f[5]) for f in new]
+        cbs[:] = [(f[5], f[6]) for f in new]
         self._cb = np.concatenate([self._cb, cbs])
 
     def _advance(self) -> None:
@@ -216,14 +249,26 @@ class ScaleUpPipes:
         if sub is not None and sub.all():
             sub = None
         capacity = self._capacity
-        src, dst = self._src, self._dst
+        src, dst, cp = self._src, self._dst, self._cp
+        m = capacity.size
         if sub is not None:
             fixed = ~sub
-            load = np.bincount(src[fixed], self._rate[fixed], minlength=2 * self._n)
-            load += np.bincount(dst[fixed], self._rate[fixed], minlength=2 * self._n)
+            load = np.bincount(src[fixed], self._rate[fixed], minlength=m)
+            load += np.bincount(dst[fixed], self._rate[fixed], minlength=m)
+            if self.copy_rate_bps is not None:
+                load += np.bincount(cp[fixed], self._rate[fixed], minlength=m)
             capacity = np.maximum(capacity - load, 0.0)
-            src, dst = src[sub], dst[sub]
-        rates = maxmin_pairs(src, dst, capacity)
+            src, dst, cp = src[sub], dst[sub], cp[sub]
+        if self.copy_rate_bps is None:
+            rates = maxmin_pairs(src, dst, capacity)
+        else:
+            # three constraints a transfer (egress, ingress, copy): the general solver
+            f = np.arange(src.size)
+            inc = sps.csc_array(
+                (np.ones(3 * f.size), (np.concatenate([src, dst, cp]), np.tile(f, 3))),
+                shape=(m, f.size),
+            )
+            rates = maxmin_rates(inc, capacity).rates
         if sub is None:
             self._rate = rates
         else:
@@ -249,6 +294,7 @@ class ScaleUpPipes:
             self._cb = cb[keep]
             self._id = self._id[keep]
             self._rem, self._src, self._dst = self._rem[keep], self._src[keep], self._dst[keep]
+            self._cp = self._cp[keep]
             self._rate, self._lat = self._rate[keep], self._lat[keep]
         self._reschedule(solve_from)
 
@@ -271,6 +317,8 @@ class ScaleUpPipes:
         cols: list[int] = []
         vals: list[float] = []
         for k, (a, b, nbytes, _t0) in enumerate(self.transfers):
+            if a < 0:
+                continue  # a GPU's copy to itself crosses no link
             for side, gid in ((out_cols, a), (in_cols, b)):
                 c = side[gid]
                 rows += [k] * len(c)

@@ -11,6 +11,8 @@ a transport that turns each trace message into a transfer:
   them round-robin by message id);
 - ``scaleup`` messages use :class:`podsim.fabric.scaleup.ScaleUpPipes` (the scale-out
   packet engine does not carry them); between GPUs without a scale-up fabric they go ``rdma``;
+  with the SMs' copy path (``workload.moe.deepep.copy_rate``, as in the flow engine) the pipes
+  also carry each GPU's ``local`` messages over its copy constraint;
 - two ranks behind the same NIC card exchange data over the node's PCIe tree: a fluid GPU -> GPU
   copy at its max-min share of the tree, delivered one path latency after its last byte left
   (:mod:`podsim.nic.pcie.runtime`); without ``cluster.layout`` there is no tree to model and
@@ -65,6 +67,7 @@ from podsim.fabric.host import Host
 from podsim.fabric.kernel import call_at
 from podsim.fabric.scaleup import ScaleUpPipes
 from podsim.scenarios.build.classes import fabric_classes, message_classes
+from podsim.scenarios.build.cluster import deepep_copy_rate
 from podsim.scenarios.build.limits import check_packet
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.qps import qp_table
@@ -114,7 +117,11 @@ class _Transport:
         self.net = Network(self.env, cl.graph, cl.switch, seed=sc.seed, classes=self.classes)
         #: every trace row's traffic class (None: one class)
         self.msg_tc = message_classes(sc, ctx.trace)
-        self.scaleup = ScaleUpPipes(self.env, cl.graph)
+        # the SMs' copy path (workload.moe.deepep.copy_rate): the pipes carry a GPU's copies
+        # to itself too
+        copy_rate = deepep_copy_rate(sc)
+        self.scaleup = ScaleUpPipes(self.env, cl.graph, copy_rate)
+        self.carries_local = copy_rate is not None
         self.pcie_local = 0
         self.pcie = None
         if getattr(cl, "pcie", None) is not None:
@@ -148,6 +155,9 @@ class _Transport:
         """Scale-up and same-NIC messages; True if handled here."""
         cl = self.cluster
         ga, gb = int(cl.rank_gpu[src_rank]), int(cl.rank_gpu[dst_rank])
+        if hop == "local" or src_rank == dst_rank:  # only with the SMs' copy path
+            self.scaleup.copy_local(gb, nbytes, lambda _a: on_done(msg))
+            return True
         if hop == "scaleup" and self.scaleup.reaches(ga, gb):
             self.scaleup.send(ga, gb, nbytes, lambda _a: on_done(msg))
             return True
@@ -435,6 +445,7 @@ def preflight(sc: Scenario, cluster: Cluster, trace: pd.DataFrame) -> None:
     preflight=preflight,
     check_size=check_packet,
     classes=True,
+    sm_copy=True,
 )
 def run_packet(ctx: RunContext) -> EngineOutput:
     """Run ``ctx`` on the packet engine (see the module docstring)."""

@@ -851,7 +851,7 @@ class DeepEPKernelConfig(Strict):
         "the NVLink links limit only the rows from peers). A GPU's copies share it max-min "
         "fairly; null: not limited. DeepEP publishes no figure [E]: calibrate it (e.g. "
         "on its EP8 intranode figure, benchmarks/validate_hardware.py). Modelled by the flow "
-        "engine only; the others refuse it",
+        "and packet engines; the bound refuses it",
     )
 
     @field_validator("sms")

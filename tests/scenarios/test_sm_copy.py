@@ -1,5 +1,6 @@
 """The SMs' copy path of DeepEP's normal kernels (``workload.moe.deepep.copy_rate``): on the flow
-engine every scale-up or local row into a GPU shares its copy rate; other engines refuse it."""
+and packet engines every scale-up or local row into a GPU shares its copy rate; the bound
+refuses it."""
 
 from __future__ import annotations
 
@@ -41,14 +42,15 @@ def ends(c: RunContext) -> list[float]:
     return out.messages.sort_values("msg")["end_s"].tolist()
 
 
-def test_local_and_nvlink_rows_into_a_gpu_share_its_copy_rate() -> None:
-    free = ends(ctx(None))
+@pytest.mark.parametrize("engine", ["flow", "packet"])
+def test_local_and_nvlink_rows_into_a_gpu_share_its_copy_rate(engine: str) -> None:
+    free = ends(ctx(None, engine))
     # without the copy path: the local row is free, the NVLink rows go at 160 GB/s
     assert free[0] == 0.0
     lat = free[1] - 1e6 / 160e9  # the NVLink path latency
     assert 0 < lat < 5e-6
     assert free[2] == pytest.approx(0.5e6 / 160e9 + lat, rel=1e-9)
-    got = ends(ctx("1GB/s"))
+    got = ends(ctx("1GB/s", engine))
     # rank 0 copies 2 MB at 1 GB/s, the two rows at 0.5 GB/s each: both done at 2 ms
     assert got[0] == pytest.approx(2e6 / C, rel=1e-9)  # a copy inside the GPU: no latency
     assert got[1] == pytest.approx(2e6 / C + lat, rel=1e-9)
@@ -79,8 +81,17 @@ def test_rdma_rows_do_not_load_the_copy_path() -> None:
         )
 
 
-@pytest.mark.parametrize("engine", ["packet", "bound"])
-def test_engines_without_the_copy_path_refuse_it(engine: str) -> None:
+def test_the_bound_refuses_the_copy_path() -> None:
     with pytest.raises(ScenarioError, match="copy path") as e:
-        ends(ctx("100GB/s", engine))
+        ends(ctx("100GB/s", "bound"))
     assert e.value.path == "workload.moe.deepep.copy_rate"
+    assert "engine: flow or packet" in str(e.value)
+
+
+def test_a_gpu_copies_to_itself_only_with_the_copy_path() -> None:
+    import simpy
+    from podsim.fabric.scaleup import ScaleUpPipes
+
+    c = ctx(None)
+    with pytest.raises(ValueError, match="copy path"):
+        ScaleUpPipes(simpy.Environment(), c.cluster.graph).copy_local(0, 100, lambda _a: None)
