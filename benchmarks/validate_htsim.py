@@ -104,6 +104,7 @@ class Row:
     roce: bool = False
     adaptive: bool = False  # switches route adaptively
     hashed: bool = False  # one path per flow: the result depends on the hash; average seeds
+    one_ev: bool = False  # htsim's source has one entropy value: NSCC cannot move the flow
     notes: str = ""
 
 
@@ -114,11 +115,11 @@ ROWS = (
         {"model": "uec", "multipath": {"selector": "spray"}}),
     Row("perm-single", "permutation", "htsim_uec",
         ("-load_balancing_algo", "reps", "-paths", "1"),
-        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True),
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True, one_ev=True),
     Row("perm-roce-pfc", "permutation", "htsim_roce", ("-strat", "ecmp_host", "-paths", "1"),
         {"model": "roce", "cc": {"name": "none"}}, roce=True, hashed=True),
     Row("perm-switch-ar", "permutation", "htsim_uec", ("-strat", "ecmp_ar"),
-        {"model": "uec", "multipath": {"selector": "ecmp"}}, adaptive=True),
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, adaptive=True, one_ev=True),
     Row("a2a-reps", "all-to-all", "htsim_uec", ("-load_balancing_algo", "reps"),
         {"model": "uec"}),
 )  # fmt: skip
@@ -227,7 +228,12 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
         # its RTO, and a reordering window no gap outlives
         nic["rto"] = f"{uec_min_rto_s() * 1e9:.0f}ns"
         nic["reorder_window"] = NO_REORDER_LOSS
-        nic["cc"] = {"name": "nscc", "params": {"network_rtt_s": network_rtt_s()}}
+        cc: dict[str, Any] = {"network_rtt_s": network_rtt_s()}
+        if row.one_ev:
+            # htsim's -paths 1 (and ecmp_ar) gives the source one entropy value, so an ECN
+            # mark below target has no other path to move to; podsim's NSCC would re-hash
+            cc["path_change_on_ecn"] = False
+        nic["cc"] = {"name": "nscc", "params": cc}
     cable = f"{HOP_S / 5e-9:g}m"  # 5 ns/m (docs/physics.md)
     return {
         "name": f"htsim-{row.name}",
