@@ -89,6 +89,7 @@ ROCE_PFC_LOW_PKTS = 12  # main_roce.cpp: low_pfc = 12 packets
 NONTRIM_QUEUE_BDP = 5  # main_uec.cpp DEFAULT_NONTRIMMING_QUEUESIZE_FACTOR
 EVS = 64  # main_uec.cpp: path_entropy_size = 64
 NO_REORDER_LOSS = 1e6  # smoothed RTTs: podsim's SR never declares a gap lost before the RTO
+AR_FIRST_LEVEL = 0.05  # queue.cpp quantized_queuesize: level 0 below 5 % of maxsize
 UEC_ACK_EVERY = 4  # uec.cpp UecSink::_bytes_unacked_threshold = 16384 B: an ACK per 4 packets
 
 
@@ -147,6 +148,13 @@ def uec_min_rto_s() -> float:
     """htsim's UEC retransmission timeout (main_uec.cpp: 15 us plus draining a full queue at
     each of 6 hops, ``_min_rto = 15 us + queuesize x 6 x 8 / linkspeed``)."""
     return 15e-6 + queue_bytes() * DIAMETER_HOPS * 8 / LINK_BPS
+
+
+def ar_band_bytes() -> int:
+    """htsim's adaptive routing compares queue sizes quantised to levels whose first step is 5 %
+    of the queue's capacity (queue.cpp ``BaseQueue::quantized_queuesize``: < 5, 10, 20 % and
+    above); podsim's ``adaptive_routing_quantum`` takes that first step as its (uniform) band."""
+    return math.ceil(AR_FIRST_LEVEL * queue_bytes())
 
 
 def uec_switch() -> dict[str, Any]:
@@ -253,6 +261,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
             "switch": {
                 **(roce_switch() if row.roce else uec_switch()),
                 "adaptive_routing": row.adaptive,
+                **({"adaptive_routing_quantum": f"{ar_band_bytes()}B"} if row.adaptive else {}),
             },
         },
         "workload": workload or {"synthetic": {"pattern": "uniform"}},

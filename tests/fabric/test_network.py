@@ -317,3 +317,33 @@ def test_bit_identical_across_processes_and_hash_seeds():
         )
         outs.append(res.stdout)
     assert outs[0] == outs[1] and "nic0.p0" in outs[0]
+
+
+def _ar_choices(quantum: int | None, loads: list[int], n: int = 400) -> dict[int, int]:
+    """How often a fat-tree edge switch's adaptive routing picks each of its uplinks (by
+    index) when they hold ``loads`` bytes and nothing is on the wire."""
+    cfg = SwitchConfig(adaptive=True, ar_quantum_bytes=quantum)
+    _env, net, _ = build(fat_tree(k=4), cfg, seed=3)
+    sw, hops = next(
+        (s, h) for s in net.switches.values() for h in s._nh if h is not None and len(h) == 2
+    )
+    for p, q in zip(hops, loads, strict=True):
+        p.qbytes = q
+    picks = [hops.index(sw.least_loaded(hops)) for _ in range(n)]
+    return {i: picks.count(i) for i in range(len(hops))}
+
+
+def test_adaptive_routing_quantum_compares_load_bands():
+    """Exact adaptive routing always takes the egress with fewer bytes; with a quantum (load
+    band) larger than the difference both egresses are in the lowest band and each is taken
+    about half the time (binomial: 4 sigma = 40 of 400); a load a whole band higher is never
+    taken."""
+    assert _ar_choices(None, [5000, 4000]) == {0: 0, 1: 400}
+    both = _ar_choices(10_000, [5000, 4000])
+    assert abs(both[0] - 200) <= 40 and both[0] + both[1] == 400, both
+    assert _ar_choices(10_000, [15_000, 4000]) == {0: 0, 1: 400}
+
+
+def test_adaptive_routing_quantum_needs_adaptive_routing():
+    with pytest.raises(ValueError, match="adaptive_routing_quantum applies only"):
+        SwitchConfig(ar_quantum_bytes=1000)

@@ -32,6 +32,7 @@ EXPLICIT = {
     "pfc.xon": ("500KB", 500_000),
     "store_and_forward": ("true", True),
     "adaptive_routing": ("true", True),
+    "adaptive_routing_quantum": ("64KiB", 65_536),
     "credit_buffer": ("256KiB", 262_144),
     "link_layer": ("infiniband", "infiniband"),
     "ecn.enabled": ("false", False),
@@ -84,6 +85,8 @@ def test_every_parameter_is_settable_from_a_scenario(prefix: str, key: str) -> N
         sets.insert(0, f"{prefix}.cc.name=dcqcn")
     if key == "multipath.params":
         sets.insert(0, f"{prefix}.multipath.selector=bitmap")
+    if key == "adaptive_routing_quantum":  # a band of adaptive routing's load comparison
+        sets.insert(0, f"{prefix}.adaptive_routing=true")
     sc, _ = load_scenario("quickstart", sets)
     if cls is NicConfig:
         ctx = RunContext(scenario=sc, cluster=None, trace=None, compute=None)  # type: ignore[arg-type]
