@@ -64,6 +64,12 @@ def test_every_row_builds_a_valid_podsim_scenario_with_hosts_in_htsim_order(vh) 
         assert sc.cluster.switch.adaptive_routing is row.adaptive
         if not row.roce:
             assert sc.cluster.nic.ack_coalesce == vh.UEC_ACK_EVERY
+            # one entropy value in htsim: NSCC must not move the flow to another path
+            moves = sc.cluster.nic.cc.params.get("path_change_on_ecn", True)
+            assert moves is not row.one_ev, row.name
+        # htsim's AR compares queue levels whose first step is 5 % of the queue (157 kB here)
+        want = 157_040 if row.adaptive else None
+        assert sc.cluster.switch.adaptive_routing_quantum == want, row.name
     cluster = build_cluster(vh.podsim_scenario(vh.ROWS[0], seed=1), vh.HOSTS)
     idx = vh.host_index(cluster)
     assert sorted(idx.tolist()) == list(range(vh.HOSTS))
