@@ -132,6 +132,8 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         grad_bytes=t.grad_bytes,
         ep_overlap=t.ep_overlap,
         dp_overlap=t.dp_overlap,
+        dp_algorithm=t.dp_algorithm,
+        gpus_per_node=cluster.gpus_per_pod,
     )
     try:
         return build_training_step(spec)

@@ -1185,6 +1185,17 @@ class TrainingWorkload(Strict):
     grad_bytes: Literal[2, 4] = Field(4, description="bytes per gradient value in DP reduction")
     ep_overlap: bool = Field(False, description="two-micro-batch overlap of all-to-all")
     dp_overlap: bool = Field(False, description="gradient reduction overlapped with backward")
+    dp_algorithm: Literal["ring", "hierarchical"] = Field(
+        "ring",
+        description=(
+            "how the data-parallel reduce-scatter and all-gather run: ring (one flat ring over "
+            "the DP group, DP - 1 steps) or hierarchical (reduce-scatter inside each scale-up "
+            "domain, then a ring over one rank per domain on its rail, all-gather the reverse: "
+            "NCCL's split across nodes, Jeaugey, 'Massively scale your deep learning training "
+            "with NCCL 2.4', NVIDIA blog 2019); the local size is the group's GPUs per scale-up "
+            "domain (the cluster's GPUs per pod / tp)"
+        ),
+    )
 
 
 #: a token count, or [low, high] drawn log-uniformly

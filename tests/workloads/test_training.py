@@ -223,3 +223,95 @@ def test_a_model_without_a_training_shape_names_the_model_key() -> None:
     with pytest.raises(TrainingError) as exc:
         build_training_step(TrainingSpec("qwen3-235b-a22b", gpus=8, ep=8))
     assert exc.value.key == "model" and "qwen3-235b-a22b" not in PROJECTIONS
+
+
+def _dp_only(n: int, per_node: int | None, algo: str) -> TrainingSpec:
+    """Data parallelism alone over ``n`` GPUs (tp = pp = ep = 1, no compute): the step is the
+    four DP collectives (dense and expert reduce-scatter + all-gather), one after the other."""
+    return TrainingSpec("deepseek-v3", gpus=n, microbatches=1, layers=2, compute_scale=0.0,
+                        gpus_per_node=per_node, dp_algorithm=algo)  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "local"), [(16, 4), (24, 8), (12, 2)])
+def test_hierarchical_dp_takes_its_closed_form_latency_and_message_count(n: int, local: int):
+    """With per-message latency only, a ring reduce-scatter or all-gather over n ranks takes
+    (n - 1) latencies and n (n - 1) messages; the hierarchical one (L - 1) + (G - 1) latencies
+    (scale-up ring, then the ring over the G = n / L domains) and n (L - 1) + n (G - 1)
+    messages. The step runs four of them."""
+    lat, groups = 3e-6, n // local
+    ring = step(_dp_only(n, local, "ring"), Transport(lat=lat))
+    hier = step(_dp_only(n, local, "hierarchical"), Transport(lat=lat))
+    assert ring["step_time_s"] == pytest.approx(4 * (n - 1) * lat, rel=1e-12)
+    assert hier["step_time_s"] == pytest.approx(4 * (local - 1 + groups - 1) * lat, rel=1e-12)
+    assert build_training_step(_dp_only(n, local, "ring")).num_messages == 4 * n * (n - 1)
+    msgs = build_training_step(_dp_only(n, local, "hierarchical")).num_messages
+    assert msgs == 4 * n * (local - 1 + groups - 1)
+
+
+def test_hierarchical_dp_moves_the_ring_bytes_in_the_ring_bandwidth_time() -> None:
+    """Reduce-scatter inside the domain then over the rails sends (L - 1) / L S + (G - 1) / (G L)
+    S = (n - 1) / n S per rank, as the flat ring: same bytes (up to the rounding of slices to
+    whole bytes) and, bandwidth alone, the same time."""
+    rate = 40e9
+    ring_g = build_training_step(_dp_only(16, 4, "ring"))
+    hier_g = build_training_step(_dp_only(16, 4, "hierarchical"))
+    ring_b, hier_b = ring_g.messages(16)["bytes"].sum(), hier_g.messages(16)["bytes"].sum()
+    assert hier_b == pytest.approx(ring_b, rel=1e-6)
+    ring = step(_dp_only(16, 4, "ring"), Transport(rate=rate))
+    hier = step(_dp_only(16, 4, "hierarchical"), Transport(rate=rate))
+    assert hier["step_time_s"] == pytest.approx(ring["step_time_s"], rel=1e-6)
+
+
+def test_hierarchical_dp_groups_by_gpus_per_node_over_tp_and_keeps_strided_groups_a_ring():
+    """tp 2 on 8-GPU nodes: a DP group has 4 members per node (local size 4); the expert
+    replicas (strided by ep 4, one per node) have no scale-up split and stay a ring; with
+    gpus_per_node unset (one GPU per node) every group is a ring."""
+    from podsim.workloads.training.step import scale_up_local
+
+    assert scale_up_local([0, 2, 4, 6, 8, 10, 12, 14], 8) == 4
+    assert scale_up_local([0, 8, 16, 24], 8) == 1
+    assert scale_up_local([0, 1, 8, 9, 2, 3], 8) == 1  # a domain's members not consecutive
+    assert scale_up_local([0, 1, 2, 3], None) == 1
+    base = dict(model="deepseek-v3", gpus=32, tp=2, ep=4, microbatches=1, layers=2)
+    unset = build_training_step(TrainingSpec(**base, dp_algorithm="hierarchical"))
+    ring = build_training_step(TrainingSpec(**base, gpus_per_node=8))
+    hier = build_training_step(TrainingSpec(**base, gpus_per_node=8, dp_algorithm="hierarchical"))
+    assert unset.num_messages == ring.num_messages
+    # dense: 2 groups of 16 (L 4, G 4): 16 x 6 instead of 16 x 15 per collective, x 2 x 2
+    assert ring.num_messages - hier.num_messages == 2 * 2 * 16 * (15 - 6)
+
+
+@pytest.mark.parametrize(
+    ("kw", "key"),
+    [(dict(dp_algorithm="butterfly"), "dp_algorithm"), (dict(gpus_per_node=0), "gpus_per_node")],
+)
+def test_bad_dp_settings_name_their_key(kw: dict, key: str) -> None:
+    with pytest.raises(TrainingError) as exc:
+        build_training_step(TrainingSpec("deepseek-v3", gpus=8, **kw))
+    assert exc.value.key == key
+
+
+def test_cli_refuses_an_unknown_dp_algorithm(tmp_path) -> None:
+    from podsim.scenarios.cli.app import app
+    from typer.testing import CliRunner
+
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(_scenario(dp_algorithm="butterfly")))
+    r = CliRunner().invoke(app, ["run", str(f)])
+    assert r.exit_code == 2
+    assert "workload.training.dp_algorithm" in r.output and "butterfly" in r.output
+
+
+def test_a_scenario_s_hierarchical_dp_takes_its_local_size_from_the_cluster() -> None:
+    """h800-deepep: 8 GPUs per node; 4 nodes, pp 2: DP 16 in 2 domains of 8."""
+    from podsim.scenarios.runner import run
+
+    sc = _scenario(pp=2, ep=8)
+    sc["cluster"]["params"]["nodes"] = 4
+    ring = run(sc, write=False)
+    sc["workload"]["training"]["dp_algorithm"] = "hierarchical"
+    hier = run(sc, write=False)
+    assert hier.summary["status"] == "complete"
+    # per stage: dense 16 x 15 -> 16 x (7 + 1) per collective, two collectives, two stages;
+    # the expert replicas (2 per expert, one per node) stay a ring
+    assert len(ring.messages) - len(hier.messages) == 2 * 2 * 16 * (15 - 8)

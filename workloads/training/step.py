@@ -30,6 +30,17 @@ trailing all-to-all overlaps the next one's compute (in the spirit of DeepSeek-V
 two micro-batches; the GPU still runs one compute node at a time and the schedule's order
 holds).
 
+``dp_algorithm`` picks how those reductions run: ``ring`` (one flat ring over the group, NCCL's
+ring: ``DP - 1`` steps of every rank, so the step's DP messages grow as DP squared) or
+``hierarchical`` (:func:`podsim.workloads.collectives` ``reduce-scatter/hierarchical`` and
+``all-gather/hierarchical``: reduce-scatter inside each scale-up domain first, then the ring
+over the ranks with the same local index, one per node, on their own rail; the all-gather in
+the reverse order), the split NCCL uses across nodes (Jeaugey, "Massively scale your deep
+learning training with NCCL 2.4", NVIDIA blog 2019; NCCL's CollNet/NVLS and PAT algorithms
+split the same way). Its local size is the group's members per scale-up domain of
+``gpus_per_node`` consecutive ranks (``gpus_per_node / TP`` for the dense gradients); a group
+with one member per domain (the expert replicas, strided by EP) stays a ring.
+
 Optimizer step and embedding/head are left out [E]; every constant is a parameter of
 :class:`TrainingSpec`.
 """
@@ -50,6 +61,8 @@ from podsim.workloads.training.schedule import schedule
 __all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
 
 BF16 = 2
+#: data-parallel reduction algorithms (module docstring)
+DP_ALGORITHMS = ("ring", "hierarchical")
 
 
 class TrainingError(ValueError):
@@ -89,6 +102,10 @@ class TrainingSpec:
     #: model chunks per pipeline stage (Megatron's virtual pipeline; None: the schedule's
     #: default, 2 for interleaved-1f1b, else 1)
     virtual_stages: int | None = None
+    #: GPUs of one scale-up domain, consecutive ranks (None: one; no scale-up grouping)
+    gpus_per_node: int | None = None
+    #: how the DP reduce-scatter / all-gather run: "ring" or "hierarchical" (module docstring)
+    dp_algorithm: str = "ring"
 
     @property
     def chunks(self) -> int:
@@ -146,6 +163,16 @@ class TrainingSpec:
                 f"ep {self.ep} does not divide the model's {m.routed_experts} routed experts",
                 "ep",
             )
+        if self.dp_algorithm not in DP_ALGORITHMS:
+            raise TrainingError(
+                f"dp_algorithm must be one of {', '.join(DP_ALGORITHMS)}, got "
+                f"{self.dp_algorithm!r}",
+                "dp_algorithm",
+            )
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise TrainingError(
+                f"gpus_per_node must be >= 1, got {self.gpus_per_node}", "gpus_per_node"
+            )
         if self.precision not in ("fp8", "bf16"):
             raise TrainingError(
                 f"precision must be fp8 or bf16, got {self.precision!r}", "precision"
@@ -156,6 +183,23 @@ class TrainingSpec:
 
 def rank_of(spec: TrainingSpec, t: int, d: int, p: int) -> int:
     return t + spec.tp * (d + spec.dp * p)
+
+
+def scale_up_local(group: list[int], gpus_per_node: int | None) -> int:
+    """Members of ``group`` per scale-up domain of ``gpus_per_node`` consecutive ranks when the
+    group is equal blocks of consecutive members, one block per domain (what a hierarchical
+    collective's ``local_size`` needs); else 1 (no scale-up split)."""
+    if not gpus_per_node or gpus_per_node < 2 or not group:
+        return 1
+    node = [r // gpus_per_node for r in group]
+    local = node.count(node[0])
+    if len(group) % local:
+        return 1
+    for i in range(0, len(group), local):
+        block = node[i : i + local]
+        if block.count(block[0]) != local or (i and node[i - 1] == block[0]):
+            return 1
+    return local
 
 
 def build_training_step(spec: TrainingSpec) -> OpGraph:
@@ -213,8 +257,12 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         g.span(r, node, node, step=0, phase="compute", bytes_out=0, bytes_in=0, **tags)
         return node
 
-    def collective(op: str, groups, nbytes: int, cur: dict[int, int], phase: str, **tags):
-        c = Collective(op, (), nbytes, phase="other", label=f"{phase} {op}")
+    def collective(
+        op: str, groups, nbytes: int, cur: dict[int, int], phase: str, algo: str = "ring",
+        local: int = 1, **tags
+    ):  # fmt: skip
+        c = Collective(op, (), nbytes, algo, local_size=local, phase="other",
+                       label=f"{phase} {op}")  # fmt: skip
         in_groups(g, c, groups, cur, span=phase, step=0, **tags)
 
     def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, **tags):
@@ -325,17 +373,25 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         xp_groups = [
             [rank_of(spec, t, d, p) for t in range(tp) for d in range(k, dp, ep)] for k in range(ep)
         ]
+        # (groups, algorithm, local size): hierarchical where a group has several members per
+        # scale-up domain and more than one domain
+        kinds = []
+        for groups in (dp_groups, xp_groups):
+            local = scale_up_local(groups[0], spec.gpus_per_node)
+            hier = spec.dp_algorithm == "hierarchical" and 1 < local < len(groups[0])
+            kinds.append((groups, "hierarchical", local) if hier else (groups, "ring", 1))
         for layer, group in buckets:
             if layer is not None:
                 cur = {r: g.join((grads_ready[p][layer][r], cur[r]), rank=r) for r in cur}
             dense = sum(lc.attn_params + lc.ffn_params for lc in group) // tp
             expert = sum(lc.expert_params for lc in group) * (m.routed_experts // ep)
-            for groups, params in ((dp_groups, dense), (xp_groups, expert)):
+            for (groups, algo, local), params in zip(kinds, (dense, expert), strict=True):
                 if params <= 0:
                     continue
                 tags = {"layer": -1 if layer is None else layer, "microbatch": -1, "pass": "B"}
-                collective("reduce-scatter", groups, params * spec.grad_bytes, cur, "dp", **tags)
-                collective("all-gather", groups, params * BF16, cur, "dp", **tags)
+                collective("reduce-scatter", groups, params * spec.grad_bytes, cur, "dp", algo,
+                           local, **tags)  # fmt: skip
+                collective("all-gather", groups, params * BF16, cur, "dp", algo, local, **tags)
     flops = (
         3.0
         * spec.microbatches
