@@ -43,6 +43,7 @@ __all__ = [
     "build_incidence",
     "maxmin_pairs",
     "maxmin_rates",
+    "maxmin_rows",
 ]
 
 CAP = -1
@@ -245,25 +246,113 @@ def maxmin_rates(
     if not rtol >= 0:
         raise ValueError(f"rtol must be >= 0, got {rtol!r}")
 
-    cap_level = caps_v / w
-    rates = np.zeros(n_flows, dtype=float)
-    bottleneck = np.full(n_flows, UNCONSTRAINED, dtype=np.int64)
-    active = np.ones(n_flows, dtype=bool)
     counts = np.diff(a.indptr)
-    no_links = counts == 0
-    rates[no_links] = caps_v[no_links]
-    bottleneck[no_links & np.isfinite(caps_v)] = CAP
-    active[no_links] = False
-
     groups = _flow_groups(a, counts, n_links)
     # Per-link view of the active nonzeros (flow ids grouped by link) for the per-link minimum.
-    # It is compacted lazily: frozen flows read as +inf in m_full until then.
     by_link = a.tocsr()
     link_cnt = np.diff(by_link.indptr).astype(np.int64)
     cols_r = by_link.indices.astype(np.intp)
     del by_link
-    link_cnt_r = link_cnt.copy()
     slope = np.asarray(a @ w, dtype=float)
+    rates, bottleneck, iterations = _fill(
+        groups, counts, link_cnt, cols_r, slope, capacity, caps_v, w, rtol
+    )
+    # Sparse products touch stored entries only, so an infinite rate loads only its own links.
+    link_load = np.asarray(a @ rates, dtype=float)
+    return MaxMinResult(rates, bottleneck, link_load, iterations)
+
+
+def maxmin_rows(
+    idx: np.ndarray,
+    coef: np.ndarray,
+    capacity: np.ndarray,
+    caps: np.ndarray,
+    weights: np.ndarray,
+    *,
+    rtol: float = 1e-9,
+) -> MaxMinResult | None:
+    """:func:`maxmin_rates` of flows given as padded rows, bit for bit: flow ``f`` loads
+    constraint ``idx[f, k]`` (-1: none) with ``coef[f, k]``; ``caps`` and ``weights`` per flow,
+    already valid (the flow engine checks them when flows are posted). The incidence the
+    readable path builds as a SciPy matrix (its per-call construction, sorting and
+    conversion cost more than the filling on the flow engine's many small solves) is made here
+    with NumPy: each row's constraints sorted (SciPy's canonical order), the same padded
+    tables, the per-link flow lists in flow order, and ``A @ w`` as a bincount in the order
+    SciPy's CSC product adds. Returns None when a row names a constraint twice (SciPy sums
+    such entries: the caller takes the readable path). A differential test checks both give
+    the same arrays."""
+    capacity = np.asarray(capacity, dtype=float)
+    n_links = capacity.size
+    n_flows, k = idx.shape
+    valid = (idx >= 0) & (coef != 0)
+    key = np.where(valid, idx, n_links).astype(np.intp)
+    if k > 1:
+        order = np.argsort(key, axis=1, kind="stable")
+        key = np.take_along_axis(key, order, axis=1)
+        val = np.take_along_axis(np.where(valid, coef, 0.0), order, axis=1)
+        if ((key[:, 1:] == key[:, :-1]) & (key[:, 1:] < n_links)).any():
+            return None
+    else:
+        val = np.where(valid, coef, 0.0).astype(float)
+    counts = np.count_nonzero(key < n_links, axis=1)
+    caps_v = np.asarray(caps, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    # the padded tables of _flow_groups: widths are powers of two, padding is the sentinel
+    groups = []
+    nz = counts > 0
+    width = np.zeros(n_flows, dtype=np.int64)
+    width[nz] = 1 << np.ceil(np.log2(counts[nz])).astype(np.int64)
+    widest = int(width.max(initial=0))
+    if widest > k:
+        key = np.pad(key, ((0, 0), (0, widest - k)), constant_values=n_links)
+        val = np.pad(val, ((0, 0), (0, widest - k)))
+    for kk in np.unique(width[nz]).tolist():
+        ids = np.flatnonzero(width == kk)
+        groups.append(
+            _FlowGroup(
+                ids, np.ascontiguousarray(key[ids, :kk].T), np.ascontiguousarray(val[ids, :kk].T)
+            )
+        )
+    live = key < n_links
+    rows = key[live]  # flow-major, constraints ascending: SciPy's CSC order
+    flows = np.nonzero(live)[0]
+    data = val[live]
+    link_cnt = np.bincount(rows, minlength=n_links).astype(np.int64)
+    cols_r = flows[np.argsort(rows, kind="stable")].astype(np.intp)
+    slope = np.bincount(rows, weights=data * w[flows], minlength=n_links).astype(float)
+    rates, bottleneck, iterations = _fill(
+        groups, counts, link_cnt, cols_r, slope, capacity, caps_v, w, rtol
+    )
+    link_load = np.bincount(rows, weights=data * rates[flows], minlength=n_links).astype(float)
+    return MaxMinResult(rates, bottleneck, link_load, iterations)
+
+
+def _fill(
+    groups: list[_FlowGroup],
+    counts: np.ndarray,
+    link_cnt: np.ndarray,
+    cols_r: np.ndarray,
+    slope: np.ndarray,
+    capacity: np.ndarray,
+    caps_v: np.ndarray,
+    w: np.ndarray,
+    rtol: float,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The progressive filling of :func:`maxmin_rates` (module docstring) over prepared
+    tables: the flows' padded groups, the per-link flow lists ``cols_r`` (``link_cnt`` each)
+    and ``slope = A @ w``; returns (rates, bottleneck, passes)."""
+    n_links = capacity.size
+    n_flows = caps_v.size
+    cap_level = caps_v / w
+    rates = np.zeros(n_flows, dtype=float)
+    bottleneck = np.full(n_flows, UNCONSTRAINED, dtype=np.int64)
+    active = np.ones(n_flows, dtype=bool)
+    no_links = counts == 0
+    rates[no_links] = caps_v[no_links]
+    bottleneck[no_links & np.isfinite(caps_v)] = CAP
+    active[no_links] = False
+    # It is compacted lazily: frozen flows read as +inf in m_full until then.
+    link_cnt_r = link_cnt.copy()
     frozen_load = np.zeros(n_links, dtype=float)
     m_full = np.full(n_flows, np.inf, dtype=float)
     # Index n_links is the padding sentinel of the per-flow tables: level inf, never free.
@@ -339,9 +428,7 @@ def maxmin_rates(
             cols_r = cols_r[active[cols_r]]
             link_cnt_r = link_cnt.copy()
 
-    # Sparse products touch stored entries only, so an infinite rate loads only its own links.
-    link_load = np.asarray(a @ rates, dtype=float)
-    return MaxMinResult(rates, bottleneck, link_load, iterations)
+    return rates, bottleneck, iterations
 
 
 def maxmin_pairs(

@@ -832,17 +832,88 @@ class FlowTransport:
     def link_bytes(self) -> SpreadLinkBytes:
         """Every finished flow's wire bytes per directed link (a bundle's spread evenly over its
         member links, as :meth:`FlowCluster.link_counters` does), each over its sending time
-        (start to last byte sent): the flow engine's record for link utilisation per phase."""
+        (start to last byte sent): the flow engine's record for link utilisation per phase.
+
+        A link that only one bundle reaches carries exactly that bundle's flows with its bytes
+        / members each, so the bundle's members share one column (a bundle of 64 spine links
+        would otherwise repeat each flow 64 times: 55 entries a flow at 1,024 GPUs, growing
+        with the spines); a link reached directly and through a bundle, or through two, gets
+        its own column. :meth:`_link_bytes_readable` repeats every flow on every member; a
+        differential test checks both give the same figures bit for bit."""
         import scipy.sparse as sps
 
         sim, p = self.sim, self.fc.paths
         nl = p.n_links
+        ids, rows, cols, vals = self._link_entries()
+        bundles = {
+            int(c): p.members[int(c)]
+            for c in np.unique(cols[cols >= nl]).tolist()
+            if p.members.get(int(c)) is not None and p.members[int(c)].size
+        }
+        sources = np.zeros(nl, dtype=np.int64)  # how many ways (direct, bundles) reach a link
+        sources[np.unique(cols[cols < nl])] += 1
+        for members in bundles.values():
+            np.add.at(sources, members, 1)
+        mixed = sources > 1
+        columns = np.arange(nl)
+        keep = cols < nl
+        r_parts, c_parts, v_parts = [rows[keep]], [cols[keep]], [vals[keep]]
+        bundled = np.flatnonzero(~keep)
+        if bundled.size:
+            order = bundled[np.argsort(cols[bundled], kind="stable")]
+            cids, starts = np.unique(cols[order], return_index=True)
+            for cid, sel in zip(cids.tolist(), np.split(order, starts[1:]), strict=True):
+                members = bundles.get(int(cid))
+                if members is None:
+                    continue  # a NIC, PCIe or other non-link constraint
+                share = vals[sel] / members.size
+                own = members[mixed[members]]  # members summed link by link
+                if own.size:
+                    r_parts.append(np.repeat(rows[sel], own.size))
+                    c_parts.append(np.tile(own, sel.size))
+                    v_parts.append(np.repeat(share, own.size))
+                shared = members[~mixed[members]]
+                if shared.size:
+                    col = nl + len(r_parts)  # a column of its own, past the links
+                    columns[shared] = col
+                    r_parts.append(rows[sel])
+                    c_parts.append(np.full(sel.size, col, dtype=np.int64))
+                    v_parts.append(share)
+        used, columns = np.unique(columns, return_inverse=True)
+        cmap = np.full(nl + len(r_parts) + 1, -1, dtype=np.int64)
+        cmap[used] = np.arange(used.size)
+        c_all = cmap[np.concatenate(c_parts)]
+        mat = sps.csr_array(
+            (np.concatenate(v_parts), (np.concatenate(r_parts), c_all)),
+            shape=(ids.size, used.size),
+        )
+        return SpreadLinkBytes(
+            links=[str(x) for x in p.names[:nl]],
+            t0=sim.t_start[ids].copy(),
+            t1=sim.t_sent[ids].copy(),
+            bytes=mat,
+            columns=columns,
+        )
+
+    def _link_entries(self) -> tuple[np.ndarray, ...]:
+        """(finished flow ids, and per constraint entry: flow position, constraint, wire
+        bytes) of the flows that finished."""
+        sim = self.sim
         ids = np.flatnonzero(sim.committed[: sim.n])
         idx = sim.idx[ids]
         valid = idx >= 0
         rows = np.broadcast_to(np.arange(ids.size)[:, None], idx.shape)[valid]
         cols = idx[valid].astype(np.int64)
         vals = (sim.coef[ids] * sim.size[ids][:, None])[valid]  # wire bytes per constraint
+        return ids, rows, cols, vals
+
+    def _link_bytes_readable(self) -> SpreadLinkBytes:
+        """:meth:`link_bytes` with every bundle flow repeated on each member link."""
+        import scipy.sparse as sps
+
+        sim, p = self.sim, self.fc.paths
+        nl = p.n_links
+        ids, rows, cols, vals = self._link_entries()
         keep = cols < nl
         r_parts, c_parts, v_parts = [rows[keep]], [cols[keep]], [vals[keep]]
         bundled = np.flatnonzero(~keep)

@@ -62,6 +62,9 @@ CONTENDED_MTUS = 2
 IDLE = "idle"
 #: links listed per phase in the summary (``busiest`` and ``hottest``)
 LISTED = 5
+#: most (time, transfer) fractions :meth:`SpreadLinkBytes.at` holds at once (8 bytes each; a
+#: 10,000-GPU training step has about 10^7 transfers)
+SPREAD_CHUNK = 1 << 23
 #: columns of the phases table that are measurements, not tags naming a phase window
 _MEASURES = ("rank", "start_s", "end_s", "duration_s", "bytes_out", "bytes_in", "bus_factor")
 
@@ -114,26 +117,40 @@ class SpreadLinkBytes:
     links: list[str]
     t0: np.ndarray
     t1: np.ndarray
-    bytes: Any  # scipy.sparse (transfers x links)
+    bytes: Any  # scipy.sparse (transfers x columns)
     times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     queue_bytes: np.ndarray | None = None
     interval_s: float = 0.0
+    #: link -> the column of ``bytes`` that holds its bytes (None: column = link). Links that
+    #: carry the same transfers with the same bytes (the members of a bundle that transfers
+    #: spread over evenly) share one column instead of repeating it per member.
+    columns: np.ndarray | None = None
 
     def at(self, t: np.ndarray) -> np.ndarray:
         """Cumulative bytes of every link at times ``t`` (m,) -> (m, L)."""
+        out = self._at_columns(t)
+        if self.columns is None:
+            return out
+        return out[:, self.columns]
+
+    def _at_columns(self, t: np.ndarray) -> np.ndarray:
+        """Cumulative bytes of every column of ``bytes`` at times ``t``."""
         t = np.asarray(t, dtype=float)
         t0 = np.asarray(self.t0, dtype=float)
         t1 = np.asarray(self.t1, dtype=float)
         done = np.isfinite(t0) & np.isfinite(t1)
         span = np.where(done, t1 - t0, 1.0)
-        out = np.zeros((len(t), len(self.links)))
-        bt = self.bytes.T.tocsr()  # (links x transfers)
-        for lo in range(0, len(t), 64):  # bounded memory: 64 x transfers at a time
-            tb = t[lo : lo + 64, None]
+        out = np.zeros((len(t), self.bytes.shape[1]))
+        bt = self.bytes.T.tocsr()  # (columns x transfers)
+        # bounded memory: at most SPREAD_CHUNK values of (times x transfers) at a time (each
+        # link's sum runs over the transfers in the same order whatever the chunk)
+        step = max(1, min(64, SPREAD_CHUNK // max(len(t0), 1)))
+        for lo in range(0, len(t), step):
+            tb = t[lo : lo + step, None]
             with np.errstate(divide="ignore", invalid="ignore"):
                 frac = np.where(span > 0, (tb - t0) / span, (tb >= t1).astype(float))
             frac = np.where(done, np.clip(frac, 0.0, 1.0), 0.0)
-            out[lo : lo + 64] = (bt @ frac.T).T
+            out[lo : lo + step] = (bt @ frac.T).T
         return out
 
 

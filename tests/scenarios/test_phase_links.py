@@ -211,3 +211,69 @@ def test_printed_summary_names_the_busiest_link_per_phase_on_80_columns(
     flat = "".join(text.replace("│", "").split())  # link names may fold onto a second line
     assert busy["link"] in flat
     assert "Contended = its queue held more than 2 MTU (8 KiB)" in " ".join(text.split())
+
+
+def test_spread_bytes_are_the_same_whatever_the_chunk_of_times(monkeypatch) -> None:
+    """SpreadLinkBytes.at bounds its memory by evaluating a few times at once on large runs;
+    each link's sum runs over the transfers in one order, so the figures are bit-identical."""
+    import scipy.sparse as sps
+    from podsim.scenarios.results import phase_links
+    from podsim.scenarios.results.phase_links import SpreadLinkBytes
+
+    rng = np.random.default_rng(5)
+    n, links = 3000, 40
+    t0 = np.sort(rng.uniform(0, 1e-3, n))
+    t1 = t0 + rng.uniform(0, 2e-4, n)
+    t1[::17] = np.nan  # never finished
+    t1[::23] = t0[::23]  # zero-length
+    mat = sps.random_array((n, links), density=0.1, rng=rng, format="csr") * 1e6
+    spread = SpreadLinkBytes([f"l{i}" for i in range(links)], t0, t1, mat)
+    times = np.sort(rng.uniform(0, 1.3e-3, 150))
+    whole = spread.at(times)
+    monkeypatch.setattr(phase_links, "SPREAD_CHUNK", 2 * n)  # two times per product
+    assert np.array_equal(spread.at(times), whole)
+    monkeypatch.setattr(phase_links, "SPREAD_CHUNK", 1)  # one time per product
+    assert np.array_equal(spread.at(times), whole)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "sets"),
+    [
+        (
+            "train-1t-moe",
+            [
+                "workload.training.microbatches=2",
+                "cluster.params.nodes=4",
+                "workload.training.pp=2",
+                "workload.training.ep=8",
+                "workload.training.layers=2",
+            ],
+        ),
+        ("collectives", ["variant=hierarchical"]),
+        ("collectives", ["variant=ring", "cluster.nic.multipath.selector=ecmp"]),
+    ],
+)
+def test_flow_link_bytes_share_bundle_columns_with_the_figures_of_one_per_link(
+    monkeypatch, scenario: str, sets: list[str]
+) -> None:
+    """The flow engine's link bytes keep one column per bundle whose members nothing else
+    reaches; every link's cumulative bytes are those of the readable record (each flow on
+    every member link), bit for bit, at every time."""
+    from podsim.scenarios.engines.flow import FlowTransport
+
+    seen = []
+    compact = FlowTransport.link_bytes
+
+    def both(self):
+        fast, slow = compact(self), self._link_bytes_readable()
+        seen.append((fast, slow))
+        return fast
+
+    monkeypatch.setattr(FlowTransport, "link_bytes", both)
+    podsim.run(scenario, overrides=["engine=flow", "outputs.plots=false", *sets])
+    ((fast, slow),) = seen
+    assert fast.links == slow.links
+    assert fast.bytes.nnz <= slow.bytes.nnz
+    end = np.nanmax(slow.t1)
+    times = np.r_[np.linspace(0.0, end * 1.01, 97), slow.t0[::7], slow.t1[::5]]
+    assert np.array_equal(fast.at(times), slow.at(times))
