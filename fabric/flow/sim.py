@@ -54,7 +54,8 @@ class FlowSim:
 
     ``switch_egress`` marks the constraints that CC efficiency ``eta`` applies to; ``rtol`` is
     the batching tolerance (module docstring); ``on_deliver(flow_id)`` is called at each
-    flow's delivery time; ``t0`` is the earliest origin of the batching window (default: now).
+    flow's delivery time; ``t0`` is the earliest origin of the batching window (default: now);
+    ``expect_flows`` the flows to make room for at once (more grow the storage).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class FlowSim:
         rtol: float = 0.0,
         on_deliver: Callable[[int], None] | None = None,
         t0: float | None = None,
+        expect_flows: int = 1024,
     ) -> None:
         cap = np.asarray(capacity, dtype=float)
         if cap.ndim != 1 or np.isnan(cap).any() or (cap < 0).any():
@@ -89,7 +91,9 @@ class FlowSim:
         self.on_deliver = on_deliver
         self.t0 = env.now if t0 is None else float(t0)
         self.n = 0
-        self._alloc(1024, 6)
+        # room for the flows the caller expects: growing by doubling copies every column and
+        # can leave half of it unused (a 10,000-GPU training step posts about 10^7 flows)
+        self._alloc(max(1, int(expect_flows)), 6)
         self._active = np.zeros(0, dtype=np.int64)
         self._pending: list[np.ndarray] = []
         self._t_last = env.now

@@ -575,20 +575,22 @@ class FlowTransport:
             eta=self.fc.efficiency,
             rtol=float(rtol),
             on_deliver=self._delivered,
+            expect_flows=max(1024, len(ctx.trace)),  # at most one flow per message
         )
         n = len(ctx.trace)
         self.end_s = np.full(n, np.nan)
-        self.flow_msg = np.zeros(1024, dtype=np.int64)
-        self.flow_ack = np.zeros(1024)
+        room = max(1024, n)
+        self.flow_msg = np.zeros(room, dtype=np.int64)
+        self.flow_ack = np.zeros(room)
         self._buf: list[tuple[int, int, int, int, str]] = []
         self._cb: Callable[[int], None] | None = None
         self._flush_scheduled = False
         self.pcie_local = 0
         self.injected_bytes = 0.0  # payload bytes handed to the fluid model as flows
         self.qp_rows: list[tuple[np.ndarray, ...]] = []
-        self.flow_src = np.full(1024, -1, dtype=np.int64)
-        self.flow_dst = np.full(1024, -1, dtype=np.int64)
-        self.flow_key = np.zeros(1024, dtype=np.int64)
+        self.flow_src = np.full(room, -1, dtype=np.int64)
+        self.flow_dst = np.full(room, -1, dtype=np.int64)
+        self.flow_key = np.zeros(room, dtype=np.int64)
         self.faults = self._faults(ctx)
         self.storage: list[tuple[np.ndarray, np.ndarray]] = []  # (flow ids, ranks) of reads
         self.shares: StorageShares | None = None
