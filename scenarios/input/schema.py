@@ -1191,9 +1191,11 @@ class TrainingWorkload(Strict):
             "how the data-parallel reduce-scatter and all-gather run: ring (one flat ring over "
             "the DP group, DP - 1 steps) or hierarchical (reduce-scatter inside each scale-up "
             "domain, then a ring over one rank per domain on its rail, all-gather the reverse: "
-            "NCCL's split across nodes, Jeaugey, 'Massively scale your deep learning training "
-            "with NCCL 2.4', NVIDIA blog 2019); the local size is the group's GPUs per scale-up "
-            "domain (the cluster's GPUs per pod / tp)"
+            "the intra-server then inter-server split of Huawei HCCL, CANN HCCL user guide "
+            "'Algorithm Overview', and of the hierarchical collectives of "
+            "podsim.workloads.collectives; NCCL's own reduce-scatter/all-gather is the flat "
+            "ring); the local size is the group's GPUs per scale-up domain (the cluster's GPUs "
+            "per pod / tp)"
         ),
     )
 

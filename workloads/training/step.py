@@ -35,9 +35,12 @@ ring: ``DP - 1`` steps of every rank, so the step's DP messages grow as DP squar
 ``hierarchical`` (:func:`podsim.workloads.collectives` ``reduce-scatter/hierarchical`` and
 ``all-gather/hierarchical``: reduce-scatter inside each scale-up domain first, then the ring
 over the ranks with the same local index, one per node, on their own rail; the all-gather in
-the reverse order), the split NCCL uses across nodes (Jeaugey, "Massively scale your deep
-learning training with NCCL 2.4", NVIDIA blog 2019; NCCL's CollNet/NVLS and PAT algorithms
-split the same way). Its local size is the group's members per scale-up domain of
+the reverse order): the intra-server phase, then the inter-server phase, as Huawei's HCCL runs
+its collectives across servers (CANN HCCL user guide, "Algorithm Overview"), and the split of
+NCCL's hierarchical all-reduce (Jeaugey, "Massively scale your deep learning training with
+NCCL 2.4", NVIDIA blog 2019). NCCL's own reduce-scatter and all-gather run the flat ring (its
+ring visits a node's GPUs over NVLink before leaving it, but still takes ``DP - 1`` steps), so
+``ring`` stays the default. Its local size is the group's members per scale-up domain of
 ``gpus_per_node`` consecutive ranks (``gpus_per_node / TP`` for the dense gradients); a group
 with one member per domain (the expert replicas, strided by EP) stays a ring.
 
