@@ -111,9 +111,12 @@ CLUSTER_BYTES_PER_ELEMENT = 600
 CLUSTER_ELEMENTS_PER_S = 250_000
 #: memory per message of the flow and bound engines (route tables of every message at once:
 #: link indices, coefficients and fractions over the path columns, and the message tables);
-#: tracemalloc peak of the flow engine on uniform all-to-all over 64 and 128 ranks of an
-#: h800-deepep cluster: 1.58-1.67 KiB per message, plus the result tables
-FLUID_BYTES_PER_MESSAGE = 2048
+#: peak RSS of benchmarks/bench_training.py (train-1t-moe on the flow engine, hierarchical DP)
+#: at 1,024 and 2,048 GPUs: 1,613 and 1,370 B per message with the process's base memory in,
+#: 1,140 B per added message between the two; the per-phase link bytes no longer repeat a
+#: flow on every member of a bundle (before that: tracemalloc 1.58-1.67 KiB per message on
+#: all-to-alls over 64 and 128 ranks, plus the result tables, and 2,048 B here)
+FLUID_BYTES_PER_MESSAGE = 1536
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,9 @@ def test_cluster_over_the_budget_is_refused_unless_forced() -> None:
 def test_flow_engine_refuses_a_trace_it_cannot_hold() -> None:
     from podsim.scenarios.build.limits import FLUID_BYTES_PER_MESSAGE
 
-    # 1 MiB over the base holds quickstart's cluster (92 nodes and links at 600 B) and the
-    # router logits of 16 x 16 tokens, but not its 544 messages at 2 KiB each
-    env = {"PODSIM_MAX_MEMORY": f"{300 * 2**20 + 2**20}"}
+    # 850 KiB over the base holds quickstart's cluster (92 nodes and links at 600 B) and the
+    # router logits of 16 x 16 tokens, but not its 544 messages at 1.5 KiB each
+    env = {"PODSIM_MAX_MEMORY": f"{300 * 2**20 + 850 * 2**10}"}
     sets = ("--set", "engine=flow", "--set", "workload.moe.tokens_per_rank=16")
     args = ("validate", "quickstart", *sets, "--force")
     assert _cli(*args, env=env).exit_code == 0  # --force skips the budget
