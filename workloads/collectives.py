@@ -29,7 +29,8 @@ of collective communication operations in MPICH", IJHPCA 2005):
   hierarchical split; Jeaugey, "Massively scale your deep learning training with NCCL 2.4",
   NVIDIA blog 2019); ``reduce-scatter/hierarchical`` (scale-up, then rails),
   ``all-gather/hierarchical`` (rails, then scale-up) and ``all-to-all/hierarchical`` (scale-up
-  exchange, then rails, as NCCL's PXN) split the same way;
+  exchange, then rails, as NCCL's PXN) split the same way; ``all-to-all/pipelined`` runs the
+  same two hops with the second forwarding as the first delivers (DeepEP's normal kernels);
 - ``tree`` all-reduce: NCCL's double binary tree (src/graph/trees.cc; Jeaugey, same blog): two
   complementary binary trees each carry half the buffer, reduce up then broadcast down, chunk
   pipelined; ``(2 H + k - 1) t(c)`` with ``H = floor(log2 n)`` on an idle transport
@@ -598,6 +599,27 @@ def _hier_all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dic
     rail peer ``(g', l)`` the ``L`` slices bound there. On an idle transport:
     ``t(G S / n) + t(L S / n)``; bytes moved ``(2 n - G - L) S``, against ``(n - 1) S`` direct,
     but every byte crosses at most one scale-out link, on its own rail."""
+    return _two_hop_all_to_all(g, c, start, pipelined=False)
+
+
+@COLLECTIVES.register(
+    "all-to-all/pipelined", "all-to-all: scale-up and rail hops, forwarding as data arrives"
+)
+def _pipelined_all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    """The hierarchical all-to-all's two hops with the second forwarding as the first
+    delivers, as DeepEP's normal kernels forward each RDMA chunk over NVLink as it arrives
+    (:mod:`podsim.workloads.deepep_kernels`): in the limit of many small chunks both hops run
+    side by side, so here both start at entry and a rank is done when both are. Same messages
+    and bytes as ``hierarchical``; on an idle transport ``max(t(G S / n), t(L S / n))``. Left
+    out: the pipeline's fill, one chunk's time on the first hop (DeepEP: a few to 20 tokens
+    per channel and node), and the causality of a forward that outruns its supply (the links
+    carry the same bytes either way)."""
+    return _two_hop_all_to_all(g, c, start, pipelined=True)
+
+
+def _two_hop_all_to_all(
+    g: OpGraph, c: Collective, start: Mapping[int, int], *, pipelined: bool
+) -> dict[int, int]:
     groups, rails = _groups(c)
     n, ls = len(c.ranks), c.local_size
     ng = n // ls
@@ -610,11 +632,11 @@ def _hier_all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dic
         done = all_to_all_v(g, sub, m, entry)
         for r in grp:
             touch[r].append(done[r])
-    mid = _finish(g, entry, touch)
+    second = entry if pipelined else _finish(g, entry, touch)
     for rail in rails:
         sub = _sub(c, "all-to-all", rail, 0)
         m = np.full((ng, ng), ls * slice_, dtype=np.int64)
-        done = all_to_all_v(g, sub, m, mid)
+        done = all_to_all_v(g, sub, m, second)
         for r in rail:
             touch[r].append(done[r])
     return _finish(g, entry, touch)

@@ -38,7 +38,7 @@ from podsim.workloads.parallel import resolve_threads, run_chunks
 from podsim.workloads.precision import WireTokens
 from podsim.workloads.workspace import Workspace
 
-__all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode"]
+__all__ = ["MODES", "DispatchHandle", "DispatchMode", "dispatch", "get_mode", "rank_share"]
 
 _CHUNK_BYTES = 1 << 22
 """Least receive-buffer bytes per threaded task (4 MB: hand-overs stay rare)."""
@@ -57,6 +57,25 @@ class DispatchMode:
     hierarchical: bool
     header_bytes: int
     rdma_peers: bool = False
+
+    def pair_copies(self, tokens: float, experts: int, top_k: int, ranks: int) -> float:
+        """Expected token copies one rank sends one EP peer for ``tokens`` tokens it routes,
+        under uniform routing (each token's ``top_k`` of ``experts`` drawn without
+        replacement, ``experts / ranks`` per rank): ``tokens x P(rank)`` with per-rank dedup
+        (:func:`rank_share`), else ``tokens x top_k / ranks``, one per (token, expert)."""
+        if self.dedup:
+            return tokens * rank_share(experts, top_k, ranks)
+        return tokens * top_k / ranks
+
+
+def rank_share(experts: int, top_k: int, ranks: int) -> float:
+    """Probability that a token's ``top_k`` of ``experts`` (drawn uniformly without
+    replacement) include one of a rank's ``experts / ranks``: ``1 - C(E - e, k) / C(E, k)``."""
+    own = experts / ranks
+    miss = 1.0
+    for i in range(top_k):  # C(E - e, k) / C(E, k) as a product, e need not be an integer
+        miss *= max(experts - own - i, 0.0) / (experts - i)
+    return 1.0 - miss
 
 
 MODES: Registry[DispatchMode] = Registry("dispatch mode")

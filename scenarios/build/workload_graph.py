@@ -133,6 +133,7 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         ep_overlap=t.ep_overlap,
         dp_overlap=t.dp_overlap,
         dp_algorithm=t.dp_algorithm,
+        dispatch_mode=t.dispatch_mode,
         gpus_per_node=cluster.gpus_per_pod,
     )
     try:

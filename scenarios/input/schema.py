@@ -1182,6 +1182,12 @@ class TrainingWorkload(Strict):
         0.6, description="fraction of the peak kernels sustain [estimate]"
     )
     dispatch_dtype: Literal["fp8", "bf16"] = Field("fp8", description="dispatched token dtype")
+    dispatch_mode: DispatchModeName = Field(
+        "deepep-normal",
+        description="how the EP all-to-all moves tokens (podsim list dispatch): deepep-normal "
+        "sends a token once per rank holding its experts, scale-out traffic over the scale-up "
+        "domain then one rail; megatron-alltoall one copy per (token, expert), direct",
+    )
     grad_bytes: Literal[2, 4] = Field(4, description="bytes per gradient value in DP reduction")
     ep_overlap: bool = Field(False, description="two-micro-batch overlap of all-to-all")
     dp_overlap: bool = Field(False, description="gradient reduction overlapped with backward")

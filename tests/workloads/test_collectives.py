@@ -290,6 +290,11 @@ def test_hierarchical_all_to_all_all_gather_reduce_scatter_closed_forms() -> Non
     a2a, g = timed(Collective("all-to-all", ranks, s, "hierarchical", local_size=ls))
     assert a2a == pytest.approx(t(ng * s // n) + t(ls * s // n))
     assert g.messages(n)["bytes"].sum() == (2 * n - ng - ls) * s
+    # pipelined: the same messages, the second hop forwarding as the first delivers
+    piped, g_p = timed(Collective("all-to-all", ranks, s, "pipelined", local_size=ls))
+    assert piped == pytest.approx(max(t(ng * s // n), t(ls * s // n)))
+    cols = ["src_rank", "dst_rank", "bytes"]
+    assert g_p.messages(n)[cols].equals(g.messages(n)[cols])
     rs, g_rs = timed(Collective("reduce-scatter", ranks, s, "hierarchical", local_size=ls))
     ag, g_ag = timed(Collective("all-gather", ranks, s, "hierarchical", local_size=ls))
     assert rs == pytest.approx((ls - 1) * t(s // ls) + (ng - 1) * t(s // n))

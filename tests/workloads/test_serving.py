@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.tests.workloads.trace_testutil import LAT, FixedTransport, msg_time
+from podsim.workloads.dispatch import rank_share
 from podsim.workloads.graph import COMPUTE
 from podsim.workloads.precision import WEIGHT_FORMATS, weight_format
 from podsim.workloads.serving import (
@@ -23,7 +24,7 @@ from podsim.workloads.serving import (
     read_requests_csv,
     requests_table,
 )
-from podsim.workloads.serving.exchange import InstanceComm, rank_share
+from podsim.workloads.serving.exchange import InstanceComm
 
 # -- KV bytes per token, by hand from each design's formula ---------------------------------
 

@@ -142,6 +142,7 @@ def test_interleaved_stages_exchange_activations_around_the_ring_of_stages() -> 
         ),
         (dict(gpus=4, pp=4, layers=8, schedule="interleaved-1f1b", microbatches=6), "microbatches"),
         (dict(gpus=4, pp=4, layers=8, virtual_stages=2), "virtual_stages"),
+        (dict(gpus=4, ep=4, dispatch_mode="deepep-nrmal"), "dispatch_mode"),
     ],
 )
 def test_bad_parallelism_names_its_key(kw: dict, key: str) -> None:
@@ -315,3 +316,37 @@ def test_a_scenario_s_hierarchical_dp_takes_its_local_size_from_the_cluster() ->
     # per stage: dense 16 x 15 -> 16 x (7 + 1) per collective, two collectives, two stages;
     # the expert replicas (2 per expert, one per node) stay a ring
     assert len(ring.messages) - len(hier.messages) == 2 * 2 * 16 * (15 - 8)
+
+
+def _ep_bytes(mode: str, gpus_per_node: int | None) -> tuple[int, int, int]:
+    """(dispatch-phase messages, their bytes, one forward dispatch pair's bytes) of one
+    all-MoE layer at EP 16, one micro-batch: forward FP8 dispatch + backward BF16 gradient."""
+    from podsim.workloads.dispatch import rank_share
+    from podsim.workloads.models import get_model
+    from podsim.workloads.precision import bytes_per_token
+
+    spec = TrainingSpec("deepseek-v3", gpus=16, ep=16, layers=1, seq_len=512,
+                        dispatch_mode=mode, gpus_per_node=gpus_per_node)  # fmt: skip
+    m = get_model("deepseek-v3")
+    per_peer = 512 * (rank_share(m.routed_experts, m.top_k, 16) if mode == "deepep-normal"
+                      else m.top_k / 16)  # fmt: skip
+    fp8 = round(per_peer * bytes_per_token("fp8", m.hidden))
+    bf16 = round(per_peer * bytes_per_token("bf16", m.hidden))
+    t = build_training_step(spec).messages(16)
+    d = t[t["phase"] == "dispatch"]
+    return len(d), int(d["bytes"].sum()), fp8 + bf16
+
+
+def test_deepep_normal_dedups_per_rank_and_routes_over_scale_up_then_one_rail() -> None:
+    """EP 16 over two nodes of 8, by hand: each rank sends its 7 node peers the slices of
+    both nodes' local index (2 x pair), then its rail peer the other node's 8 slices; 22 pair
+    slices per rank ((2n - G - L) of the collectives module), in forward and in backward."""
+    n = 16
+    count, total, pair = _ep_bytes("deepep-normal", 8)
+    assert count == 2 * n * (7 + 1)
+    assert total == n * 22 * pair
+    # one scale-up domain per rank: direct, every peer once; no dedup without deepep-normal
+    count, total, pair_d = _ep_bytes("deepep-normal", None)
+    assert (count, total) == (2 * n * 15, n * 15 * pair_d) and pair_d == pair
+    count, total, pair_m = _ep_bytes("megatron-alltoall", 8)
+    assert (count, total) == (2 * n * 15, n * 15 * pair_m) and pair_m > pair

@@ -65,16 +65,6 @@ __all__ = ["InstanceComm", "exchange_block"]
 BF16 = 2
 
 
-def rank_share(experts: int, top_k: int, ranks: int) -> float:
-    """Probability that a token's ``top_k`` of ``experts`` (drawn uniformly without
-    replacement) include one of a rank's ``experts / ranks`` (module docstring)."""
-    own = experts / ranks
-    miss = 1.0
-    for i in range(top_k):  # C(E - e, k) / C(E, k) as a product, e need not be an integer
-        miss *= max(experts - own - i, 0.0) / (experts - i)
-    return 1.0 - miss
-
-
 @dataclass(frozen=True)
 class InstanceComm:
     """What one instance's layers exchange (module docstring): ``ranks`` GPUs, attention TP
@@ -124,11 +114,7 @@ class InstanceComm:
         """(dispatch, combine) bytes one rank sends one EP peer in one MoE layer for ``tokens``
         tokens of the instance (fractional: expected values)."""
         moe, n, m = self.model.moe, self.ranks, self.dispatch_mode
-        per_rank = tokens / n
-        if m.dedup:
-            copies = per_rank * rank_share(moe.routed_experts, moe.top_k, n)
-        else:
-            copies = per_rank * moe.top_k / n
+        copies = m.pair_copies(tokens / n, moe.routed_experts, moe.top_k, n)
         dtype = "fp8" if self.activations == "fp8" else "bf16"
         return (
             copies * bytes_per_token(dtype, moe.hidden, m.header_bytes),

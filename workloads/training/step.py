@@ -13,10 +13,18 @@ long and every exchange mirrored):
 1. attention (and, in a dense layer, the dense FFN): ``T x flops / TP`` at the GPU's rate;
    a TP all-reduce of the ``T x hidden`` BF16 activations when TP > 1 (Megatron's two
    all-reduces per layer, Shoeybi et al. 2019);
-2. MoE layer: dispatch all-to-all in the EP group (each rank's ``T / TP`` tokens x top-k copies,
-   spread evenly over the EP ranks: routing assumed uniform; FP8 with per-128 scales forward,
-   BF16 backward, as DeepEP), routed + shared experts, combine all-to-all (BF16), a TP
-   all-reduce;
+2. MoE layer: dispatch all-to-all in the EP group, routed + shared experts, combine
+   all-to-all (BF16), a TP all-reduce. Each rank routes its ``T / TP`` tokens; routing is
+   uniform [E] (real routing is skewed, docs/physics.md), so every EP pair carries the expected
+   count of the ``dispatch_mode`` (:data:`podsim.workloads.dispatch.MODES`, as the serving
+   instances: :mod:`podsim.workloads.serving.exchange`): ``deepep-normal`` (the default, DeepEP's
+   normal kernels as DeepSeek-V3 trains with them, arXiv 2412.19437 sec. 3.2.2) sends a token
+   once to each rank holding any of its experts and routes scale-out traffic in two hops, over
+   the scale-up domain and one rail, forwarding as chunks arrive (``all-to-all/pipelined``,
+   when the group spans nodes with the same number of its members on each: ``gpus_per_node``);
+   ``megatron-alltoall`` and
+   ``deepep-low-latency`` send one copy per (token, expert), directly. FP8 with per-128 scales
+   forward (plus the mode's header), BF16 backward, as DeepEP;
 3. between stages, the ``T / TP x hidden`` BF16 activations (forward) or their gradients
    (backward) go to the same ``(t, d)`` rank of the next (previous) stage.
 
@@ -54,6 +62,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from podsim.workloads.collectives import Collective, in_groups
+from podsim.workloads.dispatch import MODES, get_mode
 from podsim.workloads.graph import OpGraph
 from podsim.workloads.models import get_model
 from podsim.workloads.precision import bytes_per_token
@@ -109,6 +118,8 @@ class TrainingSpec:
     gpus_per_node: int | None = None
     #: how the DP reduce-scatter / all-gather run: "ring" or "hierarchical" (module docstring)
     dp_algorithm: str = "ring"
+    #: how the EP all-to-all moves tokens (module docstring; podsim.workloads.dispatch.MODES)
+    dispatch_mode: str = "deepep-normal"
 
     @property
     def chunks(self) -> int:
@@ -165,6 +176,11 @@ class TrainingSpec:
             raise TrainingError(
                 f"ep {self.ep} does not divide the model's {m.routed_experts} routed experts",
                 "ep",
+            )
+        if self.dispatch_mode not in MODES:
+            raise TrainingError(
+                f"unknown dispatch_mode {self.dispatch_mode!r}; known: {', '.join(MODES)}",
+                "dispatch_mode",
             )
         if self.dp_algorithm not in DP_ALGORITHMS:
             raise TrainingError(
@@ -225,11 +241,12 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
     tp, pp, dp, ep = spec.tp, spec.pp, spec.dp, spec.ep
     tokens = spec.micro_batch_size * spec.seq_len
     shard = tokens / tp  # tokens a rank routes (sequence parallel inside the TP group)
-    pair_tokens = shard * m.top_k / ep  # token copies a rank sends each EP peer (uniform)
+    mode = get_mode(spec.dispatch_mode)
+    pair_tokens = mode.pair_copies(shard, m.routed_experts, m.top_k, ep)  # per EP peer
     scale = spec.compute_scale
     act_bytes = int(tokens * m.hidden * BF16)
     pp_bytes = int(shard * m.hidden * BF16)
-    disp_tok = bytes_per_token(spec.dispatch_dtype, m.hidden)
+    disp_tok = bytes_per_token(spec.dispatch_dtype, m.hidden, mode.header_bytes)
     bf16_tok = bytes_per_token("bf16", m.hidden)
 
     g = OpGraph()
@@ -269,11 +286,14 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         in_groups(g, c, groups, cur, span=phase, step=0, **tags)
 
     def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, **tags):
-        # uniform routing: every EP peer gets pair_tokens copies (direct all-to-all)
+        # uniform routing: every EP peer gets pair_tokens copies
         pair = round(pair_tokens * tok_bytes)
         if ep < 2:
             return
-        c = Collective("all-to-all", (), pair * ep, "direct", phase=phase, label=f"{phase}")
+        local = scale_up_local(groups[0], spec.gpus_per_node) if mode.hierarchical else 1
+        algo = "pipelined" if 1 < local < ep else "direct"
+        c = Collective("all-to-all", (), pair * ep, algo, local_size=local, phase=phase,
+                       label=f"{phase}")  # fmt: skip
         in_groups(g, c, groups, cur, span=phase, span_bytes=pair * (ep - 1), step=0, **tags)
 
     hop = tp * dp  # rank distance between two consecutive pipeline stages
