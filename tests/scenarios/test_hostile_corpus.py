@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 from tests.scenarios.hostile import generate
 
-#: a case that takes longer than this has hung (the slowest case takes about 1 s here)
+#: a case that takes more CPU than this has hung (the slowest case takes about 1 s here); CPU
+#: time, not wall time, so that a loaded machine does not fail it
 HANG_S = 10.0
 
 
@@ -61,7 +62,7 @@ def _check(res: Any, expected: int, needle: str, elapsed: float) -> None:
     assert "Traceback" not in out and "internal error" not in out, out
     assert res.exit_code == expected, out
     assert needle in out, out
-    assert elapsed < HANG_S, f"took {elapsed:.1f} s"
+    assert elapsed < HANG_S, f"took {elapsed:.1f} s of CPU"
 
 
 NAMES = [c.name for c in generate.all_cases()]
@@ -71,17 +72,17 @@ NAMES = [c.name for c in generate.all_cases()]
 def test_corpus_case(corpus: Path, name: str) -> None:
     path = corpus / f"{name}.yaml"
     expected, needle = _expectation(path.read_bytes().decode("utf-8", "replace"))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     res = CliRunner().invoke(app, ["validate", str(path)])
-    _check(res, expected, needle, time.perf_counter() - t0)
+    _check(res, expected, needle, time.process_time() - t0)
 
 
 def test_a_file_over_the_size_limit_is_refused_without_reading_it_all(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text("include: quickstart\n" + "#" * (2 * LIMITS.max_bytes))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     res = CliRunner().invoke(app, ["validate", str(big)])
-    _check(res, 2, "limit for a YAML file", time.perf_counter() - t0)
+    _check(res, 2, "limit for a YAML file", time.process_time() - t0)
 
 
 @pytest.mark.parametrize("name", [c.name for c in generate.all_cases() if c.exit == 0])
@@ -132,12 +133,12 @@ def test_random_mutations_end_cleanly(tmp_path: Path, path: str, value: Any) -> 
     f = tmp_path / "mutant.yaml"
     f.write_text(text)
     yaml.safe_load(text)  # the mutation itself is valid YAML
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     res = CliRunner().invoke(app, ["validate", str(f)])
     out = res.output
     assert "Traceback" not in out and "internal error" not in out, (text, out)
     assert res.exit_code in (0, 2), (text, out)
-    assert time.perf_counter() - t0 < HANG_S
+    assert time.process_time() - t0 < HANG_S
 
 
 @pytest.mark.parametrize("name", ["yaml-alias-bomb", "yaml-deep-mapping", "hosts-1e12"])
