@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 import podsim
@@ -24,15 +25,20 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     return buf
 
 
-def test_display_shows_simulated_time_and_event_rate(screen: io.StringIO) -> None:
+def test_display_shows_simulated_time_and_event_rate(
+    screen: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bar = cli._ProgressBar(True, "demo (packet)")
     bar(1e-6, 10)
     assert bar.progress is None  # younger than a second: nothing shown
     bar.t0 -= 2.0
     bar(1e-6, 0)
     assert bar.progress is not None
-    # 50 000 events over the last second of wall time: 50 k events/s
-    bar._last = (bar._last[0] - 1.0, 0)
+    # 50 000 events over the last second of wall time: 50 k events/s (the clock held still, so
+    # that a loaded machine's delay between these lines does not change the rate)
+    now = time.perf_counter()
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: now)
+    bar._last = (now - 1.0, 0)
     bar(2.5e-6, 50_000)
     bar.progress.refresh()
     shown = screen.getvalue()
