@@ -3,42 +3,55 @@
 Reaction point (sender, :class:`DCQCN`). Its constants come from a named ``profile``
 (:data:`PROFILES`; any parameter given explicitly overrides the profile's value):
 
-* ``default``: podsim's defaults, described below: the DCQCN paper's fast-recovery stages and
-  byte counter (F = 5, B = 10 MB) with 50/50/55 us alpha/decrease/increase timers and a
-  100 Mb/s floor (HPCC's ns-3 config_doc.txt value); a mix, not any one published setting.
+* ``nvidia`` (the default): ConnectX firmware defaults as NVIDIA documents them (DOCA "DCQCN
+  CC Parameters"; mlxconfig names in :data:`PROFILES`): alpha every 1 us with g = 5/1024
+  (dce_tcp_g 1019), initial alpha 1023/1024, a cut at most every 4 us, increase timer 300 us and
+  byte counter 32767 B with F = 1, additive / hyper increase 5 / 50 Mb/s (absolute, not scaled
+  with the line rate), 1 Mb/s floor, and the target rate kept on a cut unless a timer increase
+  came since the previous cut (clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1): after a cut
+  the byte counter pulls RC back towards the unclamped target within a few hundred kB.
+* ``paper``: Zhu et al.'s fast-recovery stages and byte counter (F = 5, B = 10 MB, g = 1/256,
+  RT = RC on every cut) with the 50/50/55 us alpha/decrease/increase timers that HPCC's
+  ``dcqcn_paper`` reads from the paper and a 100 Mb/s floor (HPCC's config_doc.txt). Until
+  issue 14 this was the default, named ``default`` (still accepted as an alias).
 * ``hpcc-ns3-paper``: exactly what HPCC's ns-3 simulator runs as ``--cc dcqcn_paper``
   (alibaba-edu/High-Precision-Congestion-Control, simulation/run.py at commit 9f4be2a: timers
   50/50/55 us, g = 1/256, FAST_RECOVERY_TIMES 1, MIN_RATE 1000 Mb/s, R_AI/R_HAI 5/50 Mb/s
   per 25 Gb/s of line rate; its RdmaHw model counts timer stages only, no byte counter).
-* ``hpcc-ns3-mlx``: HPCC's ``--cc dcqcn`` (same file: alpha every 1 us, a cut at most every
-  4 us, increase timer 300 us, F = 1, 1000 Mb/s floor, no byte counter), the setting the HPCC
-  authors use for NVIDIA/Mellanox NICs.
+* ``hpcc-ns3-mlx`` (alias ``ns3-hpcc``): HPCC's ``--cc dcqcn`` (same file: alpha every 1 us, a
+  cut at most every 4 us, increase timer 300 us, F = 1, 1000 Mb/s floor, no byte counter), the
+  setting the HPCC authors use for NVIDIA/Mellanox NICs.
 
 The mechanism (all profiles; docs/physics.md "Congestion control"):
 
-* alpha (congestion estimate) is updated by the alpha timer, every ``alpha_interval_s`` = 50 us:
-  ``alpha = (1-g) alpha + g`` if a CNP arrived in the period, else ``alpha = (1-g) alpha``;
-  g = 1/256. alpha starts at 1 on the first CNP (the timers start then, as in the ns-3 model).
-* On a CNP the rate is cut at most once per ``decrease_interval_s`` = 50 us:
-  target ``RT = RC``, current ``RC = RC (1 - alpha/2)`` (floored at ``min_rate_bps``, the ns-3
-  100 Mb/s). A CNP inside the interval leaves a pending cut applied when the interval ends. The
-  paper cuts at once on the first CNP; so does this model (ns-3 waits for its 50 us check).
+* alpha (congestion estimate) is updated by the alpha timer, every ``alpha_interval_s``:
+  ``alpha = (1-g) alpha + g`` if a CNP arrived in the period, else ``alpha = (1-g) alpha``.
+  alpha starts at ``initial_alpha`` on the first CNP (the timers start then, as in the ns-3
+  model).
+* On a CNP the rate is cut at most once per ``decrease_interval_s``: target ``RT = RC`` (with
+  ``clamp_target`` "after-timer" only if a timer increase came since the previous cut), current
+  ``RC = RC (1 - alpha/2)`` (floored at ``min_rate_bps``). A CNP inside the interval leaves a
+  pending cut applied when the interval ends. The paper cuts at once on the first CNP; so does
+  this model (ns-3 waits for its decrease check).
 * Rate increase runs on two clocks since the last cut: the increase timer (every
-  ``increase_interval_s`` = 55 us) and the byte counter (every ``byte_counter_bytes`` = 10 MB
+  ``increase_interval_s``) and the byte counter (every ``byte_counter_bytes``
   sent, the paper's B). With T and BC the number of expiries so far, each expiry does
-  fast recovery ``RC = (RT + RC)/2`` while max(T, BC) < F (F = 5), hyper increase
+  fast recovery ``RC = (RT + RC)/2`` while max(T, BC) < F, hyper increase
   ``RT += R_HAI`` when min(T, BC) > F, otherwise additive increase ``RT += R_AI``, each followed
-  by ``RC = (RT + RC)/2``; RT is capped at line rate. R_AI = 5 Mb/s x line/25G and
-  R_HAI = 50 Mb/s x line/25G (docs/physics.md). With ``byte_counter_bytes=None`` only the timer
-  counts (T < F fast recovery, T = F additive, T > F hyper: the ns-3 Mellanox model).
+  by ``RC = (RT + RC)/2``; RT is capped at line rate. R_AI and R_HAI are the profile's
+  (``rai_bps``/``rhai_bps``), else 5 and 50 Mb/s x line/25G (HPCC's scaling, docs/physics.md).
+  With ``byte_counter_bytes=None`` only the timer counts (T < F fast recovery, T = F additive,
+  T > F hyper: the ns-3 Mellanox model).
 
 Timers are lazy (see :mod:`nic.congestion.api`): all three deadlines live in the flow's private
 state and ``flow.timer_due_s`` is the earliest; alpha periods with no CNP are folded in closed
 form (``alpha *= (1-g)^k``); the increase timer stops once RC and RT are both at line rate, since
 further expiries could not change anything before the next cut (which resets the stages).
 
-Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per 50 us, sent when a
-CE-marked data packet arrives (paper; docs/physics.md).
+Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per
+``cluster.nic.cnp_interval`` (50 us, the paper; docs/physics.md), sent when a CE-marked data
+packet arrives. NVIDIA's NP counterpart is min_time_between_cnps; it is a NIC parameter, not part
+of a profile, and keeps the paper's 50 us unless a scenario sets it.
 """
 
 from __future__ import annotations
@@ -90,10 +103,42 @@ class _DcqcnState:
 
 
 _HPCC = "HPCC ns-3, simulation/run.py (alibaba-edu/High-Precision-Congestion-Control@9f4be2a)"
+_NVIDIA = (
+    "NVIDIA, DCQCN CC Parameters (DOCA SDK documentation, networking-docs.nvidia.com/doca/"
+    "archive/3-4-0/dcqcn-cc-parameters; ConnectX-4 and later)"
+)
+_NVIDIA_FW = (
+    "ConnectX firmware defaults as `mlxconfig -q` prints them (RPG_TIME_RESET 300, "
+    "RPG_BYTE_RESET 32767, RPG_THRESHOLD 1, RPG_AI_RATE 5, RPG_HAI_RATE 50, CLAMP_TGT_RATE 0, "
+    "CLAMP_TGT_RATE_AFTER_TIME_INC 1), the same names as NVIDIA's page's Rate Increase table"
+)
 
-#: named parameter sets (SI units); ``source`` says where each comes from
+#: named parameter sets (SI units); ``source`` says where each comes from. ``rai_bps`` /
+#: ``rhai_bps`` None: 5 / 50 Mb/s per 25 Gb/s of line rate (HPCC's scaling); ``clamp_target``
+#: "always": every cut sets RT = RC (the paper), "after-timer": only when a timer-driven
+#: increase happened since the previous cut (NVIDIA's clamp_tgt_rate = 0 with
+#: clamp_tgt_rate_after_time_inc = 1; HPCC's RdmaHw models it the same way: rpTimeStage != 0)
 PROFILES: dict[str, dict[str, Any]] = {
-    "default": {
+    "nvidia": {
+        # dce_tcp_g = 1019 (fixed point, 10 fraction bits): alpha = (1019/1024) alpha
+        # (+ 5/1024 on a CNP), i.e. the paper's form with g = 5/1024 [NVIDIA]
+        "g": 5.0 / 1024.0,
+        "alpha_interval_s": 1e-6,  # dce_tcp_rtt = 1 us [NVIDIA]
+        "decrease_interval_s": 4e-6,  # rate_reduce_monitor_period = 4 us [NVIDIA]
+        "increase_interval_s": 300e-6,  # rpg_time_reset = 300 us [NVIDIA_FW]
+        "fast_recovery_stages": 1,  # rpg_threshold = 1 [NVIDIA_FW]
+        "byte_counter_bytes": 32767,  # rpg_byte_reset = 32767 B [NVIDIA_FW]
+        "min_rate_bps": 1e6,  # rpg_min_rate = 1 Mb/s [NVIDIA]
+        "rai_bps": 5e6,  # rpg_ai_rate = 5 Mb/s, not scaled with line rate [NVIDIA_FW]
+        "rhai_bps": 50e6,  # rpg_hai_rate = 50 Mb/s [NVIDIA_FW]
+        "initial_alpha": 1023.0 / 1024.0,  # initial_alpha_value = 1023 [NVIDIA]
+        "clamp_target": "after-timer",  # clamp_tgt_rate 0, ..._after_time_inc 1 [NVIDIA_FW]
+        # rpg_gd = 11 (Gd = 2: cut RC (1 - alpha/2)) and rpg_min_dec_fac = 50 % (a cut keeps
+        # at least half the rate: (1 - alpha/2) >= 1/2 always) are the mechanism itself;
+        # rate_to_set_on_first_cnp = 0 (no special first rate) likewise [NVIDIA]
+        "source": f"{_NVIDIA}; {_NVIDIA_FW}",
+    },
+    "paper": {
         "g": 1.0 / 256.0,
         "alpha_interval_s": 50e-6,
         "decrease_interval_s": 50e-6,
@@ -101,8 +146,13 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fast_recovery_stages": 5,
         "byte_counter_bytes": 10_000_000,
         "min_rate_bps": 100e6,
-        "source": "podsim default: F = 5 and B = 10 MB as in the DCQCN paper (Zhu et al., "
-        "SIGCOMM 2015); timers of HPCC's dcqcn_paper; 100 Mb/s floor of HPCC's config_doc.txt",
+        "rai_bps": None,
+        "rhai_bps": None,
+        "initial_alpha": 1.0,
+        "clamp_target": "always",
+        "source": "Zhu et al., SIGCOMM 2015: g = 1/256, F = 5, B = 10 MB, RT = RC on every cut; "
+        "timers 50/50/55 us as HPCC's dcqcn_paper reads the paper; 100 Mb/s floor of HPCC's "
+        "config_doc.txt [E: the paper gives no floor]",
     },
     "hpcc-ns3-paper": {
         "g": 1.0 / 256.0,
@@ -112,6 +162,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fast_recovery_stages": 1,
         "byte_counter_bytes": None,
         "min_rate_bps": 1e9,
+        "rai_bps": None,
+        "rhai_bps": None,
+        "initial_alpha": 1.0,
+        "clamp_target": "always",
         "source": f"{_HPCC}: --cc dcqcn_paper",
     },
     "hpcc-ns3-mlx": {
@@ -122,16 +176,30 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fast_recovery_stages": 1,
         "byte_counter_bytes": None,
         "min_rate_bps": 1e9,
+        "rai_bps": None,
+        "rhai_bps": None,
+        "initial_alpha": 1.0,
+        "clamp_target": "always",
         "source": f"{_HPCC}: --cc dcqcn",
     },
 }
+
+#: other names of a profile: ``default`` was the name of ``paper`` before the profiles were
+#: named after their sources; ``ns3-hpcc`` is HPCC's ``--cc dcqcn``, the DCQCN its paper runs
+ALIASES: dict[str, str] = {"default": "paper", "ns3-hpcc": "hpcc-ns3-mlx"}
+
+#: the profile a DCQCN gets when none is named: ConnectX firmware defaults (issue 14)
+DEFAULT_PROFILE = "nvidia"
+
+_CLAMPS = ("always", "after-timer")
 
 _UNSET: Any = object()
 
 
 @CC_ALGORITHMS.register(
     "dcqcn",
-    "DCQCN: ECN/CNP-driven rate control; profiles default, hpcc-ns3-paper, hpcc-ns3-mlx",
+    "DCQCN: ECN/CNP-driven rate control; profiles nvidia (default), paper, hpcc-ns3-paper, "
+    "hpcc-ns3-mlx (alias ns3-hpcc)",
 )
 class DCQCN(CongestionControl):
     """DCQCN reaction point; pair it with a :class:`CnpGenerator` at the receiver."""
@@ -142,25 +210,28 @@ class DCQCN(CongestionControl):
 
     def __init__(
         self,
-        profile: str = "default",
+        profile: str = DEFAULT_PROFILE,
         g: float = _UNSET,
         alpha_interval_s: float = _UNSET,
         decrease_interval_s: float = _UNSET,
         increase_interval_s: float = _UNSET,
         fast_recovery_stages: int = _UNSET,
         byte_counter_bytes: int | None = _UNSET,
-        rai_bps: float | None = None,
-        rhai_bps: float | None = None,
+        rai_bps: float | None = _UNSET,
+        rhai_bps: float | None = _UNSET,
         min_rate_bps: float = _UNSET,
-        initial_alpha: float = 1.0,
+        initial_alpha: float = _UNSET,
+        clamp_target: str = _UNSET,
     ) -> None:
         a = self.name
-        if profile not in PROFILES:
-            close = difflib.get_close_matches(str(profile), list(PROFILES), n=2, cutoff=0.4)
+        names = [*PROFILES, *ALIASES]
+        if profile not in names:
+            close = difflib.get_close_matches(str(profile), names, n=2, cutoff=0.4)
             hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
-                f"{a}: unknown profile {profile!r}.{hint} Profiles: {', '.join(PROFILES)}"
+                f"{a}: unknown profile {profile!r}.{hint} Profiles: {', '.join(names)}"
             )
+        profile = ALIASES.get(profile, profile)
         base = PROFILES[profile]
         self.profile = profile
         given = {
@@ -171,6 +242,10 @@ class DCQCN(CongestionControl):
             "fast_recovery_stages": fast_recovery_stages,
             "byte_counter_bytes": byte_counter_bytes,
             "min_rate_bps": min_rate_bps,
+            "rai_bps": rai_bps,
+            "rhai_bps": rhai_bps,
+            "initial_alpha": initial_alpha,
+            "clamp_target": clamp_target,
         }
         # the profile's value for every parameter not given explicitly
         v = {k: base[k] if x is _UNSET else x for k, x in given.items()}
@@ -182,20 +257,26 @@ class DCQCN(CongestionControl):
             raise ValueError(f"{a}: fast_recovery_stages={stages!r} must be an int")
         in_range(a, "fast_recovery_stages", stages, 0, 1_000)
         positive(a, "byte_counter_bytes", v["byte_counter_bytes"], allow_none=True)
-        positive(a, "rai_bps", rai_bps, allow_none=True)
-        positive(a, "rhai_bps", rhai_bps, allow_none=True)
+        positive(a, "rai_bps", v["rai_bps"], allow_none=True)
+        positive(a, "rhai_bps", v["rhai_bps"], allow_none=True)
         positive(a, "min_rate_bps", v["min_rate_bps"])
-        in_range(a, "initial_alpha", initial_alpha, 0.0, 1.0)
+        in_range(a, "initial_alpha", v["initial_alpha"], 0.0, 1.0)
+        if v["clamp_target"] not in _CLAMPS:
+            raise ValueError(
+                f"{a}: clamp_target={v['clamp_target']!r} must be one of {', '.join(_CLAMPS)}"
+            )
         self.g = float(v["g"])
         self.alpha_interval_s = float(v["alpha_interval_s"])
         self.decrease_interval_s = float(v["decrease_interval_s"])
         self.increase_interval_s = float(v["increase_interval_s"])
         self.fast_recovery_stages = stages
         self.byte_counter_bytes = v["byte_counter_bytes"]
-        self.rai_bps = rai_bps
-        self.rhai_bps = rhai_bps
+        self.rai_bps = v["rai_bps"]
+        self.rhai_bps = v["rhai_bps"]
         self.min_rate_bps = float(v["min_rate_bps"])
-        self.initial_alpha = float(initial_alpha)
+        self.initial_alpha = float(v["initial_alpha"])
+        self.clamp_target = v["clamp_target"]
+        self._clamp_always = self.clamp_target == "always"
 
     # ------------------------------------------------------------------ handlers
     def init_flow(self, flow: FlowCC, now: float) -> None:
@@ -275,7 +356,8 @@ class DCQCN(CongestionControl):
     # ------------------------------------------------------------------ internals
     def _decrease(self, s: _DcqcnState, flow: FlowCC, now: float) -> None:
         rc = flow.rate_bps
-        s.target = rc
+        if self._clamp_always or s.t_stage > 0:
+            s.target = rc
         flow.rate_bps = max(self.min_rate_bps, rc * (1.0 - s.alpha / 2.0))
         s.last_dec = now
         s.dec_due = _INF

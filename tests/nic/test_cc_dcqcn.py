@@ -1,4 +1,5 @@
-"""DCQCN reaction point and CNP generator, driven by synthetic event sequences."""
+"""DCQCN reaction point and CNP generator, driven by synthetic event sequences (the `paper`
+profile's constants; the other profiles in test_dcqcn_profiles.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def _flow(cc, line=LINE):
     return cc.new_flow("qp", line, 5e-6, 4096)
 
 
-def test_defaults_are_the_physics_md_profile():
-    cc = DCQCN()
+def test_paper_profile_is_the_physics_md_profile():
+    cc = DCQCN(profile="paper")
     assert cc.g == G
     assert (cc.alpha_interval_s, cc.decrease_interval_s, cc.increase_interval_s) == (TA, TD, TI)
     f = _flow(cc)
@@ -31,7 +32,7 @@ def test_defaults_are_the_physics_md_profile():
 
 
 def test_cnp_cuts_rate_by_alpha_over_two():
-    cc = DCQCN()
+    cc = DCQCN(profile="paper")
     f = _flow(cc)
     cc.handle_cnp(CCEvent(1e-3), f)
     # First CNP: alpha = 1, RT = old RC, RC = RC (1 - 1/2).
@@ -53,7 +54,7 @@ def test_cnp_cuts_rate_by_alpha_over_two():
 
 
 def test_rate_decrease_at_most_once_per_interval():
-    cc = DCQCN(byte_counter_bytes=None)
+    cc = DCQCN(profile="paper", byte_counter_bytes=None)
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)
     assert f.rate_bps == LINE / 2
@@ -70,7 +71,7 @@ def test_rate_decrease_at_most_once_per_interval():
 
 
 def test_alpha_decays_by_one_minus_g_per_period_without_cnp():
-    cc = DCQCN()
+    cc = DCQCN(profile="paper")
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)
     for k in (1, 2, 7, 40, 400):
@@ -79,7 +80,7 @@ def test_alpha_decays_by_one_minus_g_per_period_without_cnp():
 
 
 def test_alpha_converges_to_one_under_persistent_marking():
-    cc = DCQCN(initial_alpha=0.2)
+    cc = DCQCN(profile="paper", initial_alpha=0.2)
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)  # alpha starts at 0.2
     a = 0.2
@@ -96,7 +97,7 @@ def test_alpha_converges_to_one_under_persistent_marking():
 
 
 def test_recovery_stages_climb_back_to_the_target_then_line_rate():
-    cc = DCQCN(byte_counter_bytes=None)  # timer only: stages T<F, T=F, T>F
+    cc = DCQCN(profile="paper", byte_counter_bytes=None)  # timer only: stages T<F, T=F, T>F
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)  # RC = L/2, RT = L
     # The first CNP only initialises alpha = 1; no CNP in [0, 50 us): alpha = 1 - g at 50 us,
@@ -126,7 +127,7 @@ def test_recovery_stages_climb_back_to_the_target_then_line_rate():
 
 
 def test_byte_counter_drives_increases_and_both_counters_gate_hyper_increase():
-    cc = DCQCN(byte_counter_bytes=1_000_000)
+    cc = DCQCN(profile="paper", byte_counter_bytes=1_000_000)
     f = _flow(cc)
     cc.handle_cnp(CCEvent(0.0), f)
     cc.handle_cnp(CCEvent(TD), f)  # alpha = 1 - g at 50 us, as above
@@ -149,7 +150,7 @@ def test_lazy_timers_match_eager_ticks():
     tx_times = np.arange(0, 6e-3, 2e-6)
     results = []
     for eager in (False, True):
-        cc = DCQCN(byte_counter_bytes=2_000_000)
+        cc = DCQCN(profile="paper", byte_counter_bytes=2_000_000)
         f = _flow(cc)
         events = [(t, "cnp") for t in cnp_times] + [(t, "tx") for t in tx_times]
         if eager:
@@ -168,7 +169,7 @@ def test_lazy_timers_match_eager_ticks():
 
 
 def test_min_rate_floor_and_parameter_errors():
-    cc = DCQCN(min_rate_bps=1e9)
+    cc = DCQCN(profile="paper", min_rate_bps=1e9)
     f = _flow(cc)
     for k in range(40):
         cc.handle_cnp(CCEvent(k * TD), f)

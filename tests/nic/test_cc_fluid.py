@@ -134,7 +134,15 @@ def test_dcqcn_converges_to_fair_share_and_queue_stays_below_kmax():
     starts = [i * 1e-3 for i in range(n)]  # a new flow joins every millisecond at line rate
     t_end = 100e-3
     times, rates, q = run_fluid(
-        "dcqcn", n, line, rtt, t_end=t_end, dt=2e-6, starts=starts, red=(kmin, kmax, pmax)
+        "dcqcn",
+        n,
+        line,
+        rtt,
+        t_end=t_end,
+        dt=2e-6,
+        starts=starts,
+        red=(kmin, kmax, pmax),
+        params={"profile": "paper"},  # the paper's statement, with the paper's constants
     )
     tail = times >= t_end - 20e-3
     mean = rates[tail].mean(axis=0)

@@ -5,6 +5,7 @@ suggestion."""
 from __future__ import annotations
 
 import pytest
+from podsim.nic.congestion.api import CCEvent
 from podsim.nic.congestion.dcqcn import DCQCN, PROFILES
 from podsim.nic.congestion.registry import make_cc
 from podsim.scenarios.cli.app import app
@@ -29,11 +30,55 @@ def test_hpcc_profiles_match_the_run_script(name: str) -> None:
     assert cc.min_rate_bps == floor and cc.g == 0.00390625
 
 
-def test_default_profile_keeps_the_earlier_defaults_and_says_what_it_is() -> None:
+# NVIDIA's DCQCN parameters (DOCA "DCQCN CC Parameters") and the firmware defaults mlxconfig
+# prints, in their own units: dce_tcp_g, dce_tcp_rtt us, rate_reduce_monitor_period us,
+# rpg_time_reset us, rpg_byte_reset B, rpg_threshold, rpg_min_rate Mb/s, rpg_ai_rate Mb/s,
+# rpg_hai_rate Mb/s, initial_alpha_value
+NVIDIA = (1019, 1, 4, 300, 32767, 1, 1, 5, 50, 1023)
+
+
+def test_nvidia_profile_is_the_firmware_defaults_and_the_default() -> None:
+    g, rtt, monitor, time_reset, byte_reset, threshold, min_rate, ai, hai, alpha0 = NVIDIA
     cc = DCQCN()
-    assert (cc.fast_recovery_stages, cc.byte_counter_bytes) == (5, 10_000_000)
-    assert "podsim default" in PROFILES["default"]["source"]
+    assert cc.profile == "nvidia"
+    assert cc.g == (1024 - g) / 1024 and cc.alpha_interval_s == rtt * 1e-6
+    assert cc.decrease_interval_s == monitor * 1e-6
+    assert cc.increase_interval_s == time_reset * 1e-6
+    assert cc.byte_counter_bytes == byte_reset and cc.fast_recovery_stages == threshold
+    assert cc.min_rate_bps == min_rate * 1e6 and cc.initial_alpha == alpha0 / 1024
+    f = cc.new_flow("qp", 400e9, 5e-6, 4096)
+    # absolute rates: not scaled with the line rate as HPCC scales its 5/50 Mb/s per 25G
+    assert (f.priv.rai, f.priv.rhai) == (ai * 1e6, hai * 1e6)
+    assert cc.clamp_target == "after-timer"
+    assert "dcqcn-cc-parameters" in PROFILES["nvidia"]["source"]
     assert all("source" in p for p in PROFILES.values())
+
+
+def test_old_names_are_aliases() -> None:
+    old = DCQCN(profile="default")
+    assert old.profile == "paper"
+    assert (old.fast_recovery_stages, old.byte_counter_bytes) == (5, 10_000_000)
+    assert DCQCN(profile="ns3-hpcc").profile == "hpcc-ns3-mlx"
+
+
+def test_nvidia_keeps_the_target_unless_a_timer_increase_came_since_the_last_cut() -> None:
+    """clamp_tgt_rate = 0, clamp_tgt_rate_after_time_inc = 1: a cut leaves RT where it was, so
+    the byte counter pulls RC back towards it; after a timer-driven increase the next cut sets
+    RT = RC as the paper always does."""
+    cc = DCQCN()
+    f = cc.new_flow("qp", 400e9, 5e-6, 4096)
+    cc.handle_cnp(CCEvent(0.0), f)
+    cc.handle_cnp(CCEvent(10e-6), f)  # second cut, no increase in between
+    assert cc.target_rate(f) == 400e9 and f.rate_bps < 200e9 * (1 + 1e-9)
+    cc.handle_tick(400e-6, f)  # the 300 us increase timer expires once
+    rc = f.rate_bps
+    cc.handle_cnp(CCEvent(401e-6), f)
+    assert cc.target_rate(f) == rc
+    paper = DCQCN(profile="paper")
+    f = paper.new_flow("qp", 400e9, 5e-6, 4096)
+    paper.handle_cnp(CCEvent(0.0), f)
+    paper.handle_cnp(CCEvent(60e-6), f)
+    assert paper.target_rate(f) < 400e9
 
 
 def test_explicit_parameters_override_a_profile() -> None:
@@ -44,6 +89,8 @@ def test_explicit_parameters_override_a_profile() -> None:
 def test_unknown_profile_is_refused_with_a_suggestion() -> None:
     with pytest.raises(ValueError, match="Did you mean 'hpcc-ns3-paper'"):
         DCQCN(profile="hpcc-paper")
+    with pytest.raises(ValueError, match="unknown profile 'nvida'. Did you mean 'nvidia'"):
+        DCQCN(profile="nvida")
     r = CliRunner().invoke(
         app, ["validate", "quickstart", "--set", "cluster.nic.cc.params.profile=hpcc-papr"]
     )
