@@ -89,7 +89,7 @@ def test_explicit_parameters_override_a_profile() -> None:
 def test_unknown_profile_is_refused_with_a_suggestion() -> None:
     with pytest.raises(ValueError, match="Did you mean 'hpcc-ns3-paper'"):
         DCQCN(profile="hpcc-paper")
-    with pytest.raises(ValueError, match="unknown profile 'nvida'. Did you mean 'nvidia'"):
+    with pytest.raises(ValueError, match=r"unknown profile 'nvida'\. Did you mean 'nvidia'"):
         DCQCN(profile="nvida")
     r = CliRunner().invoke(
         app, ["validate", "quickstart", "--set", "cluster.nic.cc.params.profile=hpcc-papr"]
