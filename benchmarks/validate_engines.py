@@ -1,7 +1,7 @@
 """Cross-validation: the same scenarios on the packet and the flow engine, and their errors.
 
 Usage: python benchmarks/validate_engines.py [--tokens 512] [--size 1MiB] [--endpoint nic]
-       [--cc dcqcn] [--selector spray] [--only NAME ...] [--markdown]
+       [--cc dcqcn] [--selector spray ecmp] [--only NAME ...] [--markdown]
 
 Scenarios (DeepEP's H800 setup, ``h800-deepep``: 8 GPUs per node, NVLink inside, one 400G
 RoCE NIC per GPU on a rail-optimised 1:1 fabric; SmartNIC defaults unless overridden):
@@ -12,6 +12,10 @@ RoCE NIC per GPU on a rail-optimised 1:1 fabric; SmartNIC defaults unless overri
   mode, ``--tokens`` per rank, expert load skewed log-normally to a per-rank max/mean of 2.56
   (TensorRT-LLM's DeepSeek-R1 EP32 measurement, docs/physics.md [S]);
 - ``incast``: 16 ranks send ``--size`` each to rank 0.
+
+Each scenario runs once per ``--selector`` (default both ``spray``, the SmartNIC's packet
+spraying, and ``ecmp``, one hashed path per QP: the flow engine replays the packet engine's
+per-hop hash, so both engines put each QP on the same path).
 
 For every communication phase it prints the completion time on both engines, the relative
 error of the flow engine's completion time and of its per-GPU bandwidth (NCCL algbw; DeepEP's
@@ -116,7 +120,7 @@ def main() -> None:
     ap.add_argument("--size", default="1MiB")
     ap.add_argument("--endpoint", default="nic", choices=["nic", "host"])
     ap.add_argument("--cc", default="dcqcn")
-    ap.add_argument("--selector", default="spray")
+    ap.add_argument("--selector", nargs="+", default=["spray", "ecmp"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true")
@@ -125,7 +129,9 @@ def main() -> None:
     if args.only:
         names = [n for n in names if n in args.only]
     rows = []
-    for name in names:
+    selectors = list(args.selector)
+    for name, selector in [(n, sel) for sel in selectors for n in names]:
+        args.selector = selector
         ctx = moe_ctx(int(name[6:]), args) if name.startswith("moe") else synthetic_ctx(name, args)
         res = {}
         for engine in ("packet", "flow"):
@@ -145,6 +151,7 @@ def main() -> None:
             rows.append(
                 {
                     "scenario": name,
+                    "selector": selector,
                     "phase": ph,
                     "regime": "congestion" if lossy else "loss-free",
                     "packet_us": mp["completion_time_s"] * 1e6,
@@ -163,7 +170,7 @@ def main() -> None:
             )
         r = rows[-1]
         print(
-            f"# {name}: packet {wp:.1f} s, flow {wf:.1f} s wall; last phase err "
+            f"# {name} ({selector}): packet {wp:.1f} s, flow {wf:.1f} s wall; last phase err "
             f"{100 * r['err_time']:+.1f} %",
             flush=True,
         )
@@ -185,7 +192,7 @@ def main() -> None:
     for c, f in fmt.items():
         shown[c] = shown[c].map(f)
     print(
-        f"\nendpoint {args.endpoint}, CC {args.cc}, selector {args.selector}, tokens/rank "
+        f"\nendpoint {args.endpoint}, CC {args.cc}, selectors {' '.join(selectors)}, tokens/rank "
         f"{args.tokens}, message size {args.size}; targets 5 % loss-free, 15 % congestion"
     )
     if args.markdown:

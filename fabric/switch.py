@@ -68,11 +68,25 @@ from podsim.fabric.packet import (
 from podsim.fabric.params import param
 from podsim.fabric.port import Port
 
-__all__ = ["Ingress", "Switch", "SwitchConfig", "SwitchPort"]
+__all__ = ["Ingress", "Switch", "SwitchConfig", "SwitchPort", "ecmp_choice", "switch_rng"]
 
 _INF = float("inf")
 _M64 = (1 << 64) - 1
 _MIX = 0xBF58476D1CE4E5B9  # SplitMix64's first multiplier (odd, well spread bits)
+
+
+def switch_rng(seed: int, name: str) -> random.Random:
+    """The random stream of switch ``name`` in a network of ``seed``; its first 64 bits are the
+    switch's ECMP hash key (so the flow engine can replay a switch's choices without one)."""
+    return random.Random(f"{seed}/switch/{name}")
+
+
+def ecmp_choice(flow: int, ev: int, salt: int, n: int) -> int:
+    """Which of ``n`` equal-cost next hops a switch with hash key ``salt`` gives packets of
+    (``flow``, ``ev``) (the module docstring's ECMP hash; :meth:`Switch.select` and the flow
+    engine's replay use it, the forwarding hot path inlines it)."""
+    x = ((hash((flow, ev)) ^ salt) * _MIX) & _M64
+    return ((x >> 32) * n) >> 32
 
 
 @dataclass(frozen=True)
@@ -444,7 +458,7 @@ class Switch:
         self.noroute_bytes = 0
         self.noroute_wire = 0
         self.buffer_bytes = 0
-        rng = random.Random(f"{seed}/switch/{name}")
+        rng = switch_rng(seed, name)
         self._rng = rng
         self._salt = rng.getrandbits(64)  # this switch's ECMP hash key
         self._heap = env._queue
@@ -700,8 +714,7 @@ class Switch:
             return None
         if n == 1:
             return hops[0]
-        x = ((hash((flow, ev)) ^ self._salt) * _MIX) & _M64
-        return hops[((x >> 32) * n) >> 32]
+        return hops[ecmp_choice(flow, ev, self._salt, n)]
 
     def __repr__(self) -> str:
         return f"Switch({self.name} ports={len(self.ports)} used={self.used}B)"

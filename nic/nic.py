@@ -67,6 +67,7 @@ from podsim.nic.transport.qp import (
     QueuePair,
     RdmaPacket,
     RecvQp,
+    qp_flow_key,
 )
 from podsim.nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
 from podsim.nic.transport.segmentation import check_mtu, check_opcode
@@ -346,6 +347,13 @@ class NicConfig:
         return d
 
 
+def qp_rng(seed: int, src_card: int, dst_card: int, index: int) -> random.Random:
+    """The random stream of QP ``index`` from card ``src_card`` to ``dst_card`` in a network of
+    ``seed``: its path selector draws its entropy values from it (an ECMP QP's one EV is the
+    first draw), so the flow engine can replay which path the QP takes."""
+    return random.Random(f"{seed}/qp/{src_card}/{dst_card}/{index}")
+
+
 #: Named NIC configurations (transport presets); scenarios refer to them by name and may
 #: override any field. Each entry is a function returning a :class:`NicConfig`.
 NIC_MODELS: Registry[Callable[[], NicConfig]] = Registry("NIC model")
@@ -616,10 +624,10 @@ class SmartNic:
             qp.queued = False
             if qp._fetched:
                 qp._fetched = False
-            elif qp.id in ref:  # QpContextCache.touch's hit path, inlined
-                ref[qp.id] = 1
+            elif qp.flow_key in ref:  # QpContextCache.touch's hit path, inlined
+                ref[qp.flow_key] = 1
                 cache.hits += 1
-            elif not cache.touch(qp.id) and pipe.miss_penalty_s > 0:
+            elif not cache.touch(qp.flow_key) and pipe.miss_penalty_s > 0:
                 # QP context miss: fetch it over PCIe; the QP waits, others go on
                 qp._fetched = True
                 start += pipe.miss_busy_s
@@ -703,7 +711,7 @@ class SmartNic:
             self.ack_wire,
             self.eids[0],
             qp.dst_nic.eids[0],
-            qp.id,
+            qp.flow_key,
             0,
             0,
             now,
@@ -721,7 +729,7 @@ class SmartNic:
             self.ack_wire,
             self.eids[0],
             qp.dst_nic.eids[0],
-            qp.id,
+            qp.flow_key,
             0,
             qp.sel.next_ev(now),
             now,
@@ -929,7 +937,7 @@ class SmartNic:
                 self.ack_wire,
                 self.eids[0],
                 qp.nic.eids[0],
-                qp.id,
+                qp.flow_key,
                 0,
                 0,
                 now,
@@ -1051,7 +1059,7 @@ class RdmaNetwork:
             raise ValueError(f"traffic class {tc!r}: the network has {n} class(es), 0 .. {n - 1}")
         # the seed does not depend on the class: a message's paths do not change when only its
         # class does (QP n of two classes between the same NICs draws the same entropy values)
-        rng = random.Random(f"{self.seed}/qp/{src.card}/{dst.card}/{index}")
+        rng = qp_rng(self.seed, src.card, dst.card, index)
         sel = make_selector(
             cfg.selector,
             cfg.n_evs,
@@ -1084,6 +1092,7 @@ class RdmaNetwork:
             retry_limit=cfg.retry_limit,
         )
         qp.tc = tc
+        qp.flow_key = qp_flow_key(src.card, dst.card, index, tc)
         self._qp_list.append(qp)
         return qp
 

@@ -201,7 +201,8 @@ class FlowFaults:
         dead_links = np.asarray(
             sorted({2 * k for k in self.routing_dead} | {2 * k + 1 for k in self.routing_dead})
         )
-        hit = np.isin(sim.idx[act], dead_links).any(axis=1)
+        # a flow is re-hashed when its data crosses a dead link (its ACK entries do not count)
+        hit = np.isin(np.where(sim.ctrl[act], -1, sim.idx[act]), dead_links).any(axis=1)
         fids = act[hit]
         if not fids.size:
             return

@@ -45,11 +45,13 @@ every switch it enters. A ``"spread"`` flow gets the latency of its hashed repre
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+from podsim.fabric.switch import ecmp_choice, switch_rng
 from podsim.fabric.topology import SWITCH_ROLES
 
 __all__ = ["FlowPaths", "FlowRouteError", "Route", "mix64"]
@@ -132,6 +134,11 @@ class FlowPaths:
         role_of = nx.get_node_attributes(graph, "role")
         self.roles = np.array([role_of.get(n, "") for n in nodes], dtype=object)
         is_switch = np.isin(self.roles, SWITCH_ROLES)
+        self.is_switch = is_switch
+        # route_replay's lazily built tables: neighbours, BFS distances per leaf, hash keys
+        self._adj: list[list[int]] | None = None
+        self._dist: dict[int, np.ndarray] = {}
+        self._salts: dict[int, int] = {}
 
         # ---- directed links
         edges = sorted((min(u, v), max(u, v), d) for u, v, d in graph.edges(data=True))
@@ -481,6 +488,69 @@ class FlowPaths:
         idx = np.concatenate(parts, axis=1)
         frac = (idx >= 0) / float(n_paths)
         return Route(idx, frac, lat, sw)
+
+    def route_replay(
+        self, src: np.ndarray, dst: np.ndarray, flow: list[int], ev: list[int]
+    ) -> Route:
+        """One path per flow from NIC port nodes ``src`` to ``dst``: the path the packet
+        engine's switches give packets of (``flow``, ``ev``), replayed hop by hop. Each switch
+        keeps as next hops toward a destination its neighbour switches one hop closer to the
+        destination's leaf, in name order (:class:`podsim.fabric.routing.Routing` on the
+        links that are up: here all), and picks one with its ECMP hash
+        (:func:`podsim.fabric.switch.ecmp_choice`, keyed by :func:`switch_rng` of ``seed``)."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        n = src.size
+        links = np.full((n, 6), -1, dtype=np.int64)
+        for i in range(n):
+            hops = self._replay_nodes(int(src[i]), int(dst[i]), int(flow[i]), int(ev[i]))
+            if len(hops) - 1 > links.shape[1]:
+                raise FlowRouteError(f"a path of {len(hops) - 1} links; at most 6 expected")
+            u = np.asarray(hops[:-1], dtype=np.int64)
+            v = np.asarray(hops[1:], dtype=np.int64)
+            links[i, : u.size] = self._lookup(u, v)
+        lat, sw = self._latency(links)
+        return Route(links, (links >= 0).astype(float), lat, sw)
+
+    def _replay_nodes(self, s: int, d: int, flow: int, ev: int) -> list[int]:
+        """Node path of :meth:`route_replay` for one flow (node indices)."""
+        if self._adj is None:
+            g, idx = self.graph, self.node_index
+            self._adj = [sorted(idx[x] for x in g.neighbors(name)) for name in self.node_names]
+        leaf, root = int(self.leaf_of[s]), int(self.leaf_of[d])
+        dist = self._dist.get(root)
+        if dist is None:
+            dist = np.full(len(self.node_names), -1, dtype=np.int64)
+            dist[root] = 0
+            frontier = deque([root])
+            while frontier:
+                u = frontier.popleft()
+                for v in self._adj[u]:
+                    if dist[v] < 0 and self.is_switch[v]:
+                        dist[v] = dist[u] + 1
+                        frontier.append(v)
+            self._dist[root] = dist
+        path = [s, leaf]
+        u = leaf
+        while u != root:
+            du = dist[u]
+            if du < 0:
+                raise FlowRouteError(
+                    f"{self.node_names[s]!r} -> {self.node_names[d]!r}: no route from "
+                    f"{self.node_names[u]!r}"
+                )
+            nxt = [v for v in self._adj[u] if self.is_switch[v] and dist[v] == du - 1]
+            if len(nxt) > 1:
+                salt = self._salts.get(u)
+                if salt is None:
+                    salt = switch_rng(self.seed, self.node_names[u]).getrandbits(64)
+                    self._salts[u] = salt
+                u = nxt[ecmp_choice(flow, ev, salt, len(nxt))]
+            else:
+                u = nxt[0]
+            path.append(u)
+        path.append(d)
+        return path
 
     def route_scaleup(self, gpu_a: np.ndarray, gpu_b: np.ndarray) -> Route:
         """Scale-up routes between GPU nodes (indices): the source GPU's egress and the

@@ -113,6 +113,7 @@ class FlowSim:
         self.idx = np.full((n, k), -1, dtype=np.int32)
         self.coef = np.zeros((n, k))
         self.frac = np.zeros((n, k), dtype=np.float32)
+        self.ctrl = np.zeros((n, k), dtype=bool)
         self.size = np.zeros(n)
         self.rem = np.zeros(n)
         self.pkts = np.zeros(n)
@@ -138,6 +139,7 @@ class FlowSim:
                 "idx",
                 "coef",
                 "frac",
+                "ctrl",
                 "size",
                 "rem",
                 "pkts",
@@ -173,6 +175,7 @@ class FlowSim:
         packets: np.ndarray | None = None,
         caps: np.ndarray | float | None = None,
         weights: np.ndarray | float | None = None,
+        ctrl: np.ndarray | None = None,
     ) -> np.ndarray:
         """Post flows now; returns their ids (consecutive ints).
 
@@ -180,7 +183,9 @@ class FlowSim:
         payload bit, ``nbytes`` payload bytes, ``latency_s`` last-byte delivery latency,
         ``frac`` (n, K) fraction of the flow on each constraint (for packet counts; default
         ``idx >= 0``), ``packets`` packets per flow, ``caps`` per-flow rate caps (bit/s of
-        payload), ``weights`` max-min weights.
+        payload), ``weights`` max-min weights, ``ctrl`` (n, K) entries that are control traffic
+        (ACKs): they load their constraint but do not make it a queue shared by two flows
+        (CC efficiency ``eta``: control packets are not congestion-controlled).
         """
         idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
         coef = np.atleast_2d(np.asarray(coef, dtype=float))
@@ -202,6 +207,8 @@ class FlowSim:
         self.idx[ids, k:] = -1
         self.coef[ids, :k] = np.where(idx >= 0, coef, 0.0)
         self.frac[ids, :k] = (idx >= 0) if frac is None else np.where(idx >= 0, frac, 0.0)
+        self.ctrl[ids, :k] = False if ctrl is None else np.asarray(ctrl, dtype=bool)
+        self.ctrl[ids, k:] = False
         self.size[ids] = b
         self.rem[ids] = b
         self.pkts[ids] = 0.0 if packets is None else np.broadcast_to(packets, (n,))
@@ -254,6 +261,7 @@ class FlowSim:
         self.coef[ids, k:] = 0.0
         self.frac[ids, :k] = np.where(idx >= 0, frac, 0.0)
         self.frac[ids, k:] = 0.0
+        self.ctrl[ids] = False  # a re-routed flow keeps its data path only
         self._request(self.env.now)
 
     @property
@@ -347,7 +355,7 @@ class FlowSim:
         """Max-min rates of flows ``act``: :func:`podsim.fabric.maxmin.maxmin_rows` on their
         rows (the same arrays as :meth:`_rates_readable`, without SciPy's per-call cost)."""
         idx = self.idx[act]
-        cap = self._capacity_now(idx[idx >= 0])
+        cap = self._capacity_now(idx[(idx >= 0) & ~self.ctrl[act]])  # ACKs do not crowd
         res = maxmin_rows(idx, self.coef[act], cap, self.cap[act], self.weight[act])
         if res is None:  # a flow names a constraint twice: SciPy sums the entries
             return self._rates_readable(act)
@@ -355,7 +363,8 @@ class FlowSim:
         return res.rates
 
     def _capacity_now(self, rows: np.ndarray) -> np.ndarray:
-        """Capacities with CC efficiency on the fabric queues two or more flows share."""
+        """Capacities with CC efficiency on the fabric queues two or more flows share (``rows``:
+        the constraint of every data entry of the active flows; control entries left out)."""
         cap = self.capacity
         if self.eta < 1.0:
             crowd = np.bincount(rows, minlength=cap.size) >= 2
@@ -373,7 +382,7 @@ class FlowSim:
         a = sp.csc_array(
             (self.coef[act][valid], rows, indptr), shape=(self.capacity.size, act.size)
         )
-        cap = self._capacity_now(rows)
+        cap = self._capacity_now(rows[~self.ctrl[act][valid]])  # ACKs do not crowd
         res = maxmin_rates(a, cap, caps=self.cap[act], weights=self.weight[act])
         self.passes += res.iterations
         return res.rates

@@ -68,6 +68,7 @@ __all__ = [
     "QueuePair",
     "RdmaPacket",
     "RecvQp",
+    "qp_flow_key",
 ]
 
 #: AETH (4 B) on ACK/NACK packets, beyond the link layer's overhead [S: IBTA vol. 1 9.3.5].
@@ -91,6 +92,15 @@ F_CREDIT_REFRESH = 32  # PROBE with F_CREDIT_REQ: aux is the sender's whole outs
 F_ACK_REQ = 64
 
 _INF = math.inf
+
+
+def qp_flow_key(src_card: int, dst_card: int, index: int, tc: int = 0) -> int:
+    """The flow label of QP ``index`` of class ``tc`` from NIC card ``src_card`` to
+    ``dst_card``: the fields packed into one int (cards below 2^32, index below 2^16, class
+    below 2^8), unique per QP and independent of when the QP was created."""
+    if not (0 <= index < 1 << 16 and 0 <= tc < 1 << 8 and 0 <= dst_card < 1 << 32):
+        raise ValueError(f"QP index {index}, class {tc} or card {dst_card} out of range")
+    return (((src_card << 32) | dst_card) << 24) | (index << 8) | tc
 
 
 class RdmaPacket(Packet):
@@ -257,6 +267,7 @@ class QueuePair:
         "evs_used",
         "failed",
         "fcc",
+        "flow_key",
         "id",
         "index",
         "min_wire",
@@ -314,6 +325,10 @@ class QueuePair:
         retry_limit: int | None = None,
     ) -> None:
         self.id = qp_id
+        #: the flow label its packets carry, which the switches' ECMP hash reads: a function of
+        #: (source card, destination card, index, class) alone, not of the order QPs were
+        #: created in, so the flow engine can replay the switches' choices (set by RdmaNetwork)
+        self.flow_key = qp_id
         self.nic = nic
         self.dst_nic = dst_nic
         self.index = index
@@ -516,7 +531,7 @@ class QueuePair:
             wire,
             self.src_eids[plane],
             self.dst_eids[plane],
-            self.id,
+            self.flow_key,
             psn,
             ev,
             now,

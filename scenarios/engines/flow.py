@@ -5,11 +5,15 @@ Adapter between the scenario layer and :mod:`podsim.fabric.flow`. It offers
 engine: dispatch -> compute -> combine per rank) whose messages become fluid flows:
 
 - ``rdma`` messages go from the source rank's NIC ports to the destination rank's ports. Path
-  policy from ``cluster.nic.multipath`` (:func:`path_policy`): ``ecmp`` hashes each message to
-  one equal-cost path and, on a multi-plane NIC, one plane (``msg mod planes``, as the packet
-  engine's host endpoint does); ``spray`` over ``paths`` entropy values spreads the message
-  evenly over all equal-cost paths when ``paths`` covers them (the bundle constraints of
-  :mod:`podsim.fabric.flow.paths`), else over ``paths`` hashed paths; ``adaptive``, ``bitmap`` and
+  policy from ``cluster.nic.multipath`` (:func:`path_policy`): ``ecmp`` with the SmartNIC
+  endpoint puts each message on the path and plane of its QP exactly as the packet engine's
+  switches hash it (:meth:`FlowCluster._qp_keys`: the QP's flow label and entropy value;
+  :meth:`podsim.fabric.flow.FlowPaths.route_replay`: every switch's next hops and ECMP hash),
+  so both engines see the same collisions; with the host endpoint it hashes each message to
+  one equal-cost path and one plane (``msg mod planes``) of its own; ``spray`` over ``paths``
+  entropy values spreads the message evenly over all equal-cost paths when ``paths`` covers
+  them (the bundle constraints of :mod:`podsim.fabric.flow.paths`), else over ``paths``
+  hashed paths; ``adaptive``, ``bitmap`` and
   ``reps`` steer by load or by congestion feedback, modelled as the ideal load-aware split,
   which on these symmetric fabrics is the even spread. Non-ECMP policies also split a message
   evenly over the planes of a multi-plane NIC.
@@ -38,6 +42,10 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   :func:`podsim.fabric.packet.link_framing`) at ``cluster.nic.mtu``
   (:mod:`podsim.fabric.flow.wire`; +16 B RETH per message with the SmartNIC endpoint, as an
   RDMA WRITE);
+- ACKs (SmartNIC endpoint): one per ``cluster.nic.ack_coalesce`` data packets, the link
+  layer's framing plus the 4 B AETH each, load the reverse of every link or bundle the message
+  crosses in the same share (the bound engine leaves them out; a flow re-hashed around a dead
+  link keeps only its data path);
 - congestion control enters as the efficiency of shared fabric queues
   (:data:`podsim.fabric.flow.cc.CC_EFFICIENCY` for ``cluster.nic.cc.name``);
 - ``scaleup`` messages between GPUs with a scale-up port are flows over the source GPU's
@@ -172,6 +180,7 @@ class MessageRoutes:
     src_port: np.ndarray
     dst_port: np.ndarray
     same_card: np.ndarray
+    ctrl: np.ndarray | None = None  # (n, K): ACK entries (control traffic)
 
 
 class FlowCluster:
@@ -216,6 +225,31 @@ class FlowCluster:
         if spread_all or bool(getattr(sw, "adaptive", False)):
             self.mode, self.n_paths = "spread", 0
         self.ecmp_planes = self.selector == "ecmp" and not spread_all  # the NIC picks the plane
+        # the SmartNIC's ECMP QPs take the path the packet engine's switches hash them onto
+        # (route_replay): same QP label, same entropy value, same per-switch hash
+        self.replay = (
+            self.ecmp_planes and self.endpoint == "nic" and (self.mode, self.n_paths) == ("hash", 1)
+        )
+        self.seed = int(sc.seed)
+        self.qps_per_pair = int(getattr(nic, "qps_per_pair", 1) or 1)
+        self.n_evs = int(nic.multipath.paths)
+        self.selector_params = dict(getattr(nic.multipath, "params", None) or {})
+        self._qp_path: dict[tuple[int, int, int], tuple[int, int]] = {}
+        # ACKs (NIC endpoint): one per ``ack_coalesce`` data packets, ack_wire bytes each, on
+        # the reverse of every link (or bundle) the data crosses; the bound leaves them out
+        self.ack_every = int(getattr(nic, "ack_coalesce", 1) or 1)
+        self.acks = self.endpoint == "nic" and not spread_all
+        rev = np.full(p.n_constraints, -1, dtype=np.int64)
+        rev[: p.n_links] = np.arange(p.n_links, dtype=np.int64) ^ 1  # 2k <-> 2k+1
+        pairs = (
+            *zip(p.up_bundle, p.down_bundle, strict=True),
+            *zip(p.group_up, p.group_down, strict=True),
+        )
+        for a, b in pairs:
+            if a >= 0 and b >= 0:
+                rev[a], rev[b] = b, a
+        self.reverse = rev
+        self._rr: dict[tuple[int, int], int] = {}
         self.cc_name = str(nic.cc.name)
         self.efficiency = cc_efficiency(self.cc_name, opts.efficiency)
         # ranks -> port nodes (padded by repeating the first port), cards, GPU nodes
@@ -279,6 +313,36 @@ class FlowCluster:
             else None
         )
 
+    def _qp_keys(
+        self, src_card: np.ndarray, dst_card: np.ndarray, planes: np.ndarray
+    ) -> tuple[list[int], list[int]]:
+        """(flow label, entropy value) of the packet engine's QP for each message between
+        these cards: QP index 0, or round-robin over ``qps_per_pair`` in the order messages
+        are routed (the packet engine's posting order; the same when a phase posts at once);
+        the label is :func:`podsim.nic.transport.qp.qp_flow_key`, the EV the ECMP selector's
+        draw from :func:`podsim.nic.nic.qp_rng`."""
+        from podsim.nic.nic import qp_rng
+        from podsim.nic.transport.qp import qp_flow_key
+        from podsim.nic.transport.selectors import make_selector
+
+        flows: list[int] = []
+        evs: list[int] = []
+        for a, b, pl in zip(src_card.tolist(), dst_card.tolist(), planes.tolist(), strict=True):
+            index = 0
+            if self.qps_per_pair > 1:
+                k = self._rr.get((a, b), 0)
+                self._rr[(a, b)] = k + 1
+                index = k % self.qps_per_pair
+            hit = self._qp_path.get((a, b, index))
+            if hit is None:
+                rng = qp_rng(self.seed, a, b, index)
+                sel = make_selector(self.selector, self.n_evs, rng, int(pl), self.selector_params)
+                hit = (qp_flow_key(a, b, index), int(sel.next_ev(0.0)))
+                self._qp_path[(a, b, index)] = hit
+            flows.append(hit[0])
+            evs.append(hit[1])
+        return flows, evs
+
     def _pcie_ids(self, res: np.ndarray) -> np.ndarray:
         """Indices into ``ClusterPcie.constraint_names`` (-1 padded) -> constraint ids."""
         return np.where(res >= 0, res + self.pcie_base, -1)
@@ -317,6 +381,8 @@ class FlowCluster:
         wire = wire_bytes(b, self.mtu, self.overhead, self.first_extra, self.min_wire)
         wf = np.where(b > 0, wire / np.maximum(b, 1), 1.0)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, idx, frac)
+        ack_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        rev_max = self.reverse.size - 1
         lat = np.zeros(n)
         ack = np.zeros(n)
         n_paths = np.ones(n, dtype=np.int64)
@@ -340,11 +406,21 @@ class FlowCluster:
             n_pl = np.minimum(self.rank_nports[s], self.rank_nports[d])
             key = self.rank_card[s] * 1_000_003 + self.rank_card[d]
             if self.ecmp_planes or n_pl.max() == 1:
-                plane = msg[rows] % n_pl
-                sp, dp = self.rank_port[s, plane], self.rank_port[d, plane]
-                r = p.route(
-                    sp, dp, key * 7919 + msg[rows], mode=self.mode, n_paths=max(1, self.n_paths)
-                )
+                if self.replay:
+                    flow, ev = self._qp_keys(self.rank_card[s], self.rank_card[d], n_pl)
+                    plane = np.asarray(ev, dtype=np.int64) % n_pl  # the QP's EV picks it
+                    sp, dp = self.rank_port[s, plane], self.rank_port[d, plane]
+                    r = p.route_replay(sp, dp, flow, ev)
+                else:
+                    plane = msg[rows] % n_pl
+                    sp, dp = self.rank_port[s, plane], self.rank_port[d, plane]
+                    r = p.route(
+                        sp,
+                        dp,
+                        key * 7919 + msg[rows],
+                        mode=self.mode,
+                        n_paths=max(1, self.n_paths),
+                    )
                 idx, frac, r_lat, r_sw = r.idx, r.frac, r.latency_s, r.switches
                 src_port[rows], dst_port[rows] = sp, dp
             else:
@@ -369,6 +445,12 @@ class FlowCluster:
                     r_sw = np.maximum(r_sw, np.where(use, r.switches, 0))
                 idx, frac = np.concatenate(idx_l, axis=1), np.concatenate(frac_l, axis=1)
                 src_port[rows], dst_port[rows] = self.rank_port[s, 0], self.rank_port[d, 0]
+            if self.acks:
+                # the ACKs cross the reverse of each link the data crosses, in the same share
+                back = np.where(idx >= 0, self.reverse[np.clip(idx, 0, rev_max)], -1)
+                back = np.where(idx <= rev_max, back, -1)
+                acks = -(-pk[rows] // self.ack_every)
+                ack_parts.append((rows, back, np.where(back >= 0, frac, 0.0), acks))
             # paths_used 0 = all equal-cost paths
             n_paths[rows] = max(1, self.n_paths) if self.mode == "hash" else 0
             cs = self.card_pos[self.rank_card[s]]
@@ -403,11 +485,20 @@ class FlowCluster:
             # the receiver's SMs copy every scale-up or local row (module docstring)
             rows = np.flatnonzero(lo | (hop == "scaleup"))
             parts.append((rows, self.copy_ids[dst[rows]][:, None], np.ones((rows.size, 1))))
+        # ACK columns go last; their coefficient is ACK wire bytes per payload byte
+        n_data = len(parts)
+        parts += [(rows, idx, frac) for rows, idx, frac, _acks in ack_parts]
         k = max((x[1].shape[1] for x in parts), default=1)
         idx_all = np.full((n, k), -1, dtype=np.int64)
         frac_all = np.zeros((n, k))
+        is_ack = np.zeros((n, k), dtype=bool)
+        ack_coef = np.zeros(n)
+        ack_pk = np.ones(n)
+        for rows, _idx, _frac, acks in ack_parts:
+            ack_coef[rows] = acks * self.ack_wire / np.maximum(b[rows], 1)
+            ack_pk[rows] = acks / np.maximum(pk[rows], 1)
         used = np.zeros(n, dtype=np.int64)  # columns filled so far (a row may be in two parts)
-        for rows, idx, frac in parts:
+        for j, (rows, idx, frac) in enumerate(parts):
             w = idx.shape[1]
             cols = used[rows][:, None] + np.arange(w)[None, :]
             if cols.size and int(cols.max()) >= k:
@@ -417,6 +508,9 @@ class FlowCluster:
                 k += pad
             idx_all[rows[:, None], cols] = idx
             frac_all[rows[:, None], cols] = frac
+            if j >= n_data:
+                is_ack = np.pad(is_ack, ((0, 0), (0, k - is_ack.shape[1])))
+                is_ack[rows[:, None], cols] = True
             used[rows] += w
         # coefficients per payload bit: wire factor on links/bundles, packets on the packet-rate
         # limits, the fraction on PCIe and scale-up
@@ -426,15 +520,22 @@ class FlowCluster:
         is_pps = valid & (tier == "nic-pps")
         is_wire = valid & ~is_pps & ~np.isin(tier, ("pcie", "gpu-scaleup", "gpu-copy"))
         coef = np.where(is_wire, frac_all * wf[:, None], coef)
+        if ack_parts:
+            is_ack = np.pad(is_ack, ((0, 0), (0, k - is_ack.shape[1])))
+            coef = np.where(is_ack, frac_all * ack_coef[:, None], coef)
+            # link packet counters: ACK packets, not data packets, on the reverse links
+            frac_all = np.where(is_ack, frac_all * ack_pk[:, None], frac_all)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_bit = np.where(b > 0, pk / (8.0 * np.maximum(b, 1)), 0.0)
         coef = np.where(is_pps, per_bit[:, None], coef)
         kind = np.where(same_card & (pc is None), 1, 0)
         pk = np.where(lo, 0, pk)  # a copy inside the GPU sends no packet
         wire = np.where(lo, 0, wire)
+        if is_ack.shape != idx_all.shape:
+            is_ack = np.pad(is_ack, ((0, 0), (0, k - is_ack.shape[1])))
         return MessageRoutes(
             kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port,
-            same_card,
+            same_card, is_ack,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ tables
@@ -660,6 +761,7 @@ class FlowTransport:
         if not go.any():
             return
         r_idx, r_coef, r_frac = r.idx[go], r.coef[go], r.frac[go]
+        r_ctrl = np.zeros(r_idx.shape, dtype=bool) if r.ctrl is None else r.ctrl[go]
         # a flow hashed onto one port pair (multi-plane splits are left to their bundles)
         one_plane = self.fc.ecmp_planes or int(self.fc.rank_nports.max()) == 1
         hashed = (r.src_port[go] >= 0) & (self.fc.mode == "hash") & one_plane
@@ -686,10 +788,12 @@ class FlowTransport:
                 r_idx = np.pad(r_idx, ((0, 0), (0, k2 - r_idx.shape[1])), constant_values=-1)
                 r_coef = np.pad(r_coef, ((0, 0), (0, k2 - r_coef.shape[1])))
                 r_frac = np.pad(r_frac, ((0, 0), (0, k2 - r_frac.shape[1])))
+                r_ctrl = np.pad(r_ctrl, ((0, 0), (0, k2 - r_ctrl.shape[1])))
                 w = i2.shape[1]
                 r_idx[rows[ok], :w], r_idx[rows[ok], w:] = i2[ok], -1
                 r_coef[rows[ok], :w], r_coef[rows[ok], w:] = c2[ok], 0.0
                 r_frac[rows[ok], :w], r_frac[rows[ok], w:] = f2[ok], 0.0
+                r_ctrl[rows[ok]] = False  # re-hashed: the data path only
         self.injected_bytes += float(nbytes[go].sum())
         ids = self.sim.add(
             r_idx,
@@ -698,6 +802,7 @@ class FlowTransport:
             latency_s=r.latency_s[go],
             frac=r_frac,
             packets=r.packets[go],
+            ctrl=r_ctrl,
         )
         self._grow(int(ids.max()) + 1)
         self.flow_msg[ids] = msg[go]

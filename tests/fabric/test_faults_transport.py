@@ -31,15 +31,20 @@ def cut_run(selector: str, *, cut: bool = True, reconvergence_s: float = 1.0, se
     env = simpy.Environment()
     g = build_topology("leaf-spine", hosts_per_leaf=4, leaves=2)
     net = Network(env, g, seed=seed)
-    rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", selector=selector), seed=seed)
+    # the paper's DCQCN constants: with the nvidia profile's faster recovery the queues run
+    # deeper and REPS's loss detection (a reorder window of smoothed RTTs) takes ~17 us here
+    cfg = NicConfig(cc="dcqcn", cc_params={"profile": "paper"}, selector=selector)
+    rdma = RdmaNetwork(net, cfg, seed=seed)
     msgs = [rdma.post(i, 4 + i, SIZE) for i in range(4)]
-    routes = []
+    routes, acks = [], []
     for m in msgs:
         q = m.qp
         ev = q.sel.ev if selector == "ecmp" else 0
-        routes.append(net.route(q.nic.endpoints[0], q.dst_nic.endpoints[0], q.id, ev))
+        routes.append(net.route(q.nic.endpoints[0], q.dst_nic.endpoints[0], q.flow_key, ev))
+        acks.append(net.route(q.dst_nic.endpoints[0], q.nic.endpoints[0], q.flow_key, ev))
     spine = routes[0][2]
     rdma.dead = [spine in r for r in routes]  # which QPs' ECMP path crosses the cut
+    rdma.acks_dead = [spine in r for r in acks]  # ... and whose ACKs cross it (both die)
     faults = [LinkDown(link=("leaf0", spine), at=T_CUT)] if cut else []
     inj = FaultInjector(net, faults, reconvergence_s=reconvergence_s)
     checker = Checker(net, endpoints=[RdmaEndpoints(rdma)])
@@ -72,14 +77,18 @@ def test_single_path_ecmp_reports_stall_and_recovery():
     dead = rdma.dead
     assert any(dead) and not all(dead)
     # exactly the QPs hashed onto the cut link were hit
-    assert sorted(rec.flows) == [rdma.qp(i, 4 + i).id for i in range(4) if dead[i]]
+    assert sorted(rec.flows) == sorted(rdma.qp(i, 4 + i).flow_key for i in range(4) if dead[i])
     q, m, m0 = rdma.qp_table(), rdma.message_table(), base.message_table()
     assert (q.rx_delivered_bytes == SIZE).all()  # recovered: everything delivered
     for i in range(4):
         if not dead[i]:
-            assert q.timeouts[i] == 0 and m.done_s[i] == pytest.approx(m0.done_s[i], rel=0.05)
+            if rdma.acks_dead[i]:  # its data flows, its last ACKs die: one timeout resends
+                assert q.timeouts[i] >= 1
+            else:
+                assert q.timeouts[i] == 0
+                assert m.done_s[i] == pytest.approx(m0.done_s[i], rel=0.05)
             continue
-        h = rec.flows[rdma.qp(i, 4 + i).id]
+        h = rec.flows[rdma.qp(i, 4 + i).flow_key]
         # nothing arrives until a retransmission timeout re-hashes the QP onto a live path
         # (a re-hash can land on the dead link again: k timeouts with doubling back-off wait
         # at most rto x (2^k - 1))

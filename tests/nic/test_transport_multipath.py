@@ -93,32 +93,39 @@ def failure_run(selector: str, fail: bool):
     env = simpy.Environment()
     g = build_topology("leaf-spine", hosts_per_leaf=4, leaves=2)
     net = Network(env, g, seed=2)
-    rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", selector=selector), seed=2)
+    # the paper's DCQCN constants (the timings below were stated for them; with the nvidia
+    # profile's faster recovery the surviving paths' queues run deeper)
+    cfg = NicConfig(cc="dcqcn", cc_params={"profile": "paper"}, selector=selector)
+    rdma = RdmaNetwork(net, cfg, seed=2)
     msgs = [rdma.post(i, 4 + i, SIZE) for i in range(4)]
-    ecmp_paths = []
+    ecmp_paths, ack_paths = [], []
     for m in msgs:
         q = m.qp
         ev = q.sel.ev if selector == "ecmp" else 0
-        ecmp_paths.append(net.route(q.nic.endpoints[0], q.dst_nic.endpoints[0], q.id, ev))
+        a, b = q.nic.endpoints[0], q.dst_nic.endpoints[0]
+        ecmp_paths.append(net.route(a, b, q.flow_key, ev))
+        ack_paths.append(net.route(b, a, q.flow_key, ev))  # the ACKs hash the other way
     spine = ecmp_paths[0][2]
     if fail:
         call_at(env, T_FAIL, lambda _: net.set_link_state("leaf0", spine, False, reroute=False))
     rdma.run()
-    dead = [spine in p for p in ecmp_paths]
+    # a QP is hit when its data or its ACKs cross the dead link (both directions die)
+    dead = [spine in p or spine in k for p, k in zip(ecmp_paths, ack_paths, strict=True)]
     return net, rdma, dead
 
 
 @pytest.mark.parametrize("selector", ["spray", "reps", "bitmap", "adaptive"])
 def test_link_failure_multipath_finishes_with_bounded_extra_time(selector: str) -> None:
-    """Every message completes; the extra time over the failure-free run is below 1.5 RTO
-    (a tail loss may need one timeout) - for REPS, which recycles only EVs that came back,
-    below 0.5 RTO. No byte is lost or counted twice."""
+    """Every message completes; the extra time over the failure-free run is below 3.5 RTO
+    (a lost tail packet or tail ACK costs a timeout, and the resend, sprayed again, may hit
+    the dead link once more: 1 + 2 RTO with back-off) - for REPS, which recycles only EVs that
+    came back, below 0.5 RTO. No byte is lost or counted twice."""
     _, base, _ = failure_run(selector, fail=False)
     net, rdma, _ = failure_run(selector, fail=True)
     assert net.dropped_packets() > 0
     rto = rdma.config.rto_min_s
     extra = rdma.message_table().done_s.max() - base.message_table().done_s.max()
-    assert extra < (0.5 if selector == "reps" else 1.5) * rto
+    assert extra < (0.5 if selector == "reps" else 3.5) * rto
     q = rdma.qp_table()
     assert (q.rx_delivered_bytes == SIZE).all() and (q.acked_bytes == SIZE).all()
     assert (q.retx_pkts > 0).all()

@@ -6,9 +6,11 @@ from the other pod over RDMA, so each NIC card's receive DMA is a steady stream 
 completion time is its bytes over the narrowest rate on the way. The rates, from
 docs/physics.md (written out here, not read from the model):
 
-- the network: 400 Gb/s of MAC at MTU 4096 carries 4096 / (4096 + 82) of payload (RoCEv2
-  framing, "Packet overhead"), times the flow engine's efficiency of a shared fabric queue for
-  DCQCN (fabric/flow/cc.py, measured by benchmarks/calibrate_cc.py);
+- the network: 400 Gb/s of MAC at MTU 4096 carries 4096 / (4096 + 82 + 86) of payload (RoCEv2
+  framing, "Packet overhead", and the ACK of the same size of traffic the other way: one
+  82 + 4 B ACK per packet, and in a uniform all-to-all every link carries as many ACKs as
+  data packets), times the flow engine's efficiency of a shared fabric queue for DCQCN
+  (fabric/flow/cc.py, measured by benchmarks/calibrate_cc.py);
 - PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63.0 GB/s raw per direction, writes of MPS 256
   with a 24 B TLP header carry 256/280 of it: 57.6 GB/s ("PCIe 5.0");
 - a Gen5 NVMe read: 14 GB/s ("PCIe 5.0", Micron 9550 class);
@@ -34,7 +36,7 @@ from podsim.fabric.flow.cc import cc_efficiency
 from podsim.scenarios.runner import run
 
 GB = 1e9
-NET = 400e9 / 8 * 4096 / (4096 + 82) * cc_efficiency("dcqcn")  # payload B/s through the fabric
+NET = 400e9 / 8 * 4096 / (4096 + 82 + 86) * cc_efficiency("dcqcn")  # payload B/s, fabric
 X16 = 32e9 * 16 * 128 / 130 / 8 * 256 / (256 + 24)  # Gen5 x16 write payload, B/s
 SSD = 14 * GB
 ROOT_P2P = 32 * GB
