@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from podsim.workloads.compute import DEFAULT_ACHIEVED_FLOPS, rank_compute
 from podsim.workloads.deepep_kernels import DeepEPKernel
+from podsim.workloads.deepep_ll import LowLatencyKernel
 from podsim.workloads.deepep_metrics import DEEPEP_KINDS, deepep_rank_bytes
 from podsim.workloads.dispatch import get_mode
 from podsim.workloads.gating import Routing, expert_groups, gate, popularity_logits, replay_routing
@@ -198,6 +199,7 @@ def moe_layer_trace(
     kernel_memory: int = DEFAULT_KERNEL_MEMORY,
     kernel_sample_ranks: int = DEFAULT_SAMPLE_RANKS,
     deepep_kernel: DeepEPKernel | None = None,
+    ll_kernel: LowLatencyKernel | None = None,
 ) -> pd.DataFrame:
     """Dispatch and combine messages of ``layers`` MoE layers x ``steps`` steps of an EP group.
 
@@ -219,7 +221,9 @@ def moe_layer_trace(
     ``kernel_sample_ranks`` source ranks of every (step, layer). ``deepep_kernel``: DeepEP's
     channels and RDMA chunks; given, a ``deepep-normal`` trace over several nodes follows
     DeepEP's pipelined kernels (chunk rounds in column ``chunk``,
-    podsim.workloads.deepep_kernels); None: one message per pair and stage.
+    podsim.workloads.deepep_kernels); None: one message per pair and stage. ``ll_kernel``:
+    the GPU-side time of DeepEP's low-latency kernels beyond their messages
+    (podsim.workloads.deepep_ll), for ``deepep-low-latency`` only; None: none.
 
     Returns a validated trace (podsim.workloads.trace) whose attrs also hold the routing statistics
     ``avg_ranks_per_token``, ``avg_nodes_per_token`` and ``rank_load_max_mean`` (means over all
@@ -227,7 +231,10 @@ def moe_layer_trace(
     source ranks whose messages the kernels produced or checked, per layer), the per-rank
     compute times and ``deepep_bytes``: the bytes DeepEP's test
     scripts count per rank (podsim.workloads.deepep_metrics), arrays [step, layer, rank] keyed
-    ``dispatch_rdma``, ``dispatch_nvl``, ``combine_rdma``, ``combine_nvl`` (NaN: not counted).
+    ``dispatch_rdma``, ``dispatch_nvl``, ``combine_rdma``, ``combine_nvl`` (NaN: not counted);
+    with ``ll_kernel`` in ``deepep-low-latency`` mode also ``kernel_tail``: the seconds each
+    rank's phase lasts after its last message, arrays [step, layer, rank] keyed ``dispatch`` and
+    ``combine`` (podsim.scenarios.execution.timeline).
     """
     m = get_model(model)
     mode_ = get_mode(mode)
@@ -255,6 +262,11 @@ def moe_layer_trace(
         for ph in ("dispatch", "combine")
         for kind in DEEPEP_KINDS
     }
+    tails = (
+        {ph: np.zeros(shape) for ph in ("dispatch", "combine")}
+        if ll_kernel is not None and mode_.name == "deepep-low-latency"
+        else None
+    )
     parts: list[tuple[int, int, str, Messages]] = []
     stats: dict[str, list[float]] = {}
     loads: dict[int, np.ndarray] = {}
@@ -314,6 +326,13 @@ def moe_layer_trace(
                 parts.append((st, ly, phase, msgs))
                 for kind, v in deepep_rank_bytes(lay, mode_, phase, bpt).items():
                     deepep[f"{phase}_{kind}"][st, ly] = v
+                if tails is not None and ll_kernel is not None:
+                    tails[phase][st, ly] = ll_kernel.tail_s(
+                        phase,
+                        lay.pair_copies.sum(axis=1),
+                        np.full(ep_size, tokens_per_rank),
+                        rows["combine"],
+                    )
             (comp["token_copies"][st, ly], comp["flops"][st, ly], comp["seconds"][st, ly]) = (
                 rank_compute(
                     lt.layout.layout.num_tokens_per_expert,
@@ -367,4 +386,6 @@ def moe_layer_trace(
         **{k: float(np.mean(v)) for k, v in stats.items()},
         compute=comp,
         deepep_bytes=deepep,
+        **({} if tails is None else {"kernel_tail": {"steps": comp["steps"],
+                                                     "layers": comp["layers"], **tails}}),
     )

@@ -508,6 +508,20 @@ def _deepep_kernel(m: Any) -> Any:
     return deepep_kernel(m.ep_size, d.sms, d.dispatch_rdma_chunk, d.combine_rdma_chunk)
 
 
+def _ll_kernel(m: Any) -> Any:
+    """``workload.moe.deepep``'s low-latency keys as podsim.workloads.deepep_ll.LowLatencyKernel
+    (None: none set, or not that mode)."""
+    from podsim.workloads.deepep_ll import LowLatencyKernel
+
+    d = m.deepep
+    if m.mode != "deepep-low-latency" or (
+        not d.ll_dispatch_fixed and not d.ll_combine_fixed and d.ll_reduce_rate is None
+    ):
+        return None
+    rate = None if d.ll_reduce_rate is None else float(d.ll_reduce_rate) / 8  # bit/s -> B/s
+    return LowLatencyKernel(float(d.ll_dispatch_fixed), float(d.ll_combine_fixed), rate)
+
+
 def deepep_copy_rate(sc: Scenario) -> float | None:
     """The SMs' copy rate (bit/s) of a ``deepep-normal`` MoE workload
     (``workload.moe.deepep.copy_rate``); None when not set or not that workload."""
@@ -580,6 +594,7 @@ def _moe_trace(sc: Scenario, cluster: Cluster) -> pd.DataFrame:
         "mode": m.mode,
         "allow_nvlink_for_low_latency_mode": m.nvlink_for_low_latency,
         "deepep_kernel": _deepep_kernel(m),
+        "ll_kernel": _ll_kernel(m),
         "skew": m.skew.kind,
         "target_max_mean": m.skew.max_mean,
         "skew_shape": m.skew.exponent,

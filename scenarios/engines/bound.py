@@ -8,7 +8,9 @@ NIC packet-rate and PCIe constraints as the flow engine and no congestion-contro
 (with ``cluster.layout``): every resource of every server's tree is a constraint, each RDMA
 message loads its sender's GPU -> NIC and its receiver's NIC -> GPU path and a same-card message
 its GPU -> GPU path, so a phase whose traffic the tree cannot carry faster is bounded by it
-(``limit_kind`` ``pcie``). GPUDirect Storage reads are left out: they only take capacity away,
+(``limit_kind`` ``pcie``). The SMs' copy path of DeepEP's normal kernels
+(``workload.moe.deepep.copy_rate``) is one constraint per GPU as in the flow engine, loaded by
+every scale-up row into the GPU and by its rows to itself. GPUDirect Storage reads are left out: they only take capacity away,
 so the bound stays a lower bound. Two uses:
 
 - :func:`bound_summary` (``ctx -> dict``): per phase kind the bound on the all-to-all
@@ -20,7 +22,8 @@ so the bound stays a lower bound. Two uses:
 - the ``bound`` engine fills the result tables from the bounds: each message takes its lone
   flow time (serialisation at its tightest constraint plus path latency); in each phase every
   rank with traffic ends at the later of its own messages' bound and the phase's first start
-  plus the phase bound; compute takes the workload's compute time. Links carry the phase's
+  plus the phase bound, plus its kernel tail when the trace has one (the layer timeline's
+  ``kernel_tail``, podsim.workloads.deepep_ll); compute takes the workload's compute time. Links carry the phase's
   offered wire bytes. (So each phase's completion time in its summary is the phase bound; its
   makespan is that bound-paced timeline, while ``bound.makespan_bound_s`` is the strict lower
   bound.)
@@ -53,7 +56,12 @@ from podsim.fabric.bound import lower_bound
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
 from podsim.scenarios.engines.flow import FlowCluster
-from podsim.scenarios.execution.timeline import TimelineResult, layer_plan, run_timeline
+from podsim.scenarios.execution.timeline import (
+    TimelineResult,
+    kernel_tails,
+    layer_plan,
+    run_timeline,
+)
 from podsim.scenarios.results.tables import link_table, message_table
 
 __all__ = [
@@ -107,7 +115,7 @@ def _kind(fc: FlowCluster, cid: int) -> str:
 
 def phase_bounds(ctx: RunContext) -> PhaseBounds:
     """The bound of every (step, layer, phase) of ``ctx.trace`` (see the module docstring)."""
-    fc = FlowCluster(ctx, spread_all=True)
+    fc = FlowCluster(ctx, spread_all=True, sm_copy=True)
     p = fc.paths
     groups = p.plane_groups()
     tr = ctx.trace.reset_index(drop=True)
@@ -120,6 +128,8 @@ def phase_bounds(ctx: RunContext) -> PhaseBounds:
     nbytes = tr["bytes"].to_numpy(np.int64)
     hop = tr["hop"].astype(str).to_numpy()
     moving = (src != dst) & (hop != "local")
+    if fc.copy_ids is not None:  # the SMs' copy path carries a GPU's rows to itself too
+        moving |= hop == "local"
     rows_out: list[dict[str, Any]] = []
     own: dict[tuple[int, int, str], np.ndarray] = {}
     num_ranks = ctx.cluster.num_ranks
@@ -215,6 +225,7 @@ def _chain(ctx: RunContext, pb: PhaseBounds, paced: bool) -> tuple[np.ndarray, p
     t = np.zeros(n)
     comp = _compute_times(ctx)
     tr = ctx.trace
+    tails = kernel_tails(tr.attrs.get("kernel_tail"))
     out_b = tr.groupby(["step", "layer", "phase", "src_rank"])["bytes"].sum()
     in_b = tr.groupby(["step", "layer", "phase", "dst_rank"])["bytes"].sum()
     bound_of = {
@@ -245,6 +256,8 @@ def _chain(ctx: RunContext, pb: PhaseBounds, paced: bool) -> tuple[np.ndarray, p
                     if busy.any():
                         floor = start[busy].min() + bound_of.get(key, 0.0)
                         end = np.where(busy, np.maximum(end, floor), end)
+                # the kernels' GPU-side time after their last message (podsim.workloads.deepep_ll)
+                end = end + tails.get(key, 0.0)
             frames.append(
                 pd.DataFrame(
                     {
@@ -376,6 +389,7 @@ def add_bound(summary: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
     faults={"straggler"},  # a slower GPU lengthens its compute; the links are taken as built
     graphs=True,
     check_size=check_fluid,
+    sm_copy=True,
 )
 def run_bound(ctx: RunContext) -> EngineOutput:
     """Fill the result tables from the bounds (see the module docstring)."""

@@ -16,7 +16,9 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
   row also waits for the delivery of the latest earlier round of its (src, dst, stage);
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
   that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
-  send and the receive side are done). A sender that runs ahead may deliver into a receiver that
+  send and the receive side are done), plus the rank's kernel *tail* of the phase when the
+  trace carries one (``attrs["kernel_tail"]``: arrays [step, layer, rank] of seconds per phase,
+  podsim.workloads.deepep_ll: GPU-side work after the last arrival). A sender that runs ahead may deliver into a receiver that
   has not reached the phase yet: RDMA writes land in pre-registered buffers;
 - ``compute`` takes the rank's expert-compute time for that layer (from the workload's compute
   model, scaled by straggler faults) and starts when the dispatch phase ended on that rank.
@@ -45,6 +47,7 @@ __all__ = [
     "TimelineResult",
     "Transport",
     "layer_graph",
+    "kernel_tails",
     "layer_plan",
     "run_timeline",
 ]
@@ -112,6 +115,7 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
         for s, l_, r, c in compute[["step", "layer", "rank", "compute_s"]].itertuples(index=False):
             comp[(int(s), int(l_), int(r))] = float(c)
 
+    tail = kernel_tails(trace.attrs.get("kernel_tail"))
     rows_of: dict[tuple[int, int, str], list[int]] = defaultdict(list)
     for i, key in enumerate(zip(steps.tolist(), layers.tolist(), phases.tolist(), strict=True)):
         rows_of[key].append(i)
@@ -175,8 +179,13 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
                 touching[b].append(node[i])
                 out_b[a] += int(nbytes[i])
                 in_b[b] += int(nbytes[i])
+            tails = tail.get((s, l_, p))
             for r in range(num_ranks):
-                end = g.join((begin[r], *touching.get(r, ())), rank=r)
+                end = g.join(
+                    (begin[r], *touching.get(r, ())),
+                    rank=r,
+                    delay_s=0.0 if tails is None else float(tails[r]),
+                )
                 g.span(
                     r,
                     begin[r],
@@ -189,6 +198,21 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
                 )
                 prev[r] = end
     return g
+
+
+def kernel_tails(kt: dict | None) -> dict[tuple[int, int, str], np.ndarray]:
+    """``attrs["kernel_tail"]`` as {(step, layer, phase): seconds per rank} (empty: none)."""
+    if not kt:
+        return {}
+    out = {}
+    for ph, arr in kt.items():
+        if ph in ("steps", "layers"):
+            continue
+        a = np.asarray(arr, dtype=float)
+        for i, s in enumerate(np.asarray(kt["steps"]).tolist()):
+            for j, l_ in enumerate(np.asarray(kt["layers"]).tolist()):
+                out[(int(s), int(l_), str(ph))] = a[i, j]
+    return out
 
 
 def run_timeline(

@@ -820,7 +820,8 @@ class DeepEPKernelConfig(Strict):
     podsim.workloads.deepep_kernels models them: channels of two SMs each, RDMA chunks per
     (channel, node), the NVLink forward of each chunk as it arrives (github:deepseek-ai/DeepEP
     dd758ca, csrc/kernels/legacy/internode.cu); ``copy_rate`` also applies within one node
-    (csrc/kernels/legacy/intranode.cu)."""
+    (csrc/kernels/legacy/intranode.cu). The ``ll_*`` keys: the low-latency kernels' GPU-side
+    time beyond their messages (podsim.workloads.deepep_ll, csrc/kernels/legacy/internode_ll.cu)."""
 
     pipelined: bool = Field(
         True,
@@ -851,7 +852,28 @@ class DeepEPKernelConfig(Strict):
         "the NVLink links limit only the rows from peers). A GPU's copies share it max-min "
         "fairly; null: not limited. DeepEP publishes no figure [E]: calibrate it (e.g. "
         "on its EP8 intranode figure, benchmarks/validate_hardware.py). Modelled by the flow "
-        "and packet engines; the bound refuses it",
+        "and packet engines and the bound",
+    )
+
+    ll_dispatch_fixed: Time = Field(
+        0.0,
+        description="deepep-low-latency: fixed GPU-side time of a rank's dispatch kernel after "
+        "its last message arrived (count signalling after the data and its polling, grid sync, "
+        "FP8 cast and WQE posting, the barrier's start skew between ranks; "
+        "podsim.workloads.deepep_ll). No published figure [E]: calibrate it (DeepEP's H800 "
+        "testbed: benchmarks/validate_hardware.py fits it on half its low-latency points)",
+    )
+    ll_combine_fixed: Time = Field(
+        0.0,
+        description="deepep-low-latency: fixed GPU-side time of a rank's combine kernel after "
+        "its last message arrived, beyond the reduction (flag signalling and polling, grid "
+        "sync, send-buffer copies, start skew) [E]: calibrate it as ll_dispatch_fixed",
+    )
+    ll_reduce_rate: PositiveRate | None = Field(
+        None,
+        description="deepep-low-latency: rate of the combine receiver's reduction, which "
+        "starts when every copy has arrived and reads the rank's top-k copies and writes its "
+        "tokens (an HBM pass: H800 3.35TB/s, NVIDIA H100/H800 datasheet); null: not modelled",
     )
 
     @field_validator("sms")
@@ -940,8 +962,8 @@ class MoeWorkload(Strict):
     )
     deepep: DeepEPKernelConfig = Field(
         default_factory=DeepEPKernelConfig,
-        description="deepep-normal: DeepEP's kernel channels and chunks (over several nodes) "
-        "and its SM copy rate",
+        description="DeepEP's kernels: deepep-normal's channels and chunks (over several "
+        "nodes) and SM copy rate; deepep-low-latency's GPU-side time beyond the messages",
     )
 
     @model_validator(mode="after")

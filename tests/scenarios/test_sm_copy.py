@@ -1,6 +1,6 @@
 """The SMs' copy path of DeepEP's normal kernels (``workload.moe.deepep.copy_rate``): on the flow
 and packet engines every scale-up or local row into a GPU shares its copy rate; the bound
-refuses it."""
+models it as one constraint per GPU."""
 
 from __future__ import annotations
 
@@ -81,11 +81,22 @@ def test_rdma_rows_do_not_load_the_copy_path() -> None:
         )
 
 
-def test_the_bound_refuses_the_copy_path() -> None:
-    with pytest.raises(ScenarioError, match="copy path") as e:
-        ends(ctx("100GB/s", "bound"))
-    assert e.value.path == "workload.moe.deepep.copy_rate"
-    assert "engine: flow or packet" in str(e.value)
+def test_the_bound_models_the_copy_path() -> None:
+    from podsim.scenarios.engines.bound import phase_bounds
+
+    c = ctx("1GB/s", "bound")
+    pb = phase_bounds(c)
+    # rank 0's copy path carries its 1 MB to itself and the 1 MB from rank 1: 2 ms at 1 GB/s
+    assert pb.table["bound_s"].iloc[0] == pytest.approx(2e6 / C, rel=1e-6)
+    assert pb.table["limit_kind"].iloc[0] == "gpu-copy" or "copy" in pb.table["limit"].iloc[0]
+    # each message alone: its bytes at the copy rate (the local one has no latency)
+    assert pb.msg_time_s[0] == pytest.approx(1e6 / C, rel=1e-9)
+    assert pb.msg_time_s[1] > 1e6 / C
+    ph = ENGINES.get("bound")(c).phases
+    ph = ph[ph["phase"] == "dispatch"].set_index("rank")
+    assert ph.loc[0, "end_s"] == pytest.approx(2e6 / C, rel=1e-6)  # rank 0 ends at the bound
+    free = phase_bounds(ctx(None, "bound"))
+    assert free.msg_time_s[0] == 0.0  # without the copy path a row to itself is free
 
 
 def test_a_gpu_copies_to_itself_only_with_the_copy_path() -> None:
