@@ -81,5 +81,6 @@ class LowLatencyKernel:
             raise ValueError(f"phase must be 'dispatch' or 'combine'; got {phase!r}")
         tail = np.full(copies.shape, self.combine_fixed_s)
         if self.reduce_rate_Bps is not None:
-            tail = tail + (copies + np.asarray(tokens, dtype=float)) * row_bytes / self.reduce_rate_Bps
+            rows = copies + np.asarray(tokens, dtype=float)  # read every copy, write each token
+            tail = tail + rows * row_bytes / self.reduce_rate_Bps
         return tail

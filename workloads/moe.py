@@ -386,6 +386,9 @@ def moe_layer_trace(
         **{k: float(np.mean(v)) for k, v in stats.items()},
         compute=comp,
         deepep_bytes=deepep,
-        **({} if tails is None else {"kernel_tail": {"steps": comp["steps"],
-                                                     "layers": comp["layers"], **tails}}),
+        **(
+            {}
+            if tails is None
+            else {"kernel_tail": {"steps": comp["steps"], "layers": comp["layers"], **tails}}
+        ),
     )

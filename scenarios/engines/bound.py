@@ -10,8 +10,8 @@ message loads its sender's GPU -> NIC and its receiver's NIC -> GPU path and a s
 its GPU -> GPU path, so a phase whose traffic the tree cannot carry faster is bounded by it
 (``limit_kind`` ``pcie``). The SMs' copy path of DeepEP's normal kernels
 (``workload.moe.deepep.copy_rate``) is one constraint per GPU as in the flow engine, loaded by
-every scale-up row into the GPU and by its rows to itself. GPUDirect Storage reads are left out: they only take capacity away,
-so the bound stays a lower bound. Two uses:
+every scale-up row into the GPU and by its rows to itself. GPUDirect Storage reads are left out:
+they only take capacity away, so the bound stays a lower bound. Two uses:
 
 - :func:`bound_summary` (``ctx -> dict``): per phase kind the bound on the all-to-all
   completion time (mean over layers, as the summary averages the measured one), what sets it
@@ -19,11 +19,11 @@ so the bound stays a lower bound. Two uses:
   lower bound on the makespan. :func:`add_bound` puts it into a run's summary together with the
   run's result as a fraction of the bound (``bound_s / completion_time_s``: 1.0 means the run
   reached the physical limit). The runner calls these for every engine.
-- the ``bound`` engine fills the result tables from the bounds: each message takes its lone
-  flow time (serialisation at its tightest constraint plus path latency); in each phase every
-  rank with traffic ends at the later of its own messages' bound and the phase's first start
-  plus the phase bound, plus its kernel tail when the trace has one (the layer timeline's
-  ``kernel_tail``, podsim.workloads.deepep_ll); compute takes the workload's compute time. Links carry the phase's
+- the ``bound`` engine fills the result tables from the bounds: each message takes its lone flow
+  time (serialisation at its tightest constraint plus path latency); in each phase every rank with
+  traffic ends at the later of its own messages' bound and the phase's first start plus the phase
+  bound, plus its kernel tail when the trace has one (the layer timeline's ``kernel_tail``,
+  podsim.workloads.deepep_ll); compute takes the workload's compute time. Links carry the phase's
   offered wire bytes. (So each phase's completion time in its summary is the phase bound; its
   makespan is that bound-paced timeline, while ``bound.makespan_bound_s`` is the strict lower
   bound.)

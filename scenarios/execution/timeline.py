@@ -16,10 +16,11 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
   row also waits for the delivery of the latest earlier round of its (src, dst, stage);
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
   that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
-  send and the receive side are done), plus the rank's kernel *tail* of the phase when the
-  trace carries one (``attrs["kernel_tail"]``: arrays [step, layer, rank] of seconds per phase,
-  podsim.workloads.deepep_ll: GPU-side work after the last arrival). A sender that runs ahead may deliver into a receiver that
-  has not reached the phase yet: RDMA writes land in pre-registered buffers;
+  send and the receive side are done), plus the rank's kernel *tail* of the phase when the trace
+  carries one (``attrs["kernel_tail"]``: arrays [step, layer, rank] of seconds per phase,
+  podsim.workloads.deepep_ll: GPU-side work after the last arrival). A sender that runs ahead may
+  deliver into a receiver that has not reached the phase yet: RDMA writes land in pre-registered
+  buffers;
 - ``compute`` takes the rank's expert-compute time for that layer (from the workload's compute
   model, scaled by straggler faults) and starts when the dispatch phase ended on that rank.
 
@@ -46,8 +47,8 @@ __all__ = [
     "PROGRESS_EVENTS",
     "TimelineResult",
     "Transport",
-    "layer_graph",
     "kernel_tails",
+    "layer_graph",
     "layer_plan",
     "run_timeline",
 ]

@@ -28,9 +28,21 @@ def test_every_published_configuration_is_a_valid_scenario_of_its_size(vhw, fabr
     from podsim.scenarios.runner import preflight
 
     assert len(vhw.PUBLISHED) == 10  # 4 normal rows, 6 low-latency rows of the v1 tables
-    # at most half of the 32 figures may be fitted: here one
+    # at most half of the figures may be fitted, overall and of the low-latency table
     n_fig = sum(len(p.figures) for p in vhw.PUBLISHED)
-    assert n_fig == 32 and 0 < len(vhw.FITTED) <= n_fig // 2
+    fitted = [
+        (p.kind, p.ep, ph)
+        for p in vhw.PUBLISHED
+        for ph, _m in p.figures
+        if (p.kind, p.ep, ph) in vhw.FITTED
+    ]
+    assert n_fig == 32 and 0 < len(fitted) <= n_fig // 2
+    ll = [p for p in vhw.PUBLISHED if p.kind == "low-latency"]
+    n_ll = sum(len(p.figures) for p in ll)
+    assert 0 < sum(k[0] == "low-latency" for k in fitted) <= n_ll // 2
+    # every fitted key names a published row and phase
+    rows = {(p.kind, p.ep, ph) for p in vhw.PUBLISHED for ph, _m in p.figures}
+    assert rows >= vhw.FITTED
     for p in vhw.PUBLISHED:
         sc, _ = load_scenario("deepep-h800", overrides=vhw.overrides(p, fabric, "flow"))
         moe = sc.workload.moe
@@ -42,8 +54,14 @@ def test_every_published_configuration_is_a_valid_scenario_of_its_size(vhw, fabr
             # EP8-64 re-measured with NVLink for same-node peers (DeepEP de8cfca), EP128/256
             # unchanged since the pure-RDMA initial commit
             assert moe.nvlink_for_low_latency is (p.ep <= 64)
-        # the SMs' copy rate, calibrated on one point, applies to every normal-mode row
-        assert (moe.deepep.copy_rate is not None) is (p.kind == "normal")
+        # the library scenario carries the calibrated constants; the script sets none
+        assert moe.deepep.copy_rate is not None and moe.deepep.ll_dispatch_fixed > 0
+        assert not any("copy_rate" in o or "_fixed" in o for o in vhw.overrides(p, fabric, "flow"))
+        fit = vhw.overrides(p, fabric, "flow", fit=True)
+        if p.kind == "low-latency":  # --fit runs without the fixed times it fits
+            sc, _ = load_scenario("deepep-h800", overrides=fit)
+            assert sc.workload.moe.deepep.ll_dispatch_fixed == 0
+            assert sc.workload.moe.deepep.ll_combine_fixed == 0
         if p.ep <= 16:
             preflight(sc, force=True)  # nothing refuses it before the engine starts
 

@@ -10,7 +10,6 @@ import pytest
 from podsim.scenarios.build.cluster import build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.engines.flow import FlowCluster
-from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.input.loader import load_scenario
 
 NO_COMPUTE = pd.DataFrame({"step": [], "layer": [], "rank": [], "compute_s": []})
@@ -21,9 +20,7 @@ C = 1e9  # B/s: far below NVLink's 160 GB/s, so the copy path alone sets the tim
 def ctx(copy_rate: str | None, engine: str = "flow") -> RunContext:
     """One 8-GPU node; a hand-made dispatch: rank 0 copies 1 MB to itself and receives 1 MB
     from rank 1 over NVLink, rank 1 receives 0.5 MB from rank 2."""
-    o = [*ONE_NODE, f"engine={engine}"]
-    if copy_rate is not None:
-        o.append(f"workload.moe.deepep.copy_rate={copy_rate}")
+    o = [*ONE_NODE, f"engine={engine}", f"workload.moe.deepep.copy_rate={copy_rate or 'null'}"]
     sc, _ = load_scenario("deepep-h800", overrides=o)
     tr = pd.DataFrame(
         {
