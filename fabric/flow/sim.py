@@ -14,7 +14,8 @@ flows at once"):
 - events: a flow is posted (it joins at once), a flow sends its last byte (it leaves; its last
   byte is delivered ``latency_s`` later: propagation, FEC and switch latency per hop, plus
   store-and-forward serialisation when the caller adds it). The whole rate vector is re-solved
-  at each event, never per flow.
+  at each event, never per flow. A caller that queues work behind a flow (an RDMA QP's next
+  message) asks to hear when its last byte left (:meth:`FlowSim.watch_sent`).
 
 Congestion control enters as an efficiency factor ``eta`` (:mod:`podsim.fabric.flow.cc`): a queue
 inside the fabric (``switch_egress`` constraints) that two or more flows share delivers
@@ -54,7 +55,8 @@ class FlowSim:
 
     ``switch_egress`` marks the constraints that CC efficiency ``eta`` applies to; ``rtol`` is
     the batching tolerance (module docstring); ``on_deliver(flow_id)`` is called at each
-    flow's delivery time; ``t0`` is the earliest origin of the batching window (default: now);
+    flow's delivery time; ``on_sent(flow_id)`` at the time a watched flow (:meth:`watch_sent`)
+    sent its last byte; ``t0`` is the earliest origin of the batching window (default: now);
     ``expect_flows`` the flows to make room for at once (more grow the storage).
     """
 
@@ -67,6 +69,7 @@ class FlowSim:
         eta: float = 1.0,
         rtol: float = 0.0,
         on_deliver: Callable[[int], None] | None = None,
+        on_sent: Callable[[int], None] | None = None,
         t0: float | None = None,
         expect_flows: int = 1024,
     ) -> None:
@@ -89,6 +92,7 @@ class FlowSim:
         self.eta = float(eta)
         self.rtol = float(rtol)
         self.on_deliver = on_deliver
+        self.on_sent = on_sent
         self.t0 = env.now if t0 is None else float(t0)
         self.n = 0
         # room for the flows the caller expects: growing by doubling copies every column and
@@ -126,6 +130,7 @@ class FlowSim:
         self.t_sent = np.full(n, np.nan)
         self.t_deliver = np.full(n, np.nan)
         self.committed = np.zeros(n, dtype=bool)
+        self.watched = np.zeros(n, dtype=bool)
 
     def _grow(self, need: int, k: int) -> None:
         cur_n, cur_k = self.idx.shape
@@ -152,6 +157,7 @@ class FlowSim:
                 "t_sent",
                 "t_deliver",
                 "committed",
+                "watched",
             )
         }
         self._alloc(new_n, new_k)
@@ -264,6 +270,16 @@ class FlowSim:
         self.ctrl[ids] = False  # a re-routed flow keeps its data path only
         self._request(self.env.now)
 
+    def watch_sent(self, fid: int) -> None:
+        """Call ``on_sent(fid)`` when flow ``fid`` has sent its last byte (now, if it already
+        has; at that time if it is known; else when a solve finds it)."""
+        if self.on_sent is None:
+            raise ValueError("watch_sent needs an on_sent callback")
+        if self.committed[fid]:
+            call_at(self.env, max(float(self.t_sent[fid]), self.env.now), self.on_sent, fid)
+        else:
+            self.watched[fid] = True
+
     @property
     def active(self) -> np.ndarray:
         """Ids of flows that are sending now."""
@@ -345,6 +361,11 @@ class FlowSim:
         self.carried += np.bincount(rows, weights=bits, minlength=self.capacity.size)
         pk = (self.frac[ids] * self.pkts[ids][:, None])[valid]
         self.packets_on += np.bincount(rows, weights=pk, minlength=self.capacity.size)
+        w = self.watched[ids]
+        if w.any():
+            env, fn = self.env, self.on_sent
+            for i, t in zip(ids[w].tolist(), t_fin[w].tolist(), strict=True):
+                call_at(env, t, fn, i)
         if self.on_deliver is not None:
             env, fn = self.env, self.on_deliver
             order = np.argsort(t_del, kind="stable")

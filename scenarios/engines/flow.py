@@ -17,6 +17,13 @@ engine: dispatch -> compute -> combine per rank) whose messages become fluid flo
   ``reps`` steer by load or by congestion feedback, modelled as the ideal load-aware split,
   which on these symmetric fabrics is the even spread. Non-ECMP policies also split a message
   evenly over the planes of a multi-plane NIC.
+- send queues: an RDMA message goes on its rank pair's QP (or one of ``cluster.nic.qps_per_pair``,
+  round-robin; :class:`podsim.scenarios.engines.qps.QpNumbering`, the packet engine's numbering),
+  and a QP sends its messages in order: a message posted while the one before it on its QP is
+  still sending waits, and starts when that one has sent its last byte (its flow leaves the
+  solve). A line-rate host (``sim.endpoint: host``) sends all of a port's messages in order,
+  as :class:`podsim.fabric.host.Host` does. ``engine_info.queued_messages`` counts the
+  messages that waited;
 - every RDMA flow also loads its NIC card's packet-rate limit (``cluster.nic.packet_rate``,
   transmit and receive separately);
 - PCIe (with ``cluster.layout``): every resource of every server's PCIe tree (directed links,
@@ -80,7 +87,7 @@ or :data:`OPTIONS` override it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -99,7 +106,7 @@ from podsim.nic.transport.qp import ACK_WIRE_EXTRA
 from podsim.scenarios.build.cluster import deepep_copy_rate
 from podsim.scenarios.build.limits import check_fluid
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
-from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.engines.qps import QpNumbering, qp_table
 from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.faults import fabric_faults
 from podsim.scenarios.execution.timeline import run_timeline
@@ -181,6 +188,16 @@ class MessageRoutes:
     dst_port: np.ndarray
     same_card: np.ndarray
     ctrl: np.ndarray | None = None  # (n, K): ACK entries (control traffic)
+    queue: np.ndarray | None = None  # the send queue each message waits in (-1: none)
+
+    def take(self, rows: np.ndarray) -> MessageRoutes:
+        """The routes of messages ``rows`` of this batch."""
+        return MessageRoutes(
+            *(None if v is None else v[rows] for v in (getattr(self, f) for f in _ROUTE_FIELDS))
+        )
+
+
+_ROUTE_FIELDS = tuple(MessageRoutes.__dataclass_fields__)
 
 
 class FlowCluster:
@@ -249,7 +266,6 @@ class FlowCluster:
             if a >= 0 and b >= 0:
                 rev[a], rev[b] = b, a
         self.reverse = rev
-        self._rr: dict[tuple[int, int], int] = {}
         self.cc_name = str(nic.cc.name)
         self.efficiency = cc_efficiency(self.cc_name, opts.efficiency)
         # ranks -> port nodes (padded by repeating the first port), cards, GPU nodes
@@ -278,6 +294,10 @@ class FlowCluster:
         cards = np.unique(self.rank_card)
         self.card_pos = np.full(int(cards.max(initial=0)) + 1, -1, dtype=np.int64)
         self.card_pos[cards] = np.arange(cards.size)
+        # send-queue keys (MessageRoutes.queue): a QP (cards, index), or a host port after them
+        self.n_cards = self.card_pos.size
+        self.qp_numbers = QpNumbering(self.rank_card, self.qps_per_pair)
+        self.host_queue_base = self.n_cards * self.n_cards * self.qp_numbers.indices
         # the SmartNIC's limits as constraints and its QP-context cache as latency
         # (podsim.nic.flow)
         self.nic = nic_constraints(p, cards, float(nic.packet_rate))
@@ -314,31 +334,27 @@ class FlowCluster:
         )
 
     def _qp_keys(
-        self, src_card: np.ndarray, dst_card: np.ndarray, planes: np.ndarray
+        self, src_card: np.ndarray, dst_card: np.ndarray, planes: np.ndarray, index: np.ndarray
     ) -> tuple[list[int], list[int]]:
-        """(flow label, entropy value) of the packet engine's QP for each message between
-        these cards: QP index 0, or round-robin over ``qps_per_pair`` in the order messages
-        are routed (the packet engine's posting order; the same when a phase posts at once);
-        the label is :func:`podsim.nic.transport.qp.qp_flow_key`, the EV the ECMP selector's
-        draw from :func:`podsim.nic.nic.qp_rng`."""
+        """(flow label, entropy value) of the packet engine's QP ``index`` for each message
+        between these cards: the label is :func:`podsim.nic.transport.qp.qp_flow_key`, the EV
+        the ECMP selector's draw from :func:`podsim.nic.nic.qp_rng`."""
         from podsim.nic.nic import qp_rng
         from podsim.nic.transport.qp import qp_flow_key
         from podsim.nic.transport.selectors import make_selector
 
         flows: list[int] = []
         evs: list[int] = []
-        for a, b, pl in zip(src_card.tolist(), dst_card.tolist(), planes.tolist(), strict=True):
-            index = 0
-            if self.qps_per_pair > 1:
-                k = self._rr.get((a, b), 0)
-                self._rr[(a, b)] = k + 1
-                index = k % self.qps_per_pair
-            hit = self._qp_path.get((a, b, index))
+        rows = zip(
+            src_card.tolist(), dst_card.tolist(), planes.tolist(), index.tolist(), strict=True
+        )
+        for a, b, pl, i in rows:
+            hit = self._qp_path.get((a, b, i))
             if hit is None:
-                rng = qp_rng(self.seed, a, b, index)
+                rng = qp_rng(self.seed, a, b, i)
                 sel = make_selector(self.selector, self.n_evs, rng, int(pl), self.selector_params)
-                hit = (qp_flow_key(a, b, index), int(sel.next_ev(0.0)))
-                self._qp_path[(a, b, index)] = hit
+                hit = (qp_flow_key(a, b, i), int(sel.next_ev(0.0)))
+                self._qp_path[(a, b, i)] = hit
             flows.append(hit[0])
             evs.append(hit[1])
         return flows, evs
@@ -388,6 +404,7 @@ class FlowCluster:
         n_paths = np.ones(n, dtype=np.int64)
         src_port = np.full(n, -1, dtype=np.int64)
         dst_port = np.full(n, -1, dtype=np.int64)
+        queue = np.full(n, -1, dtype=np.int64)
         if su.any():
             rows = np.flatnonzero(su)
             r = p.route_scaleup(self.rank_gpu_node[src[rows]], self.rank_gpu_node[dst[rows]])
@@ -405,9 +422,17 @@ class FlowCluster:
             s, d = src[rows], dst[rows]
             n_pl = np.minimum(self.rank_nports[s], self.rank_nports[d])
             key = self.rank_card[s] * 1_000_003 + self.rank_card[d]
+            ca, cb = self.rank_card[s], self.rank_card[d]
+            if self.endpoint == "nic":
+                # a QP sends its messages in order (module docstring: send queues)
+                qpi = self.qp_numbers.next_many(s, d)
+                queue[rows] = (ca * self.n_cards + cb) * self.qp_numbers.indices + qpi
+            else:
+                # a line-rate host sends all its messages in order, per port
+                queue[rows] = self.host_queue_base + self.rank_port[s, msg[rows] % n_pl]
             if self.ecmp_planes or n_pl.max() == 1:
                 if self.replay:
-                    flow, ev = self._qp_keys(self.rank_card[s], self.rank_card[d], n_pl)
+                    flow, ev = self._qp_keys(ca, cb, n_pl, qpi)
                     plane = np.asarray(ev, dtype=np.int64) % n_pl  # the QP's EV picks it
                     sp, dp = self.rank_port[s, plane], self.rank_port[d, plane]
                     r = p.route_replay(sp, dp, flow, ev)
@@ -535,7 +560,7 @@ class FlowCluster:
             is_ack = np.pad(is_ack, ((0, 0), (0, k - is_ack.shape[1])))
         return MessageRoutes(
             kind, idx_all, coef, frac_all, lat, ack, pk, wire, n_paths, src_port, dst_port,
-            same_card, is_ack,
+            same_card, is_ack, queue,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ tables
@@ -676,6 +701,7 @@ class FlowTransport:
             eta=self.fc.efficiency,
             rtol=float(rtol),
             on_deliver=self._delivered,
+            on_sent=self._sent,
             expect_flows=max(1024, len(ctx.trace)),  # at most one flow per message
         )
         n = len(ctx.trace)
@@ -692,6 +718,14 @@ class FlowTransport:
         self.flow_src = np.full(room, -1, dtype=np.int64)
         self.flow_dst = np.full(room, -1, dtype=np.int64)
         self.flow_key = np.zeros(room, dtype=np.int64)
+        # send queues (MessageRoutes.queue): the flow each queue last started (-2 claimed by
+        # the batch being admitted, -1 a message being started), the messages waiting in it
+        self.flow_queue = np.full(room, -1, dtype=np.int64)
+        self._heads: dict[int, int] = {}
+        self._waiting: dict[int, deque[tuple[tuple[Any, ...], int]]] = {}
+        self._starting: list[tuple[tuple[Any, ...], int]] = []
+        self._start_scheduled = False
+        self.queued_messages = 0  # messages that waited behind another on their send queue
         self.faults = self._faults(ctx)
         self.storage: list[tuple[np.ndarray, np.ndarray]] = []  # (flow ids, ranks) of reads
         self.shares: StorageShares | None = None
@@ -758,15 +792,81 @@ class FlowTransport:
                 self.end_s[m] = now
                 cb(m)
         go = ~local
-        if not go.any():
-            return
-        r_idx, r_coef, r_frac = r.idx[go], r.coef[go], r.frac[go]
-        r_ctrl = np.zeros(r_idx.shape, dtype=bool) if r.ctrl is None else r.ctrl[go]
+        if r.queue is not None:
+            go &= self._admit(r.queue, (r, msg, src, dst, nbytes))
+        if go.all():
+            self._post(r, msg, src, dst, nbytes)
+        elif go.any():
+            rows = np.flatnonzero(go)
+            self._post(r.take(rows), msg[rows], src[rows], dst[rows], nbytes[rows])
+
+    # ------------------------------------------------------------ send queues
+
+    def _admit(self, queue: np.ndarray, batch: tuple[Any, ...]) -> np.ndarray:
+        """Which messages of a routed batch start now: a message whose send queue (an RDMA QP,
+        or a line-rate host's port: ``MessageRoutes.queue``) is sending waits behind it, in
+        order (:meth:`_post` and :meth:`_sent` start it when the one before sent its last
+        byte)."""
+        ok = np.ones(queue.size, dtype=bool)
+        heads, waiting, sim = self._heads, self._waiting, self.sim
+        now = self.env.now
+        for i in np.flatnonzero(queue >= 0).tolist():
+            k = int(queue[i])
+            q = waiting.get(k)
+            if q is None:
+                f = heads.get(k)
+                # free: nothing ever posted, or the last message has sent its last byte
+                if f is None or (f >= 0 and sim.committed[f] and sim.t_sent[f] <= now):
+                    heads[k] = -2  # claimed by this batch (set to the flow id in _post)
+                    continue
+                q = waiting[k] = deque()
+                if f >= 0:
+                    sim.watch_sent(f)
+            q.append((batch, i))
+            self.queued_messages += 1
+            ok[i] = False
+        return ok
+
+    def _sent(self, fid: int) -> None:
+        """Flow ``fid`` sent its last byte: start the next message of its send queue."""
+        k = int(self.flow_queue[fid])
+        q = self._waiting[k]
+        self._heads[k] = -1  # a message is being started (set to its flow id in _post)
+        self._starting.append(q.popleft())
+        if not q:
+            del self._waiting[k]
+        if not self._start_scheduled:
+            self._start_scheduled = True
+            call_at(self.env, self.env.now, self._start_waiting)
+
+    def _start_waiting(self, _arg: object) -> None:
+        """Post the messages whose turn came at this instant, one batch per routed batch."""
+        self._start_scheduled = False
+        todo, self._starting = self._starting, []
+        groups: dict[int, tuple[tuple[Any, ...], list[int]]] = {}
+        for batch, i in todo:
+            groups.setdefault(id(batch), (batch, []))[1].append(i)
+        for (r, msg, src, dst, nbytes), rows in groups.values():
+            ix = np.asarray(rows, dtype=np.int64)
+            self._post(r.take(ix), msg[ix], src[ix], dst[ix], nbytes[ix])
+
+    def _post(
+        self,
+        r: MessageRoutes,
+        msg: np.ndarray,
+        src: np.ndarray,
+        dst: np.ndarray,
+        nbytes: np.ndarray,
+    ) -> None:
+        """Start routed messages as flows now."""
+        queue = r.queue if r.queue is not None else np.full(msg.size, -1, dtype=np.int64)
+        r_idx, r_coef, r_frac = r.idx, r.coef, r.frac
+        r_ctrl = np.zeros(r_idx.shape, dtype=bool) if r.ctrl is None else r.ctrl
         # a flow hashed onto one port pair (multi-plane splits are left to their bundles)
         one_plane = self.fc.ecmp_planes or int(self.fc.rank_nports.max()) == 1
-        hashed = (r.src_port[go] >= 0) & (self.fc.mode == "hash") & one_plane
-        src_p = np.where(hashed, r.src_port[go], -1)
-        key = np.abs(msg[go] * 7919 + src[go] * 131 + dst[go])
+        hashed = (r.src_port >= 0) & (self.fc.mode == "hash") & one_plane
+        src_p = np.where(hashed, r.src_port, -1)
+        key = np.abs(msg * 7919 + src * 131 + dst)
         fl = self.faults
         if fl is not None and fl.routing_dead and hashed.any():
             # routing already avoids these dead links: new flows hash onto surviving paths
@@ -777,7 +877,7 @@ class FlowTransport:
                 nn = np.full(rows.size, max(1, self.fc.n_paths), dtype=np.int64)
                 i2, c2, f2, ok = fl.fix_routes(
                     src_p[rows],
-                    r.dst_port[go][rows],
+                    r.dst_port[rows],
                     nn,
                     key[rows],
                     r_idx[rows],
@@ -794,37 +894,46 @@ class FlowTransport:
                 r_coef[rows[ok], :w], r_coef[rows[ok], w:] = c2[ok], 0.0
                 r_frac[rows[ok], :w], r_frac[rows[ok], w:] = f2[ok], 0.0
                 r_ctrl[rows[ok]] = False  # re-hashed: the data path only
-        self.injected_bytes += float(nbytes[go].sum())
+        self.injected_bytes += float(nbytes.sum())
         ids = self.sim.add(
             r_idx,
             r_coef,
-            nbytes[go],
-            latency_s=r.latency_s[go],
+            nbytes,
+            latency_s=r.latency_s,
             frac=r_frac,
-            packets=r.packets[go],
+            packets=r.packets,
             ctrl=r_ctrl,
         )
         self._grow(int(ids.max()) + 1)
-        self.flow_msg[ids] = msg[go]
-        self.flow_ack[ids] = r.ack_s[go]
+        self.flow_msg[ids] = msg
+        self.flow_ack[ids] = r.ack_s
         self.flow_src[ids] = src_p
-        self.flow_dst[ids] = r.dst_port[go]
+        self.flow_dst[ids] = r.dst_port
         self.flow_key[ids] = key
-        qp = r.src_port[go] >= 0  # RDMA flows (scale-up transfers have no QP)
+        qp = r.src_port >= 0  # RDMA flows (scale-up transfers have no QP)
         if self.shares is not None:
-            self.shares.add_rdma(ids[qp], src[go][qp], dst[go][qp])
+            self.shares.add_rdma(ids[qp], src[qp], dst[qp])
         self.qp_rows.append(
             (
                 ids[qp],
-                src[go][qp],
-                dst[go][qp],
-                r.src_port[go][qp],
-                r.dst_port[go][qp],
-                nbytes[go][qp],
-                r.packets[go][qp],
-                r.n_paths[go][qp],
+                src[qp],
+                dst[qp],
+                r.src_port[qp],
+                r.dst_port[qp],
+                nbytes[qp],
+                r.packets[qp],
+                r.n_paths[qp],
+                queue[qp],
             )
         )
+        on = queue >= 0
+        if on.any():
+            self.flow_queue[ids] = queue
+            heads, waiting = self._heads, self._waiting
+            for f, k in zip(ids[on].tolist(), queue[on].tolist(), strict=True):
+                heads[k] = f
+                if k in waiting:
+                    self.sim.watch_sent(f)
 
     def schedule_storage(self, storage: Any) -> None:
         """Start the scenario's ``workload.storage`` GPUDirect Storage reads (``reads_per_gpu``
@@ -893,6 +1002,7 @@ class FlowTransport:
             self.flow_src = np.resize(self.flow_src, grow)
             self.flow_dst = np.resize(self.flow_dst, grow)
             self.flow_key = np.resize(self.flow_key, grow)
+            self.flow_queue = np.resize(self.flow_queue, grow)
 
     def _delivered(self, fid: int) -> None:
         if self.shares is not None:
@@ -910,7 +1020,8 @@ class FlowTransport:
 
     def stalled_outcomes(self, end_s: np.ndarray) -> dict[int, tuple[str, str]]:
         """Undelivered messages whose flow sits on a constraint of capacity 0 (a dead link with
-        no surviving path, or not re-routed yet): message -> (unfinished, reason)."""
+        no surviving path, or not re-routed yet) and the messages waiting behind them on their
+        QP: message -> (unfinished, reason)."""
         sim = self.sim
         act = sim.active
         if not act.size:
@@ -929,6 +1040,14 @@ class FlowTransport:
                 f"stalled at rate 0 on failed {dead} (no surviving path, or routing had not "
                 "re-converged) when the run ended",
             )
+        for q in self._waiting.values():
+            for (_r, msg, *_rest), i in q:
+                m = int(msg[i])
+                if not np.isfinite(end_s[m]):
+                    out[m] = (
+                        "unfinished",
+                        "waiting on its QP behind a message that never finished sending",
+                    )
         return out
 
     # ----------------------------------------------------------------- tables
@@ -1057,6 +1176,7 @@ class FlowTransport:
             "bytes",
             "packets",
             "paths_used",
+            "queue",
         ]
         df = pd.DataFrame(
             {c: np.concatenate([row[i] for row in self.qp_rows]) for i, c in enumerate(cols)}
@@ -1115,6 +1235,7 @@ def run_flow(ctx: RunContext) -> EngineOutput:
         "cc": fc.cc_name,
         "cc_efficiency": fc.efficiency,
         "endpoint_model": fc.endpoint,
+        "queued_messages": transport.queued_messages,
         **transport.sim.stats(),
     }
     if fc.pcie is not None:

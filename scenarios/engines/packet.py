@@ -70,7 +70,7 @@ from podsim.scenarios.build.classes import fabric_classes, message_classes
 from podsim.scenarios.build.cluster import deepep_copy_rate
 from podsim.scenarios.build.limits import check_packet
 from podsim.scenarios.engines import EngineOutput, RunContext, register_engine
-from podsim.scenarios.engines.qps import qp_table
+from podsim.scenarios.engines.qps import QpNumbering, qp_table
 from podsim.scenarios.errors import ScenarioError
 from podsim.scenarios.execution import faults
 from podsim.scenarios.execution.faults import FaultSession
@@ -233,6 +233,9 @@ class NicTransport(_Transport):
             )
         self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
         self._msg_dst: dict[int, int] = {}
+        # a QP per (source rank, destination rank) (scenarios.engines.qps)
+        self.qp_numbers = QpNumbering(ctx.cluster.rank_nic, cfg.qps_per_pair)
+        self._qp_ranks: dict[tuple[int, int, int], tuple[int, int]] = {}
         if self.pcie is not None:
             self.pcie.set_nic_cap = self._set_nic_cap
 
@@ -261,12 +264,16 @@ class NicTransport(_Transport):
         cl = self.cluster
         if self.pcie is not None:
             self.pcie.rdma_start(src_rank, dst_rank)
+        a, b = int(cl.rank_nic[src_rank]), int(cl.rank_nic[dst_rank])
+        qp = self.qp_numbers.next(src_rank, dst_rank)
+        self._qp_ranks[(a, b, qp)] = (src_rank, dst_rank)
         m = self.rdma.post(
-            int(cl.rank_nic[src_rank]),
-            int(cl.rank_nic[dst_rank]),
+            a,
+            b,
             int(nbytes),
             tag=msg,
             at=self.env.now + self.tx_latency(src_rank),
+            qp=qp,
             tc=0 if self.msg_tc is None else int(self.msg_tc[msg]),
         )
         self._cb[m.id] = (on_done, src_rank, dst_rank)
@@ -297,14 +304,13 @@ class NicTransport(_Transport):
             t0=("post_s", "min"),
             t1=("done_s", "max"),
         )
-        card_rank: dict[int, int] = {}
-        for r, c in enumerate(self.cluster.rank_nic.tolist()):
-            card_rank.setdefault(int(c), r)
+        keys = zip(qt["src"].tolist(), qt["dst"].tolist(), qt["index"].tolist(), strict=True)
+        ranks = [self._qp_ranks.get(k, (-1, -1)) for k in keys]
         out = pd.DataFrame(
             {
                 "qp": qt["qp"],
-                "src_rank": qt["src"].map(card_rank),
-                "dst_rank": qt["dst"].map(card_rank),
+                "src_rank": [a for a, _b in ranks],
+                "dst_rank": [b for _a, b in ranks],
                 "src_port": "nic" + qt["src"].astype(str),
                 "dst_port": "nic" + qt["dst"].astype(str),
                 "packets": qt["tx_pkts"],

@@ -230,3 +230,42 @@ def test_route_errors_name_the_problem():
         fp.route(fp.nodes(["nic0.p0"]), fp.nodes(["nic0.p0"]), np.array([0]))
     with pytest.raises(FlowRouteError, match="not a node"):
         fp.nodes(["nic9.p0"])
+
+
+# ------------------------------------------------------------------------- sent notifications
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_watch_sent_reports_when_the_last_byte_left(when):
+    """A watched flow is reported at its last byte's departure, not its delivery: 1 Mbit over a
+    1 Mb/s link leaves at 1 s and is delivered 0.25 s later; watching it after a batched solve
+    has fixed its end (``after``: a second flow at 0.1 s opens a window to 1.1 s) or before
+    (``before``) gives the same time."""
+    env = simpy.Environment()
+    seen: list[tuple[int, float]] = []
+    sim = FlowSim(env, np.array([1e6, 1e6]), rtol=10.0, on_sent=lambda f: seen.append((f, env.now)))
+    (fid,) = sim.add(np.array([[0]]), np.array([[1.0]]), np.array([125_000.0]), latency_s=0.25)
+    if when == "before":
+        sim.watch_sent(int(fid))
+    else:
+        env.timeout(0.1).callbacks.append(
+            lambda _e: sim.add(np.array([[1]]), np.array([[1.0]]), np.array([1.0]))
+        )
+        env.run(until=0.5)
+        assert sim.committed[fid]
+        sim.watch_sent(int(fid))
+    env.run()
+    assert seen == [(int(fid), pytest.approx(1.0))]
+    assert sim.t_deliver[fid] == pytest.approx(1.25)
+
+
+def test_unwatched_flows_are_not_reported_and_watching_needs_a_callback():
+    env = simpy.Environment()
+    seen: list[int] = []
+    sim = FlowSim(env, np.array([1e6]), on_sent=seen.append)
+    sim.add(np.array([[0], [0]]), np.ones((2, 1)), np.array([1000.0, 1000.0]))
+    sim.watch_sent(1)
+    env.run()
+    assert seen == [1]
+    with pytest.raises(ValueError, match="on_sent"):
+        FlowSim(simpy.Environment(), np.array([1e6])).watch_sent(0)

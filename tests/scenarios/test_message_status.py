@@ -147,3 +147,24 @@ def test_retry_limit_fails_messages_to_a_dead_nic_and_the_run_ends(tmp_path: Pat
     with pytest.raises(ScenarioError, match="retransmit forever") as info:
         podsim.run(d)
     assert "faults[0]" in str(info.value) and "retry limit" in str(info.value)
+
+
+def test_flow_engine_names_messages_waiting_behind_a_stalled_one_on_their_qp(tmp_path: Path):
+    """Flow engine: two messages rank 0 -> rank 7 go on one QP, in order; the destination's
+    NIC port dies for good while the first is sending: the first stalls on the dead port, the
+    second never starts and says it waited on its QP behind it."""
+    rows = [
+        {"step": 0, "layer": 0, "phase": "dispatch", "src_rank": 0, "dst_rank": 7,
+         "bytes": 1 << 20, "tokens": 1, "start_s": 0.0, "hop": "rdma"}
+        for _ in range(2)
+    ]  # fmt: skip
+    d = doc(tmp_path, "spray", [{"kind": "nic_down", "node": "nic7.p0", "at": "2us"}])
+    path = tmp_path / "two.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    d["workload"]["trace"] = {"path": str(path), "ranks": 8}
+    d["engine"] = "flow"
+    m = podsim.run(d).messages.sort_values("msg")
+    assert (m["status"] == "unfinished").all()
+    first, second = m["reason"].tolist()
+    assert first.startswith("stalled at rate 0 on failed") and "nic7.p0" in first
+    assert second == "waiting on its QP behind a message that never finished sending"
