@@ -67,6 +67,14 @@ class DispatchMode:
             return tokens * rank_share(experts, top_k, ranks)
         return tokens * top_k / ranks
 
+    def collective(self, local: int, ranks: int) -> str:
+        """The all-to-all algorithm (:mod:`podsim.workloads.collectives`) of this mode over
+        ``ranks`` ranks, ``local`` of them per scale-up domain: a hierarchical mode's two hops
+        (scale-up and one rail) with the second forwarding as the first delivers
+        (``pipelined``: DeepEP normal's chunked RDMA -> NVLink forwarding) when the group spans
+        several domains of several ranks; else ``direct``."""
+        return "pipelined" if self.hierarchical and 1 < local < ranks else "direct"
+
 
 def rank_share(experts: int, top_k: int, ranks: int) -> float:
     """Probability that a token's ``top_k`` of ``experts`` (drawn uniformly without

@@ -72,14 +72,16 @@ def test_single_request_ttft_is_prefill_plus_transfer_plus_first_step(tmp_path) 
     # prefill and first step: compute, then each MoE phase's exchange inside the node over
     # NVLink (160 GB/s per GPU in the preset): one message per pair and phase, at least 7 x
     # pair bytes through a rank's scale-up port, plus the 5 us exchange_latency put back for
-    # each of the 93 other layers' exchanges it stands for (rounds: 2 normal, 1 low latency)
-    for got, compute, mode, tokens, rounds in (
-        (row["prefill_s"], prefill, "deepep-normal", prompt, 2),
-        (row["first_step_s"], first, "deepep-low-latency", 1, 1),
+    # each of the 93 other layers' exchanges it stands for (one round: inside one node both
+    # modes send direct, DeepEP's intranode kernels)
+    for got, compute, mode, tokens in (
+        (row["prefill_s"], prefill, "deepep-normal", prompt),
+        (row["first_step_s"], first, "deepep-low-latency", 1),
     ):
         comm = InstanceComm(p.model, 8, local_size=8, mode=mode)
+        assert (comm.algorithm, comm.rounds) == ("direct", 1)
         floor = sum(7 * round(94 * b) / 160e9 for b in comm.pair_bytes(tokens))
-        floor += 2 * 93 * rounds * 5e-6
+        floor += 2 * 93 * 5e-6
         assert floor <= got - compute <= 1.15 * floor + 20e-6
     assert row["ttft_s"] == pytest.approx(
         row["prefill_s"] + row["kv_transfer_s"] + row["first_step_s"], rel=1e-9

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from podsim.scenarios.execution.timeline import run_timeline
 from podsim.tests.workloads.trace_testutil import LAT, FixedTransport, msg_time
-from podsim.workloads.dispatch import rank_share
+from podsim.workloads.dispatch import get_mode, rank_share
 from podsim.workloads.graph import COMPUTE
 from podsim.workloads.precision import WEIGHT_FORMATS, weight_format
 from podsim.workloads.serving import (
@@ -367,3 +367,21 @@ def test_two_prefill_microbatches_overlap_one_s_exchanges_with_the_other_s_compu
     assert got < serial  # the overlap hides exchange time
     with pytest.raises(ValueError, match="microbatches"):
         InstanceComm(m, 4, microbatches=0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "local", "want"),
+    [
+        ("deepep-normal", 8, ("pipelined", 2)),  # 4 nodes of 8: scale-up, then one rail
+        ("deepep-normal", 32, ("direct", 1)),  # one node: the intranode kernel
+        ("deepep-normal", 1, ("direct", 1)),  # no scale-up domain
+        ("deepep-low-latency", 8, ("direct", 1)),
+        ("megatron-alltoall", 8, ("direct", 1)),
+    ],
+)
+def test_serving_and_training_run_a_mode_s_exchange_the_same_way(mode, local, want) -> None:
+    """One rule for both: a serving instance's EP exchange takes the dispatch mode's algorithm
+    (DeepEP normal across nodes: the pipelined two hops, as the training step's EP)."""
+    comm = InstanceComm(get_serving_model("deepseek-v3"), 32, local_size=local, mode=mode)
+    assert (comm.algorithm, comm.rounds) == want
+    assert comm.algorithm == get_mode(mode).collective(local, 32)

@@ -21,9 +21,10 @@ prefill, one per resident sequence in decode), each rank routes ``T / n`` of the
   experts drawn uniformly without replacement, ``E / n`` per rank). Bytes per copy:
   :func:`podsim.workloads.precision.bytes_per_token` of the activations' type (FP8 with its
   scales for FP8 activations, else BF16) plus the mode's header for dispatch, BF16 for combine
-  (docs/physics.md, MoE section). The normal mode's exchange is two-hop (scale-up, then rails:
-  ``all-to-all/hierarchical`` of :mod:`podsim.workloads.collectives`); the low-latency one is
-  direct (``all-to-all/direct``).
+  (docs/physics.md, MoE section). The normal mode's exchange is two-hop (scale-up and
+  rails, the second hop forwarding as the first delivers: ``all-to-all/pipelined`` of
+  :mod:`podsim.workloads.collectives`, as in the training step) when the instance spans
+  several nodes; the low-latency one is direct (``all-to-all/direct``).
 
 Overlap: with ``microbatches`` = 2 a compute block runs as two micro-batches of half the tokens,
 the exchanges of one overlapping the other's compute (DeepSeek-V3's prefill: "we
@@ -42,7 +43,7 @@ message per rank pair and phase carrying their summed bytes. Nothing overlaps in
 loses only the per-message latency of the ``K - 1`` exchanges it absorbed (a message takes
 ``b / B + a``; ``K`` of them in sequence ``K b / B + K a``, one merged ``K b / B + a``): the
 builder puts it back as a wait of ``(K - 1) x rounds x exchange_latency`` before the merged
-exchange (``rounds``: the collective's sequential message rounds, 1 direct, 2 hierarchical,
+exchange (``rounds``: the collective's sequential message rounds, 1 direct, 2 pipelined,
 ``2 (tp - 1)`` for a ring all-reduce; ``exchange_latency`` [E] a scenario parameter). Under
 contention a merged exchange moves the block's bytes in one burst at its end instead of
 spread over its layers and steps: its bandwidth share is right, its timing coarser by up to one
@@ -97,12 +98,13 @@ class InstanceComm:
 
     @property
     def algorithm(self) -> str:
-        return "hierarchical" if self.dispatch_mode.hierarchical else "direct"
+        """The EP all-to-all's algorithm (:meth:`DispatchMode.collective`)."""
+        return self.dispatch_mode.collective(self.local_size, self.ranks)
 
     @property
     def rounds(self) -> int:
         """Sequential message rounds of one all-to-all (module docstring)."""
-        return 2 if self.dispatch_mode.hierarchical else 1
+        return 2 if self.algorithm == "pipelined" else 1
 
     def moe_layers(self, first: int, last: int) -> int:
         """MoE layers among layers ``first .. last - 1`` (the dense layers come first, as in

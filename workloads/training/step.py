@@ -291,7 +291,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         if ep < 2:
             return
         local = scale_up_local(groups[0], spec.gpus_per_node) if mode.hierarchical else 1
-        algo = "pipelined" if 1 < local < ep else "direct"
+        algo = mode.collective(local, ep)
         c = Collective("all-to-all", (), pair * ep, algo, local_size=local, phase=phase,
                        label=f"{phase}")  # fmt: skip
         in_groups(g, c, groups, cur, span=phase, span_bytes=pair * (ep - 1), step=0, **tags)
