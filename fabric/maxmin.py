@@ -410,9 +410,7 @@ def _fill(
             rows = f_idx.ravel()
             # padding entries (frac 0) of an unconstrained flow (rate inf) would give 0 x inf
             load = np.multiply(f_frac, fz_rate, out=np.zeros(f_frac.shape), where=f_frac > 0)
-            frozen_load += np.bincount(rows, weights=load.ravel(), minlength=n_links + 1)[
-                :n_links
-            ]
+            frozen_load += np.bincount(rows, weights=load.ravel(), minlength=n_links + 1)[:n_links]
             slope -= np.bincount(rows, weights=(f_frac * w[fz]).ravel(), minlength=n_links + 1)[
                 :n_links
             ]
