@@ -134,6 +134,8 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         dp_overlap=t.dp_overlap,
         dp_algorithm=t.dp_algorithm,
         dispatch_mode=t.dispatch_mode,
+        first_stage_layers=t.first_stage_layers,
+        last_stage_layers=t.last_stage_layers,
         gpus_per_node=cluster.gpus_per_pod,
     )
     try:

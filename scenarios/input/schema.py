@@ -1196,7 +1196,9 @@ class TrainingWorkload(Strict):
         ),
     )
     layers: PositiveInt | None = Field(
-        None, description="layers to simulate (default: the model's; a multiple of pp)"
+        None,
+        description="layers to simulate (default: the model's; a multiple of pp unless "
+        "first_stage_layers / last_stage_layers are set)",
     )
     gpu: GpuName = Field("h800", description="accelerator for the compute model (podsim list gpus)")
     precision: Literal["fp8", "bf16"] = Field("fp8", description="GEMM precision (peak used)")
@@ -1213,6 +1215,17 @@ class TrainingWorkload(Strict):
     grad_bytes: Literal[2, 4] = Field(4, description="bytes per gradient value in DP reduction")
     ep_overlap: bool = Field(False, description="two-micro-batch overlap of all-to-all")
     dp_overlap: bool = Field(False, description="gradient reduction overlapped with backward")
+    first_stage_layers: PositiveInt | None = Field(
+        None,
+        description="layers of the first pipeline stage when it differs from the others "
+        "(Megatron's --decoder-first-pipeline-num-layers; the middle stages split the rest "
+        "evenly; one model chunk per stage), e.g. 61 layers over pp 16: 3 first, 2 last",
+    )
+    last_stage_layers: PositiveInt | None = Field(
+        None,
+        description="layers of the last pipeline stage when it differs from the others "
+        "(Megatron's --decoder-last-pipeline-num-layers)",
+    )
     dp_algorithm: Literal["ring", "hierarchical"] = Field(
         "ring",
         description=(

@@ -350,3 +350,74 @@ def test_deepep_normal_dedups_per_rank_and_routes_over_scale_up_then_one_rail() 
     assert (count, total) == (2 * n * 15, n * 15 * pair_d) and pair_d == pair
     count, total, pair_m = _ep_bytes("megatron-alltoall", 8)
     assert (count, total) == (2 * n * 15, n * 15 * pair_m) and pair_m > pair
+
+
+def test_uneven_stages_split_the_rest_over_the_middle_stages() -> None:
+    """Megatron-LM's first/last pipeline layers: Kimi K2's 61 layers over pp 16 as 3, 14 x 4,
+    2; one end given, the other stages share the rest."""
+    spec = TrainingSpec("kimi-k2", gpus=16, pp=16, first_stage_layers=3, last_stage_layers=2)
+    spec.check()
+    assert spec.stage_layers(61) == [3] + [4] * 14 + [2]
+    one = TrainingSpec("kimi-k2", gpus=4, pp=4, layers=61, first_stage_layers=1)
+    one.check()
+    assert one.stage_layers(61) == [1, 20, 20, 20]
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_uneven_stages_take_the_flow_shop_time(m: int) -> None:
+    """With free communication, GPipe over stages of n_s equal layers is a flow shop of m
+    identical jobs, forward then backward (twice as long): its time is proportional to
+    sum(n_s) + (m - 1) max(n_s) in each pass. 8 layers as 2 + 6 against 4 + 4."""
+    base = dict(gpus=2, pp=2, microbatches=m, layers=8, schedule="gpipe")
+    even = step(TrainingSpec("deepseek-v3", **base))["step_time_s"]
+    uneven = step(TrainingSpec("deepseek-v3", **base, first_stage_layers=2, last_stage_layers=6))[
+        "step_time_s"
+    ]
+    assert uneven / even == pytest.approx((8 + (m - 1) * 6) / (8 + (m - 1) * 4), rel=1e-9)
+
+
+def test_every_layer_runs_once_on_its_stage() -> None:
+    spec = TrainingSpec("kimi-k2", gpus=4, pp=4, layers=10, first_stage_layers=1,
+                        last_stage_layers=3)  # fmt: skip
+    g = build_training_step(spec)
+    layers_of: dict[int, set[int]] = {}
+    for r, _first, _last, tags in g.spans():
+        if tags.get("phase") == "compute" and tags.get("layer", -1) >= 0:
+            layers_of.setdefault(r, set()).add(tags["layer"])
+    assert [sorted(layers_of[r]) for r in range(4)] == [[0], [1, 2, 3], [4, 5, 6], [7, 8, 9]]
+
+
+@pytest.mark.parametrize(
+    ("kw", "key"),
+    [
+        (
+            dict(gpus=4, pp=4, layers=10, first_stage_layers=2, last_stage_layers=3),
+            "first_stage_layers",
+        ),
+        (dict(gpus=1, layers=4, last_stage_layers=2), "last_stage_layers"),
+        (
+            dict(gpus=2, pp=2, layers=8, first_stage_layers=3, last_stage_layers=4),
+            "first_stage_layers",
+        ),
+        (
+            dict(gpus=4, pp=4, layers=16, schedule="interleaved-1f1b", first_stage_layers=2),
+            "first_stage_layers",
+        ),
+        (dict(gpus=4, pp=4, layers=8, first_stage_layers=0), "first_stage_layers"),
+    ],
+)
+def test_uneven_stages_that_do_not_fit_name_their_key(kw: dict, key: str) -> None:
+    with pytest.raises(TrainingError) as exc:
+        build_training_step(TrainingSpec("deepseek-v3", **kw))
+    assert exc.value.key == key
+
+
+def test_cli_refuses_uneven_stages_that_do_not_fit(tmp_path) -> None:
+    from podsim.scenarios.cli.app import app
+    from typer.testing import CliRunner
+
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(_scenario(pp=2, first_stage_layers=4)))
+    r = CliRunner().invoke(app, ["run", str(f)])
+    assert r.exit_code == 2
+    assert "workload.training.first_stage_layers" in r.output and "split evenly" in r.output

@@ -120,6 +120,11 @@ class TrainingSpec:
     dp_algorithm: str = "ring"
     #: how the EP all-to-all moves tokens (module docstring; podsim.workloads.dispatch.MODES)
     dispatch_mode: str = "deepep-normal"
+    #: layers of the first / last pipeline stage when they differ from the others (Megatron's
+    #: --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); the middle
+    #: stages split the rest evenly. None: every stage the same.
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     @property
     def chunks(self) -> int:
@@ -130,6 +135,33 @@ class TrainingSpec:
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp)
+
+    @property
+    def uneven(self) -> bool:
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
+
+    def stage_layers(self, layers: int) -> list[int]:
+        """Layers of each virtual stage (``pp x chunks`` of them, Megatron's order): equal
+        shares, or with :attr:`first_stage_layers` / :attr:`last_stage_layers` the first and
+        last stage's own and the rest split evenly over the middle stages (as Megatron-LM's
+        ``--decoder-first/last-pipeline-num-layers``: ``get_num_layers_to_build`` in
+        megatron/core/transformer/transformer_block.py, which also refuses them with a
+        virtual pipeline). Call :meth:`check` first."""
+        n = self.pp * self.chunks
+        if not self.uneven:
+            return [layers // n] * n
+        pp = self.pp
+        first = self.first_stage_layers
+        last = self.last_stage_layers
+        middle = pp - 2
+        given = (first or 0) + (last or 0)
+        # a stage left unset takes the middle stages' share
+        unset = (first is None) + (last is None)
+        each = (layers - given) // (middle + unset) if middle + unset else 0
+        out = [each] * pp
+        out[0] = each if first is None else first
+        out[-1] = each if last is None else last
+        return out
 
     def check(self) -> None:
         """Refuse a parallelism that does not fit (TrainingError naming the key)."""
@@ -156,12 +188,15 @@ class TrainingSpec:
                 "model",
             )
         layers = self.layers or m.layers
-        if layers % self.pp:
+        if self.uneven:
+            self._check_uneven(layers)
+        elif layers % self.pp:
             raise TrainingError(
-                f"pp {self.pp} does not divide the {layers} layers (set layers to a multiple)",
+                f"pp {self.pp} does not divide the {layers} layers (set layers to a multiple, "
+                "or first_stage_layers / last_stage_layers)",
                 "pp",
             )
-        if self.chunks < 1 or layers % (self.pp * self.chunks):
+        if self.chunks < 1 or (not self.uneven and layers % (self.pp * self.chunks)):
             raise TrainingError(
                 f"virtual_stages {self.chunks}: pp x virtual_stages = {self.pp * self.chunks} "
                 f"must divide the {layers} layers",
@@ -198,6 +233,42 @@ class TrainingSpec:
             )
         if not 0 < self.achieved <= 1:
             raise TrainingError(f"achieved must be in (0, 1], got {self.achieved}", "achieved")
+
+
+    def _check_uneven(self, layers: int) -> None:
+        """first_stage_layers / last_stage_layers fit the pipeline and the layers."""
+        keys = [k for k in ("first_stage_layers", "last_stage_layers") if getattr(self, k)]
+        key = keys[0] if keys else "first_stage_layers"
+        for k in ("first_stage_layers", "last_stage_layers"):
+            v = getattr(self, k)
+            if v is not None and v < 1:
+                raise TrainingError(f"{k} must be >= 1, got {v}", k)
+        if self.pp < 2:
+            raise TrainingError(f"{key} needs pp >= 2 (got pp {self.pp})", key)
+        if self.chunks != 1:
+            raise TrainingError(
+                f"{key}: uneven stages need one model chunk per stage (virtual_stages 1), got "
+                f"{self.chunks}",
+                key,
+            )
+        first, last = self.first_stage_layers, self.last_stage_layers
+        rest = layers - (first or 0) - (last or 0)
+        share = self.pp - 2 + (first is None) + (last is None)  # stages splitting the rest
+        if share == 0:
+            if rest:
+                raise TrainingError(
+                    f"pp 2: first_stage_layers {first} + last_stage_layers {last} must be the "
+                    f"{layers} layers",
+                    key,
+                )
+            return
+        if rest < share or rest % share:
+            raise TrainingError(
+                f"{key}: the {rest} layers left after first_stage_layers {first} and "
+                f"last_stage_layers {last} do not split evenly over the other {share} stage(s) "
+                f"of pp {self.pp} ({layers} layers)",
+                key,
+            )
 
 
 def rank_of(spec: TrainingSpec, t: int, d: int, p: int) -> int:
@@ -237,7 +308,10 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
         k = round(n_layers * dense / m.layers)
         costs = costs[:k] + [costs[dense]] * (n_layers - k)
     v = spec.chunks
-    per_chunk = n_layers // (spec.pp * v)  # layers of one virtual stage
+    # first layer of each virtual stage (and the end of the last)
+    starts = [0]
+    for k in spec.stage_layers(n_layers):
+        starts.append(starts[-1] + k)
     tp, pp, dp, ep = spec.tp, spec.pp, spec.dp, spec.ep
     tokens = spec.micro_batch_size * spec.seq_len
     shard = tokens / tp  # tokens a rank routes (sequence parallel inside the TP group)
@@ -312,7 +386,7 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
             g.add_dep(s, ent[r])
 
     def chunk_layers(vs: int) -> list[tuple[int, LayerCost]]:
-        return [(vs * per_chunk + li, costs[vs * per_chunk + li]) for li in range(per_chunk)]
+        return [(li, costs[li]) for li in range(starts[vs], starts[vs + 1])]
 
     for p in range(pp):
         ranks = stage_ranks(p)
