@@ -234,7 +234,6 @@ class TrainingSpec:
         if not 0 < self.achieved <= 1:
             raise TrainingError(f"achieved must be in (0, 1], got {self.achieved}", "achieved")
 
-
     def _check_uneven(self, layers: int) -> None:
         """first_stage_layers / last_stage_layers fit the pipeline and the layers."""
         keys = [k for k in ("first_stage_layers", "last_stage_layers") if getattr(self, k)]
