@@ -1,7 +1,8 @@
 """The hand-inlined hot paths of the packet engine and their readable twins.
 
-Three methods run once per packet and hop and are hand-inlined for speed (every function call
-counts in CPython): :meth:`podsim.fabric.port.Port.send`,
+Four methods run once per packet and hop and are hand-inlined for speed (every function call
+counts in CPython): :meth:`podsim.fabric.port.Port.send`, :meth:`podsim.fabric.port.Port._tx_done`
+(a NIC port's next transmission),
 :meth:`podsim.fabric.switch.SwitchPort._tx_done` and :meth:`podsim.fabric.switch.Switch.receive`.
 Each sits beside a readable twin built from the one transmit start
 (:meth:`podsim.fabric.port.Port._launch`) and small named steps. :func:`readable_paths` swaps the
@@ -23,6 +24,7 @@ __all__ = ["INLINED", "readable_paths"]
 #: (class, inlined method, its readable twin)
 INLINED: tuple[tuple[type, str, str], ...] = (
     (Port, "send", "_send_readable"),
+    (Port, "_tx_done", "_tx_done_readable"),
     (SwitchPort, "_tx_done", "_tx_done_readable"),
     (Switch, "receive", "_receive_readable"),
 )

@@ -511,6 +511,67 @@ class Port:
         self._launch(pkt, now, bool(self._q or self._hq or self._macq or self.source is not None))
 
     def _tx_done(self, _ev: object) -> None:
+        """The frame on the wire has left: start the next one (MAC frame, control, DATA, or
+        what the NIC's source gives). Runs once per NIC transmission: the transmit start is
+        inlined (see :meth:`_tx_done_readable`)."""
+        if self._macq:
+            self._tx_pending = False
+            self._start_mac(self._macq.popleft())
+            return
+        if self._hq:
+            pkt = self._hq.popleft()
+            self.qbytes -= pkt.wire
+        elif self._q and not self.paused:
+            pkt = self._q.popleft()
+            self.qbytes -= pkt.wire
+        else:
+            src = self.source
+            if src is None or self.paused:
+                self._tx_pending = False
+                return
+            # while the NIC's source runs, a kick() from inside it is a no-op and a send()
+            # queues, so no second frame can start at the same instant
+            self._tx_pending = False
+            self._pulling = True
+            pkt = src()
+            self._pulling = False
+            if pkt is None:
+                if self._hq or (self._q and not self.paused):
+                    self._tx_done(None)  # the source pushed instead of returning
+                return
+        # inlined self._start(pkt, now), i.e. _launch(pkt, now, more) and _put_on_wire
+        more = bool(self._q or self._hq or self._macq or self.source is not None)
+        now = self._env._now
+        w = pkt.wire
+        end = now + w * self._spb
+        self._busy_until = end
+        self.tx_bytes += w
+        self.tx_pkts += 1
+        pkt.link = self
+        heap = self._heap
+        t = (end if self._rx_ser else now) + self._after
+        e = (t, 1, next(self._eid), pkt)
+        wire = self._wire
+        if not wire:
+            pkt.callbacks = self._deliver
+            wire.append(e)
+            heappush(heap, e)
+        elif t >= wire[-1][0]:
+            pkt.callbacks = self._deliver
+            wire.append(e)
+        else:
+            pkt.callbacks = self._deliver[1:]
+            heappush(heap, e)
+        if self._cr is not None and not pkt.kind:
+            self.spend_credit(w)
+        self._tx_pending = more
+        if more:
+            ev = self._txev
+            ev.callbacks = self._txcb
+            heappush(heap, (end, 1, next(self._eid), ev))
+
+    def _tx_done_readable(self, _ev: object) -> None:
+        """:meth:`_tx_done` with its transmit start not inlined (the differential twin)."""
         if self._macq:
             self._tx_pending = False
             self._start_mac(self._macq.popleft())
@@ -524,8 +585,6 @@ class Port:
             if src is None or self.paused:
                 self._tx_pending = False
                 return
-            # while the NIC's source runs, a kick() from inside it is a no-op and a send()
-            # queues, so no second frame can start at the same instant
             self._tx_pending = False
             self._pulling = True
             pkt = src()

@@ -29,7 +29,7 @@ from podsim.nic.transport.segmentation import (
     packet_payload,
     packet_wire_bytes,
 )
-from podsim.nic.transport.selectors import PATH_SELECTORS, make_selector
+from podsim.nic.transport.selectors import PATH_SELECTORS, make_selector, randbelow
 
 # ---------------------------------------------------------------------------- segmentation
 
@@ -250,6 +250,17 @@ def test_random_loss_and_reordering_deliver_every_byte_once(mode, n, seed, loss)
 
 
 # ---------------------------------------------------------------------------- selectors
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 100, 1000, 65535, 65536])
+def test_randbelow_draws_what_randrange_draws(n: int) -> None:
+    # the REPS and adaptive selectors' per-packet draw must keep the seeded stream unchanged
+    for seed in (0, 1, 12345):
+        a, b = random.Random(seed), random.Random(seed)
+        fast = [randbelow(a.getrandbits, n) for _ in range(500)]
+        assert fast == [b.randrange(n) for _ in range(500)]
+        assert a.random() == b.random()  # and leave the generator in the same state
+        assert all(0 <= x < n for x in fast)
 
 
 def test_registry_lists_all_selectors() -> None:
