@@ -374,10 +374,27 @@ class FlowSim:
 
     def _rates(self, act: np.ndarray) -> np.ndarray:
         """Max-min rates of flows ``act``: :func:`podsim.fabric.maxmin.maxmin_rows` on their
-        rows (the same arrays as :meth:`_rates_readable`, without SciPy's per-call cost)."""
+        rows (the same arrays as :meth:`_rates_readable`, without SciPy's per-call cost), over
+        the constraints they load alone, renumbered in ascending order. A large cluster has
+        hundreds of thousands of constraints and a solve touches a few of them: every pass of
+        the filling works on arrays of the constraints it is given. Renumbering in order keeps
+        each row's sorted order and every per-constraint sum's order, so the rates are the
+        readable path's bit for bit (a differential test checks it)."""
         idx = self.idx[act]
-        cap = self._capacity_now(idx[(idx >= 0) & ~self.ctrl[act]])  # ACKs do not crowd
-        res = maxmin_rows(idx, self.coef[act], cap, self.cap[act], self.weight[act])
+        valid = idx >= 0
+        entries = idx[valid]
+        used = np.zeros(self.capacity.size, dtype=bool)
+        used[entries] = True
+        used_ids = np.flatnonzero(used)
+        lut = np.empty(self.capacity.size, dtype=np.int32)
+        lut[used_ids] = np.arange(used_ids.size, dtype=np.int32)
+        local = np.full(idx.shape, -1, dtype=np.int32)
+        local[valid] = lut[entries]
+        cap = self.capacity[used_ids]
+        if self.eta < 1.0:  # CC efficiency on shared fabric queues; ACKs do not crowd
+            crowd = np.bincount(local[valid & ~self.ctrl[act]], minlength=used_ids.size) >= 2
+            cap = np.where(self.switch_egress[used_ids] & crowd, cap * self.eta, cap)
+        res = maxmin_rows(local, self.coef[act], cap, self.cap[act], self.weight[act])
         if res is None:  # a flow names a constraint twice: SciPy sums the entries
             return self._rates_readable(act)
         self.passes += res.iterations

@@ -65,3 +65,27 @@ def test_flow_engine_rates_take_the_rows_solver_and_match_the_readable_one():
                   switch_egress=np.arange(50) % 2 == 0)  # fmt: skip
     ids = sim.add(idx, coef, np.full(400, 1e6), caps=caps, weights=weights)
     assert np.array_equal(sim._rates(ids), sim._rates_readable(ids))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flow_engine_solves_over_the_constraints_its_flows_load_alone(seed):
+    """Few of many constraints loaded, ACK (control) entries that do not crowd a queue, a
+    subset of the flows active: the renumbered solve gives the readable path's rates."""
+    import simpy
+    from podsim.fabric.flow.sim import FlowSim
+
+    rng = np.random.default_rng(seed)
+    idx, coef, capacity, caps, weights = _problem(seed, 300, 5000, 6)
+    idx = np.where(idx >= 0, idx % 700 * 7, -1)  # at most 700 of 5,000 constraints
+    idx = np.where((idx >= 0) & (np.arange(6) < 5)[None, :], idx, -1)  # distinct per row
+    bad = np.array([len(set(r[r >= 0])) < np.count_nonzero(r >= 0) for r in idx])
+    idx[bad, 1:] = -1
+    ctrl = (idx >= 0) & (rng.random(idx.shape) < 0.3)
+    sim = FlowSim(simpy.Environment(), np.where(capacity > 0, capacity, 1e9), eta=0.9,
+                  switch_egress=rng.random(5000) < 0.5)  # fmt: skip
+    ids = sim.add(idx, coef, np.full(300, 1e6), caps=caps, weights=weights, ctrl=ctrl)
+    some = np.sort(rng.choice(ids, size=120, replace=False))
+    for act in (ids, some):
+        assert np.array_equal(sim._rates(act), sim._rates_readable(act))
+    # the renumbering is not a no-op here: the active flows load few of the constraints
+    assert np.unique(idx[some][idx[some] >= 0]).size <= 700
