@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,7 @@ __all__ = [
     "double_binary_tree",
     "in_groups",
     "ring_steps",
+    "two_hop_matrices",
 ]
 
 #: NCCL's bus-bandwidth factor per op for n ranks (nccl-tests doc/PERFORMANCE.md): busbw =
@@ -115,6 +116,10 @@ class Collective:
     #: ``ranks[(i + shift) % n]`` (nccl-tests sendrecv's pattern with shift 1)
     peers: Sequence[tuple[int, int]] = ()
     shift: int = 1
+    #: all-to-all: ``matrix[i, j]`` bytes from ``ranks[i]`` to ``ranks[j]`` instead of
+    #: ``nbytes / n`` to every peer (all-to-all-v; ``direct``, ``hierarchical``, ``pipelined``);
+    #: None: uniform
+    matrix: np.ndarray | None = field(default=None, compare=False)
 
 
 Builder = Callable[[OpGraph, Collective, Mapping[int, int]], dict[int, int]]
@@ -136,6 +141,8 @@ def build_collective(
             f"collective {c.op}: nbytes {c.nbytes}, channels {c.channels} and chunk_bytes "
             f"{c.chunk_bytes} must be >= 0, >= 1 and >= 0"
         )
+    if c.matrix is not None and c.op != "all-to-all":
+        raise GraphError(f"collective {c.op}: a bytes matrix applies to all-to-all only")
     builder = COLLECTIVES.get(f"{c.op}/{c.algorithm}")
     return builder(g, c, dict(start or {}))
 
@@ -148,25 +155,38 @@ def in_groups(
     *,
     span: str | None = None,
     span_bytes: int | None = None,
+    matrices: Sequence[np.ndarray] | None = None,
     **tags: Any,
 ) -> None:
     """Run ``c`` (its ``ranks`` ignored) once in each group of ``groups``, every rank entering
     after ``cur[r]``; ``cur[r]`` becomes the node at which the collective is done on ``r``.
     Groups of one rank and empty buffers are skipped. ``span``: record on every rank a span of
     that phase from entry to done, with ``bytes_out = bytes_in = span_bytes`` (default
-    ``c.nbytes``) and ``tags``. The per-layer TP and EP traffic of the training step and of the
-    serving instances are built with it (one way to lay collectives over parallel groups)."""
-    if c.nbytes <= 0:
+    ``c.nbytes``) and ``tags``. ``matrices`` (all-to-all): one bytes matrix per group (the
+    collective's ``matrix``); a span then records what the rank sends and receives, its own
+    share (the diagonal) left out. The per-layer TP and EP traffic of the training step and of
+    the serving instances are built with it (one way to lay collectives over parallel
+    groups)."""
+    if c.nbytes <= 0 and matrices is None:
         return
     moved = c.nbytes if span_bytes is None else span_bytes
-    for grp in groups:
+    for i, grp in enumerate(groups):
         if len(grp) < 2:
             continue
         before = {r: cur[r] for r in grp}
-        done = build_collective(g, replace(c, ranks=list(grp)), before)
-        for r in grp:
+        sub = replace(c, ranks=list(grp))
+        out = inn = [moved] * len(grp)
+        if matrices is not None:
+            m = np.asarray(matrices[i])
+            sub = replace(sub, matrix=m)
+            own = np.diagonal(m)
+            out = (m.sum(axis=1) - own).tolist()
+            inn = (m.sum(axis=0) - own).tolist()
+        done = build_collective(g, sub, before)
+        for j, r in enumerate(grp):
             if span is not None:
-                g.span(r, before[r], done[r], phase=span, bytes_out=moved, bytes_in=moved, **tags)
+                g.span(r, before[r], done[r], phase=span, bytes_out=out[j], bytes_in=inn[j],
+                       **tags)  # fmt: skip
             cur[r] = done[r]
 
 
@@ -319,6 +339,8 @@ def _a2a_sends_readable(
 
 @COLLECTIVES.register("all-to-all/direct", "all-to-all: every pair at once (NCCL send/recv)")
 def _all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -> dict[int, int]:
+    if c.matrix is not None:
+        return all_to_all_v(g, c, c.matrix, start)
     n = len(c.ranks)
     m = np.full((n, n), c.nbytes // max(n, 1), dtype=np.int64)
     return all_to_all_v(g, c, m, start)
@@ -617,26 +639,53 @@ def _pipelined_all_to_all(g: OpGraph, c: Collective, start: Mapping[int, int]) -
     return _two_hop_all_to_all(g, c, start, pipelined=True)
 
 
+def two_hop_matrices(matrix: np.ndarray, local_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two hops of a bytes matrix over ranks ``(g, l)`` (``g`` the scale-up group of
+    ``local_size`` consecutive ranks, ``l`` the local index): ``first[g][l, l']``, what
+    ``(g, l)`` sends its group peer ``(g, l')``: the sum of what it has for every ``(g', l')``;
+    ``second[l'][g, g']``, what ``(g, l')`` sends its rail peer ``(g', l')``: the sum of what
+    its group has for ``(g', l')``. A rank's own share (the diagonals) stays where it is. No
+    per-node dedup: a token bound for several ranks of one node crosses the rail once per rank
+    (DeepEP sends it once per node and forwards it over NVLink)."""
+    m = np.asarray(matrix)
+    n = m.shape[0]
+    if m.shape != (n, n) or local_size < 1 or n % local_size or (m < 0).any():
+        raise GraphError(
+            f"two-hop all-to-all: the bytes matrix must be square, >= 0 and split into groups "
+            f"of local_size {local_size}; got shape {m.shape}"
+        )
+    ng = n // local_size
+    m4 = m.reshape(ng, local_size, ng, local_size)  # [g, l, g', l']
+    return m4.sum(axis=2), m4.sum(axis=1).transpose(2, 0, 1)
+
+
 def _two_hop_all_to_all(
     g: OpGraph, c: Collective, start: Mapping[int, int], *, pipelined: bool
 ) -> dict[int, int]:
     groups, rails = _groups(c)
     n, ls = len(c.ranks), c.local_size
     ng = n // ls
-    slice_ = c.nbytes // max(n, 1)
+    if c.matrix is None:  # uniform: nbytes / n to every rank
+        slice_ = c.nbytes // max(n, 1)
+        first = np.full((ng, ls, ls), ng * slice_, dtype=np.int64)
+        hop2 = np.full((ls, ng, ng), ls * slice_, dtype=np.int64)
+    else:
+        if np.shape(c.matrix) != (n, n):
+            raise GraphError(
+                f"all-to-all-v: the bytes matrix must be {n} x {n}, got {np.shape(c.matrix)}"
+            )
+        first, hop2 = two_hop_matrices(c.matrix, ls)
     entry = _entry(g, c.ranks, start)
     touch: dict[int, list[int]] = {r: [] for r in c.ranks}
-    for grp in groups:
+    for gi, grp in enumerate(groups):
         sub = _sub(c, "all-to-all", grp, 0)
-        m = np.full((ls, ls), ng * slice_, dtype=np.int64)
-        done = all_to_all_v(g, sub, m, entry)
+        done = all_to_all_v(g, sub, first[gi], entry)
         for r in grp:
             touch[r].append(done[r])
     second = entry if pipelined else _finish(g, entry, touch)
-    for rail in rails:
+    for li, rail in enumerate(rails):
         sub = _sub(c, "all-to-all", rail, 0)
-        m = np.full((ng, ng), ls * slice_, dtype=np.int64)
-        done = all_to_all_v(g, sub, m, second)
+        done = all_to_all_v(g, sub, hop2[li], second)
         for r in rail:
             touch[r].append(done[r])
     return _finish(g, entry, touch)

@@ -51,6 +51,7 @@ __all__ = [
     "gate",
     "max_mean",
     "popularity_logits",
+    "popularity_topk",
     "replay_routing",
     "sample_topk",
     "scores_from_logits",
@@ -401,11 +402,55 @@ def popularity_logits(
     POPULARITY.get(popularity)
     noise = rng.standard_normal((num_tokens, num_experts), dtype=np.float32)
     if popularity == "uniform":
-        if target_max_mean is not None or shape is not None:
-            raise ValueError(
-                "popularity 'uniform' takes no target_max_mean or shape; use 'zipf' or 'lognormal'"
-            )
+        _no_uniform_shape(target_max_mean, shape)
         return noise
+    assign = popularity_topk(
+        num_tokens,
+        num_experts,
+        top_k,
+        popularity,
+        target_max_mean=target_max_mean,
+        shape=shape,
+        rank_of_expert=rank_of_expert,
+        rng=rng,
+        expert_rng=expert_rng,
+    )
+    lift = noise.max(axis=1) - noise.min(axis=1) + np.float32(0.5)
+    np.put_along_axis(noise, assign, np.take_along_axis(noise, assign, 1) + lift[:, None], 1)
+    return noise
+
+
+# ------------------------------------------------------------ routing without router logits
+
+
+def _no_uniform_shape(target_max_mean: float | None, shape: float | None) -> None:
+    if target_max_mean is not None or shape is not None:
+        raise ValueError(
+            "popularity 'uniform' takes no target_max_mean or shape; use 'zipf' or 'lognormal'"
+        )
+
+
+def popularity_topk(
+    num_tokens: int,
+    num_experts: int,
+    top_k: int,
+    popularity: str,
+    *,
+    target_max_mean: float | None = None,
+    shape: float | None = None,
+    rank_of_expert: np.ndarray | None = None,
+    rng: np.random.Generator,
+    expert_rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """[N, K] expert ids whose per-expert counts follow the popularity model, drawn without the
+    [N, E] router logits: exactly the experts an unlimited top-k gate picks from
+    :func:`popularity_logits` given the same generators after its noise draw (that function
+    lifts these experts above all others). ``uniform`` popularity: :func:`sample_topk` (the
+    same distribution as the gate on i.i.d. logits). No group or node limit applies."""
+    POPULARITY.get(popularity)
+    if popularity == "uniform":
+        _no_uniform_shape(target_max_mean, shape)
+        return sample_topk(num_tokens, num_experts, top_k, rng)
     counts, _ = calibrate_counts(
         num_tokens,
         num_experts,
@@ -416,13 +461,7 @@ def popularity_logits(
         rank_of_expert=rank_of_expert,
         rng=expert_rng or rng,
     )
-    assign = _assignment(counts, num_tokens, top_k, rng)
-    lift = noise.max(axis=1) - noise.min(axis=1) + np.float32(0.5)
-    np.put_along_axis(noise, assign, np.take_along_axis(noise, assign, 1) + lift[:, None], 1)
-    return noise
-
-
-# ------------------------------------------------------------ routing without router logits
+    return _assignment(counts, num_tokens, top_k, rng)
 
 
 def sample_topk(

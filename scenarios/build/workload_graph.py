@@ -137,6 +137,11 @@ def _training_graph(sc: Scenario, cluster: Cluster) -> OpGraph:
         first_stage_layers=t.first_stage_layers,
         last_stage_layers=t.last_stage_layers,
         gpus_per_node=cluster.gpus_per_pod,
+        routing=t.routing,
+        skew=t.skew.kind,
+        skew_max_mean=t.skew.max_mean,
+        skew_shape=t.skew.exponent,
+        seed=sc.seed,
     )
     try:
         return build_training_step(spec)

@@ -161,3 +161,22 @@ def test_emoji_run_name_plots_without_glyph_warnings(tmp_path, recwarn) -> None:
     r = CliRunner().invoke(app, [*args, *(a for s in sets for a in ("--set", s))])
     assert r.exit_code == 0, r.output
     assert not [w for w in recwarn if "Glyph" in str(w.message)]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "value"),
+    [
+        (["workload.training.routing=skewed"], "workload.training.routing", "skewed"),
+        (["workload.training.skew.kind=zipf", "workload.training.skew.exponent=1"],
+         "workload.training", "routing 'sampled'"),
+        (["workload.training.routing=sampled", "workload.training.skew.kind=lognormal",
+          "workload.training.skew.max_mean=40"], "workload.training.skew.max_mean", "40.0"),
+    ],
+)  # fmt: skip
+def test_bad_training_routing_names_its_key(overrides: list[str], key: str, value: str) -> None:
+    args = [a for o in overrides for a in ("--set", o)]
+    r = _validate("train-1t-moe", "--set", "workload.training.layers=1",
+                  "--set", "workload.training.pp=1", *args)  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert f"key {key}" in r.output and value in r.output
+    assert "Traceback" not in r.output

@@ -14,9 +14,8 @@ long and every exchange mirrored):
    a TP all-reduce of the ``T x hidden`` BF16 activations when TP > 1 (Megatron's two
    all-reduces per layer, Shoeybi et al. 2019);
 2. MoE layer: dispatch all-to-all in the EP group, routed + shared experts, combine
-   all-to-all (BF16), a TP all-reduce. Each rank routes its ``T / TP`` tokens; routing is
-   uniform [E] (real routing is skewed, docs/physics.md), so every EP pair carries the expected
-   count of the ``dispatch_mode`` (:data:`podsim.workloads.dispatch.MODES`, as the serving
+   all-to-all (BF16), a TP all-reduce. Each rank routes its ``T / TP`` tokens. The exchange
+   follows the ``dispatch_mode`` (:data:`podsim.workloads.dispatch.MODES`, as the serving
    instances: :mod:`podsim.workloads.serving.exchange`): ``deepep-normal`` (the default, DeepEP's
    normal kernels as DeepSeek-V3 trains with them, arXiv 2412.19437 sec. 3.2.2) sends a token
    once to each rank holding any of its experts and routes scale-out traffic in two hops, over
@@ -24,7 +23,13 @@ long and every exchange mirrored):
    when the group spans nodes with the same number of its members on each: ``gpus_per_node``);
    ``megatron-alltoall`` and
    ``deepep-low-latency`` send one copy per (token, expert), directly. FP8 with per-128 scales
-   forward (plus the mode's header), BF16 backward, as DeepEP;
+   forward (plus the mode's header), BF16 backward, as DeepEP. With ``routing`` ``uniform``
+   [E] (real routing is skewed, docs/physics.md) every EP pair carries the mode's expected
+   count; with ``sampled`` each EP group's routing of the layer is drawn with the ``skew``
+   popularity model and laid out as DeepEP's dispatch layout
+   (:mod:`podsim.workloads.training.routing`), and each pair carries its own count: the
+   dispatch and the backward's combine gradient toward the experts, the combine and the
+   dispatch gradient the transposed counts back;
 3. between stages, the ``T / TP x hidden`` BF16 activations (forward) or their gradients
    (backward) go to the same ``(t, d)`` rank of the next (previous) stage.
 
@@ -61,13 +66,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 from podsim.workloads.collectives import Collective, in_groups
 from podsim.workloads.dispatch import MODES, get_mode
+from podsim.workloads.gating import POPULARITY
 from podsim.workloads.graph import OpGraph
 from podsim.workloads.models import get_model
 from podsim.workloads.precision import bytes_per_token
 from podsim.workloads.training.gpu import DEFAULT_ACHIEVED, GPUS
 from podsim.workloads.training.model import PROJECTIONS, LayerCost, layer_costs
+from podsim.workloads.training.routing import group_layout, pair_counts
 from podsim.workloads.training.schedule import schedule
 
 __all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
@@ -75,6 +83,8 @@ __all__ = ["TrainingError", "TrainingSpec", "build_training_step"]
 BF16 = 2
 #: data-parallel reduction algorithms (module docstring)
 DP_ALGORITHMS = ("ring", "hierarchical")
+#: how the EP all-to-all's pair counts come about (module docstring)
+ROUTINGS = ("uniform", "sampled")
 
 
 class TrainingError(ValueError):
@@ -125,6 +135,15 @@ class TrainingSpec:
     #: stages split the rest evenly. None: every stage the same.
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    #: the EP pairs' token counts: "uniform" (expected counts) or "sampled" (module docstring)
+    routing: str = "uniform"
+    #: routing "sampled": expert popularity (podsim.workloads.gating.POPULARITY) and its
+    #: target per-rank max/mean or shape (one of the two for zipf / lognormal)
+    skew: str = "uniform"
+    skew_max_mean: float | None = None
+    skew_shape: float | None = None
+    #: routing "sampled": the seed of the draws (the scenario's)
+    seed: int = 0
 
     @property
     def chunks(self) -> int:
@@ -217,6 +236,7 @@ class TrainingSpec:
                 f"unknown dispatch_mode {self.dispatch_mode!r}; known: {', '.join(MODES)}",
                 "dispatch_mode",
             )
+        self._check_routing()
         if self.dp_algorithm not in DP_ALGORITHMS:
             raise TrainingError(
                 f"dp_algorithm must be one of {', '.join(DP_ALGORITHMS)}, got "
@@ -267,6 +287,28 @@ class TrainingSpec:
                 f"last_stage_layers {last} do not split evenly over the other {share} stage(s) "
                 f"of pp {self.pp} ({layers} layers)",
                 key,
+            )
+
+    def _check_routing(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise TrainingError(
+                f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}", "routing"
+            )
+        if self.skew not in POPULARITY:
+            raise TrainingError(
+                f"unknown skew {self.skew!r}; known: {', '.join(POPULARITY)}", "skew.kind"
+            )
+        if self.routing == "uniform" and self.skew != "uniform":
+            raise TrainingError(
+                f"skew {self.skew!r} applies with routing 'sampled' (uniform routing sends the "
+                "expected counts): set routing: sampled, or remove the skew",
+                "skew.kind",
+            )
+        if self.routing == "sampled" and (self.micro_batch_size * self.seq_len) % self.tp:
+            raise TrainingError(
+                f"routing 'sampled' needs the tp {self.tp} ranks to split a micro-batch's "
+                f"{self.micro_batch_size * self.seq_len} tokens evenly",
+                "seq_len",
             )
 
 
@@ -358,13 +400,43 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                        label=f"{phase} {op}")  # fmt: skip
         in_groups(g, c, groups, cur, span=phase, step=0, **tags)
 
-    def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, **tags):
-        # uniform routing: every EP peer gets pair_tokens copies
-        pair = round(pair_tokens * tok_bytes)
+    # routing "sampled": layer -> token counts [src, dst] of each EP group of its stage
+    sampled: dict[int, list[np.ndarray]] = {}
+
+    def layer_counts(layer: int, groups) -> list[np.ndarray]:
+        if layer not in sampled:
+            try:
+                sampled[layer] = [
+                    pair_counts(
+                        group_layout(m, ep, int(shard), skew=spec.skew,
+                                     target_max_mean=spec.skew_max_mean,
+                                     skew_shape=spec.skew_shape, seed=spec.seed, layer=layer,
+                                     group=i),
+                        mode,
+                    )
+                    for i in range(len(groups))
+                ]  # fmt: skip
+            except ValueError as exc:  # an unreachable skew target
+                key = "skew.max_mean" if spec.skew_max_mean is not None else "skew.exponent"
+                raise TrainingError(str(exc), key) from None
+        return sampled[layer]
+
+    def a2a(tok_bytes: int, cur: dict[int, int], groups, phase: str, back: bool, **tags):
+        """An EP all-to-all of the layer ``tags['layer']``: tokens toward the experts, or
+        ``back`` (combine forward, dispatch backward) the same counts the other way."""
         if ep < 2:
             return
         local = scale_up_local(groups[0], spec.gpus_per_node) if mode.hierarchical else 1
         algo = mode.collective(local, ep)
+        if spec.routing == "sampled":
+            counts = layer_counts(tags["layer"], groups)
+            mats = [(cnt.T if back else cnt) * tok_bytes for cnt in counts]
+            c = Collective("all-to-all", (), 0, algo, local_size=local, phase=phase,
+                           label=f"{phase}")  # fmt: skip
+            in_groups(g, c, groups, cur, span=phase, matrices=mats, step=0, **tags)
+            return
+        # uniform routing: every EP peer gets pair_tokens copies
+        pair = round(pair_tokens * tok_bytes)
         c = Collective("all-to-all", (), pair * ep, algo, local_size=local, phase=phase,
                        label=f"{phase}")  # fmt: skip
         in_groups(g, c, groups, cur, span=phase, span_bytes=pair * (ep - 1), step=0, **tags)
@@ -424,11 +496,13 @@ def build_training_step(spec: TrainingSpec) -> OpGraph:
                 collective("all-reduce", tp_grp, act_bytes, cur, "tp", **tags)
                 if lc.moe:
                     first = disp_tok if kind == "F" else bf16_tok
-                    a2a(first, cur, ep_grp, "dispatch" if kind == "F" else "combine", **tags)
+                    a2a(first, cur, ep_grp, "dispatch" if kind == "F" else "combine", False,
+                        **tags)  # fmt: skip
                     exp_s = mult * (shard * lc.routed_flops + tokens * lc.ffn_flops / tp) / rate
                     for r in ranks:
                         cur[r] = compute(r, exp_s, cur[r], f"experts {kind}", **tags)
-                    a2a(bf16_tok, cur, ep_grp, "combine" if kind == "F" else "dispatch", **tags)
+                    a2a(bf16_tok, cur, ep_grp, "combine" if kind == "F" else "dispatch", True,
+                        **tags)  # fmt: skip
                     collective("all-reduce", tp_grp, act_bytes, cur, "tp", **tags)
                 if kind == "B" and i == last_b[c]:
                     grads_ready[p][layer] = dict(cur)
