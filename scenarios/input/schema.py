@@ -1263,10 +1263,13 @@ class TrainingWorkload(Strict):
             "DeepEP's get_dispatch_layout (per-rank dedup for deepep-normal, one copy per "
             "(token, expert) otherwise) and sends every pair its own count "
             "(podsim.workloads.training.routing). One draw per layer and EP group, shared by "
-            "the micro-batches and both passes. CPU: about 0.04 s per EP group and layer at "
-            "EP 16 x 4,096 tokens for a model without a group limit (Kimi K2: under a second "
-            "at 256 GPUs, about 30 s at 10,240); a group-limited model (DeepSeek-V3) routes "
-            "through router logits, about 1.3 s per group and layer (minutes at 10,240 GPUs)"
+            "the micro-batches and both passes. CPU of the draws: about 0.04 s per EP group "
+            "and layer at EP 16 x 4,096 tokens for a model without a group limit (Kimi K2: "
+            "0.6 s for train-1t-moe's 16 layers, about 23 s for the 10,240-GPU step's 640 "
+            "groups and layers); a group-limited model (DeepSeek-V3) routes through router "
+            "logits, about 1 s per group and layer (about 11 min at 10,240 GPUs). The flow "
+            "engine then takes longer too, its messages no longer ending together "
+            "(train-1t-moe: 54-60 s of CPU against 17 s)"
         ),
     )
     skew: TrainingSkewConfig = Field(
