@@ -196,6 +196,7 @@ def roce_switch() -> dict[str, Any]:
             "enabled": True,
             "xoff": f"{ROCE_PFC_HIGH_PKTS * MSS}B",
             "xon": f"{ROCE_PFC_LOW_PKTS * MSS}B",
+            "hold_until_sent": True,  # LosslessInputQueue releases in completedService
         },
     }
 

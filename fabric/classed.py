@@ -330,6 +330,11 @@ class ClassedSwitch(Switch):
                 "modelled (InfiniBand separates traffic with virtual lanes, each with its own "
                 "credits); use Ethernet switches (no credit_buffer) or one class"
             )
+        if config.pfc and config.pfc_hold_until_sent:
+            raise ValueError(
+                f"switch {name}: pfc.hold_until_sent is modelled for one traffic class only "
+                "(the per-class PFC count releases a frame when it starts serialising)"
+            )
         super().__init__(env, name, config, seed=seed)
         self.classes = classes
         #: per class: lossless (PFC) or lossy

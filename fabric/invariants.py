@@ -246,10 +246,12 @@ class Checker:
                 into[name] = into.get(name, 0) + ing.rx_bytes
         for name, sw in net.switches.items():
             qsum = sum(p.qbytes for p in sw.ports)
-            if sw.used < 0 or sw.used != qsum or sw.used != into.get(name, 0):
+            # with pfc.hold_until_sent the ingress counts also hold the frames being sent
+            if sw.used < 0 or sw.used != qsum or sw.used + sw.held_bytes != into.get(name, 0):
                 bad.append(
-                    f"switch {name}: buffer used={sw.used} B, its queues hold {qsum} B, its "
-                    f"ingress accounting {into.get(name, 0)} B"
+                    f"switch {name}: buffer used={sw.used} B, its queues hold {qsum} B, "
+                    f"frames being sent {sw.held_bytes} B, its ingress accounting "
+                    f"{into.get(name, 0)} B"
                 )
         if bad:
             self._fail("queues", "a queue or buffer count is negative or wrong", bad)

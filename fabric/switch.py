@@ -197,6 +197,22 @@ class SwitchConfig:
         doc="ingress bytes queued that resume the upstream port (below xoff)",
         source="[E]",
     )
+    pfc_hold_until_sent: bool = param(
+        False,
+        key="pfc.hold_until_sent",
+        kind="bool",
+        doc="the PFC ingress count holds a frame's bytes until its last bit has left the "
+        "egress, and counts frames that go straight to an idle egress for their "
+        "serialisation too (false: a frame leaves the count when it starts serialising, and "
+        "one that finds its egress idle is never counted). Holding pauses one frame earlier "
+        "and resumes with one frame less queued, which matters when xon is below the round "
+        "trip of a resume",
+        source="[S] false: the HPCC ns-3 switch (switch-node.cc SwitchNotifyDequeue at "
+        "transmit start); true: the UEC reference simulator's LosslessInputQueue, which "
+        "releases a frame in completedService, at the end of its serialisation "
+        "(uet-htsim 40ccb05 queue_lossless_input.cpp); a shared-buffer MMU frees a frame's "
+        "cells as they are read out, between the two",
+    )
 
     credit_buffer_bytes: int | None = param(
         None,
@@ -337,10 +353,14 @@ class SwitchPort(Port):
         sw = self.switch
         sw.used -= w
         ing = sw.ingresses[pkt.link]
-        ing.rx_bytes -= w
-        if ing.xoff and ing.rx_bytes <= sw._xon:
-            sw._send_resume(ing)
         now = self._env._now
+        if sw._hold:  # the ingress count keeps the frame until its last bit has left
+            sw.held_bytes += w
+            call_at(self._env, now + w * self._spb, sw._sent, (ing, w))
+        else:
+            ing.rx_bytes -= w
+            if ing.xoff and ing.rx_bytes <= sw._xon:
+                sw._send_resume(ing)
         if not pkt.kind:
             if ing.port._cr is not None:  # the frame left the buffer: its credits go back
                 sw._credit_back(ing.port, w)
@@ -390,7 +410,11 @@ class SwitchPort(Port):
         w = pkt.wire
         q, ing = self._release(pkt)
         sw = self.switch
-        if ing.xoff and ing.rx_bytes <= sw._xon:
+        if sw._hold:  # the ingress count keeps the frame until its last bit has left
+            ing.rx_bytes += w
+            sw.held_bytes += w
+            call_at(self._env, now + w * self._spb, sw._sent, (ing, w))
+        elif ing.xoff and ing.rx_bytes <= sw._xon:
             sw._send_resume(ing)
         if not pkt.kind:
             if ing.port._cr is not None:  # the frame left the buffer: its credits go back
@@ -469,6 +493,10 @@ class Switch:
         self._ar_q = config.ar_quantum_bytes
         self._xoff = config.pfc_xoff_bytes if config.pfc else _INF
         self._xon = config.pfc_xon_bytes
+        #: PFC counts a frame until it is sent (pfc_hold_until_sent), not until it starts
+        self._hold = config.pfc and config.pfc_hold_until_sent
+        #: bytes the ingress counts still hold for frames being sent (pfc_hold_until_sent)
+        self.held_bytes = 0
         #: the switch's accounting of each incoming link (by the far end's egress port)
         self.ingresses: dict[Port, Ingress] = {}
         #: next hops by destination endpoint id: a tuple of egress ports (filled by Routing).
@@ -555,6 +583,8 @@ class Switch:
                         self._credit_back(inp, w)
                     if port._cr is not None:
                         port.spend_credit(w)
+                if self._hold:
+                    self._hold_sending(inp, w, end)
                 # a switch port has no source, and queued DATA here is paused: resume kicks it
                 return
         w = pkt.wire
@@ -607,6 +637,8 @@ class Switch:
             port._launch(pkt, now, False)  # a switch port has no source
             if inp._cr is not None and not kind:  # never buffered here: credit back now
                 self._credit_back(inp, pkt.wire)
+            if self._hold:
+                self._hold_sending(inp, pkt.wire, port._busy_until)
             return
         self._admit(port, pkt)
 
@@ -691,6 +723,29 @@ class Switch:
         call_at(self.env, self.env._now + delay, upstream.return_credit, wire)
 
     # ---- PFC ------------------------------------------------------------------------------
+    def _hold_sending(self, inp: Port, wire: int, end: float) -> None:
+        """With ``pfc_hold_until_sent``: a frame from the link of ``inp`` went straight to an
+        idle egress; the ingress count holds its ``wire`` bytes until it is sent at ``end``
+        (and may pause the link, if xoff is below one frame plus what is already held)."""
+        ing = self.ingresses[inp]
+        r = ing.rx_bytes + wire
+        ing.rx_bytes = r
+        self.held_bytes += wire
+        if r > ing.max_rx_bytes:
+            ing.max_rx_bytes = r
+        if r > self._xoff and not ing.xoff:
+            self._send_pause(ing)
+        call_at(self.env, end, self._sent, (ing, wire))
+
+    def _sent(self, held: tuple[Ingress, int]) -> None:
+        """With ``pfc_hold_until_sent``: a frame's last bit has left its egress; its ingress
+        count releases its bytes (a RESUME when the count falls to xon)."""
+        ing, wire = held
+        ing.rx_bytes -= wire
+        self.held_bytes -= wire
+        if ing.xoff and ing.rx_bytes <= self._xon:
+            self._send_resume(ing)
+
     def _send_pause(self, ing: Ingress) -> None:
         ing.xoff = True
         inp = ing.port

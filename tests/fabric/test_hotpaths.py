@@ -18,6 +18,14 @@ CASES = {
         "cluster.switch.pfc.xon=100KB",
         "cluster.switch.ecn.enabled=false",
     ],
+    "incast-pfc-hold": [
+        "workload.synthetic.size=64KiB",
+        "cluster.switch.pfc.enabled=true",
+        "cluster.switch.pfc.xoff=200KB",
+        "cluster.switch.pfc.xon=100KB",
+        "cluster.switch.pfc.hold_until_sent=true",
+        "cluster.switch.ecn.enabled=false",
+    ],
     "spray-vs-ecmp": ["workload.synthetic.size=64KiB"],
     "link-failure": ["workload.synthetic.size=128KiB"],
     "storage-contention": ["workload.moe.tokens_per_rank=16"],
@@ -26,7 +34,7 @@ CASES = {
 
 
 def _tables(name: str, sets: list[str]) -> dict:
-    scenario = "incast-cc" if name in ("incast-pfc", "hpcc-int") else name
+    scenario = "incast-cc" if name in ("incast-pfc", "incast-pfc-hold", "hpcc-int") else name
     res = podsim.run(scenario, overrides=sets + SMALL)
     return {k: v for k, v in res.tables().items() if v is not None}
 

@@ -208,3 +208,37 @@ def test_pfc_pauses_propagate_through_two_tiers():
     t0 = min(m.t_first_rx for m in msgs)
     t1 = max(m.t_last_rx for m in msgs)
     assert (len(msgs) * 150 - 1) * P * 8 / (t1 - t0) == pytest.approx(P / W * RATE, rel=5e-3)
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_pfc_hold_until_sent_counts_the_frame_being_sent(hold):
+    """One frame through an idle switch: it never waits, so an ingress count that releases a
+    frame when it starts serialising (the default) never passes an xoff just below one frame,
+    while one that holds it until its last bit has left (htsim's LosslessInputQueue) passes it
+    and pauses the sender until the frame is sent; either way nothing is lost and the counts
+    return to zero."""
+    cfg = SwitchConfig(
+        ecn=False, pfc=True, pfc_xoff_bytes=W - 1, pfc_xon_bytes=0, pfc_hold_until_sent=hold
+    )
+    net, _hosts, msgs, _bn, _ = incast(cfg, n=1, m=1)
+    assert net.dropped_packets() == 0 and all(m.done for m in msgs)
+    up = net.uplink(net.endpoints[0])
+    if hold:  # paused for (about) the frame's serialisation, then resumed
+        assert up.pauses_rcvd == 1 and 0 < up.paused_s < 2 * 8 * W / RATE
+    else:
+        assert up.pauses_rcvd == 0
+    leaf = net.switches["leaf0"]
+    assert leaf.held_bytes == 0 and leaf.used == 0
+    assert not any(ing.xoff or ing.rx_bytes for ing in leaf.ingresses.values())
+    # the count peaked at exactly one frame: the frame being sent
+    assert max(ing.max_rx_bytes for ing in leaf.ingresses.values()) == (W if hold else 0)
+
+
+def test_pfc_hold_until_sent_refused_with_traffic_classes():
+    from podsim.fabric.classed import ClassedSwitch
+    from podsim.fabric.classes import TrafficClass, TrafficClasses
+
+    cfg = SwitchConfig(pfc=True, pfc_hold_until_sent=True)
+    two = TrafficClasses((TrafficClass("bulk", pfc=True), TrafficClass("urgent", priority=1)))
+    with pytest.raises(ValueError, match="hold_until_sent"):
+        ClassedSwitch(None, "s", cfg, classes=two)  # type: ignore[arg-type]
