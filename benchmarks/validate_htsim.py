@@ -38,7 +38,13 @@ serialisation per hop), passed to podsim's NSCC as ``network_rtt_s``; 64 entropy
 or a reordering; without trimming (and without its optional SLEEK loss detection) htsim's UEC
 source finds a loss only by its timeout, 15 us plus draining a full queue at each of 6 hops (391
 us here): podsim gets that RTO and a reordering window no gap outlives. RoCE: PFC pauses an
-input above 15 packets queued and resumes below 12 (main_roce.cpp defaults). One entropy value
+input above 15 packets queued and resumes below 12 (main_roce.cpp defaults), an input counting a
+frame until its last bit has left the egress (LosslessInputQueue releases it in completedService;
+podsim's ``pfc.hold_until_sent``): it pauses one frame earlier and resumes with one frame less
+queued, and those 11 frames drain before a resume's round trip (2 us) brings the next one, so
+the bottleneck idles briefly in each pause cycle (2->1 incast across pods, 4 MiB each: podsim
+183.5 us without the hold, 185.5 with it, htsim 187.1; within one leaf 179.4 vs 177.7, podsim's
+frames being 0.4 % longer). One entropy value
 (``perm-single``, ``perm-switch-ar``): htsim's source then has no other path, so podsim's NSCC
 gets ``path_change_on_ecn: false`` (by default it re-hashes a single-path flow off a marked path,
 which spread podsim's flows over more links than htsim's). Switch AR (``perm-switch-ar``):
