@@ -37,6 +37,7 @@ EXPLICIT = {
     "link_layer": ("infiniband", "infiniband"),
     "ecn.enabled": ("false", False),
     "pfc.enabled": ("true", True),
+    "pfc.hold_until_sent": ("true", True),
     "ecn.pmax": ("0.5", 0.5),
 }
 
