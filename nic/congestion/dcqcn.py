@@ -43,10 +43,13 @@ The mechanism (all profiles; docs/physics.md "Congestion control"):
   With ``byte_counter_bytes=None`` only the timer counts (T < F fast recovery, T = F additive,
   T > F hyper: the ns-3 Mellanox model).
 
-Timers are lazy (see :mod:`nic.congestion.api`): all three deadlines live in the flow's private
-state and ``flow.timer_due_s`` is the earliest; alpha periods with no CNP are folded in closed
-form (``alpha *= (1-g)^k``); the increase timer stops once RC and RT are both at line rate, since
-further expiries could not change anything before the next cut (which resets the stages).
+Timers are lazy (see :mod:`nic.congestion.api`): the deadlines live in the flow's private state
+and ``flow.timer_due_s`` is the earliest of the decrease and increase timers. The alpha timer
+wakes nothing: alpha is read only by a cut, so the periods since the last CNP or cut are folded
+in closed form (``alpha *= (1-g)^k``) when a CNP or a cut comes (with a 1 us alpha period a wake
+per period would cost a NIC event every microsecond per QP); the increase timer stops once RC
+and RT are both at line rate, since further expiries could not change anything before the next
+cut (which resets the stages).
 
 Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per
 ``cluster.nic.cnp_interval`` (50 us, the paper; docs/physics.md), sent when a CE-marked data
@@ -300,12 +303,13 @@ class DCQCN(CongestionControl):
             s.alpha_due = now + self.alpha_interval_s
             self._decrease(s, flow, now)
         else:
+            self._fold_alpha(s, now)  # the CNP belongs to the period running now
             s.alpha_cnp = True
             if now >= s.last_dec + self.decrease_interval_s:
                 self._decrease(s, flow, now)
             elif s.dec_due == _INF:
                 s.dec_due = s.last_dec + self.decrease_interval_s
-        flow.timer_due_s = min(s.alpha_due, s.dec_due, s.inc_due)
+        flow.timer_due_s = min(s.dec_due, s.inc_due)
 
     def on_tx(self, ev: CCEvent, flow: FlowCC) -> None:
         s: _DcqcnState = flow.priv
@@ -320,28 +324,13 @@ class DCQCN(CongestionControl):
 
     def on_timer(self, now: float, flow: FlowCC) -> None:
         s: _DcqcnState = flow.priv
-        ai = self.alpha_interval_s
         while True:
-            ta, td, ti = s.alpha_due, s.dec_due, s.inc_due
-            t = min(ta, td, ti)
+            td, ti = s.dec_due, s.inc_due
+            t = min(td, ti)
             if t > now:
                 break
-            if ta == t:
-                # Alpha periods up to the next other deadline (or now): only the first can
-                # contain a CNP, the rest decay in closed form.
-                limit = min(td, ti, now)
-                k = int((limit - ta) // ai) + 1
-                one_minus_g = 1.0 - self.g
-                alpha = s.alpha
-                if s.alpha_cnp:
-                    alpha = one_minus_g * alpha + self.g
-                    s.alpha_cnp = False
-                    alpha *= one_minus_g ** (k - 1)
-                else:
-                    alpha *= one_minus_g**k
-                s.alpha = alpha
-                s.alpha_due = ta + k * ai
-            elif td == t:
+            if td == t:
+                self._fold_alpha(s, td)  # the cut uses alpha as of its instant
                 self._decrease(s, flow, td)
             else:
                 self._increase(s, flow)
@@ -351,7 +340,28 @@ class DCQCN(CongestionControl):
                     s.inc_due = _INF
                 else:
                     s.inc_due = ti + self.increase_interval_s
-        flow.timer_due_s = min(s.alpha_due, s.dec_due, s.inc_due)
+        flow.timer_due_s = min(s.dec_due, s.inc_due)
+
+    def _fold_alpha(self, s: _DcqcnState, now: float) -> None:
+        """Apply the alpha updates of every period that ended at or before ``now``.
+
+        alpha only matters when a cut reads it, so its timer needs no event of its own: the
+        periods since the last fold are applied here in closed form (only the first can hold a
+        CNP: a CNP folds first), and the flow is not woken every ``alpha_interval_s``."""
+        ta = s.alpha_due
+        if ta > now:
+            return
+        ai = self.alpha_interval_s
+        k = int((now - ta) // ai) + 1
+        one_minus_g = 1.0 - self.g
+        alpha = s.alpha
+        if s.alpha_cnp:
+            s.alpha_cnp = False
+            alpha = (one_minus_g * alpha + self.g) * one_minus_g ** (k - 1)
+        else:
+            alpha *= one_minus_g**k
+        s.alpha = alpha
+        s.alpha_due = ta + k * ai
 
     # ------------------------------------------------------------------ internals
     def _decrease(self, s: _DcqcnState, flow: FlowCC, now: float) -> None:
@@ -380,8 +390,11 @@ class DCQCN(CongestionControl):
             s.target = min(line, s.target + s.rai)
         flow.rate_bps = min(line, 0.5 * (s.target + flow.rate_bps))
 
-    def alpha(self, flow: FlowCC) -> float:
-        """The flow's current alpha (for tests and traces)."""
+    def alpha(self, flow: FlowCC, now: float | None = None) -> float:
+        """The flow's alpha (for tests and traces): as of ``now`` (its updates are lazy), or as
+        of its last cut or CNP when ``now`` is None."""
+        if now is not None:
+            self._fold_alpha(flow.priv, now)
         return flow.priv.alpha
 
     def target_rate(self, flow: FlowCC) -> float:

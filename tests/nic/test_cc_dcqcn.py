@@ -76,7 +76,7 @@ def test_alpha_decays_by_one_minus_g_per_period_without_cnp():
     cc.handle_cnp(CCEvent(0.0), f)
     for k in (1, 2, 7, 40, 400):
         cc.handle_tick(k * TA + 1e-9, f)
-        assert cc.alpha(f) == pytest.approx((1 - G) ** k, rel=1e-12)
+        assert cc.alpha(f, k * TA + 1e-9) == pytest.approx((1 - G) ** k, rel=1e-12)
 
 
 def test_alpha_converges_to_one_under_persistent_marking():
@@ -90,9 +90,9 @@ def test_alpha_converges_to_one_under_persistent_marking():
         cc.handle_tick(k * TA + 1e-9, f)  # just past the deadline (float-safe)
         a = (1 - G) * a + G
         if k in (1, 10, 100):
-            assert cc.alpha(f) == pytest.approx(a, rel=1e-9)
+            assert cc.alpha(f, k * TA + 1e-9) == pytest.approx(a, rel=1e-9)
     # Closed form 1 - (1-g)^k (1 - alpha0) -> 1.
-    assert cc.alpha(f) == pytest.approx(1 - (1 - G) ** 2000 * 0.8, rel=1e-9)
+    assert cc.alpha(f, 2000 * TA + 1e-9) == pytest.approx(1 - (1 - G) ** 2000 * 0.8, rel=1e-9)
     assert cc.alpha(f) > 0.999
 
 
