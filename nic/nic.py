@@ -51,6 +51,7 @@ from podsim.fabric.plugins import is_plugin_spec
 from podsim.fabric.registry import Registry
 from podsim.nic.congestion import CnpGenerator, CongestionControl, ReceiverCredit, make_cc
 from podsim.nic.congestion.api import CCEvent
+from podsim.nic.congestion.dcqcn import CNP_INTERVAL_S
 from podsim.nic.transport.classes import ClassedReady
 from podsim.nic.transport.pipeline import DEFAULT_PPS, PacketPipeline, QpContextCache
 from podsim.nic.transport.qp import (
@@ -257,14 +258,17 @@ class NicConfig:
         doc="consecutive timeouts a QP retries before its messages fail; null: retry forever",
         source="[S] InfiniBand retry_cnt, a 3-bit QP attribute, 7 usual (IBTA; ibv_modify_qp(3))",
     )
-    cnp_interval_s: float = param(
-        50e-6,
+    cnp_interval_s: float | None = param(
+        None,
         key="cnp_interval",
         kind="time",
         minimum=0,
         exclusive=True,
-        doc="DCQCN: at most one CNP per QP per interval",
-        source="[S] Zhu et al., SIGCOMM 2015 (50 us); docs/physics.md",
+        optional=True,
+        doc="DCQCN: at most one CNP per QP per interval; null: the DCQCN profile's (nvidia "
+        "4 us, the others 50 us)",
+        source="[S] NVIDIA min_time_between_cnps 4 us (ConnectX mlxconfig defaults); Zhu et al., "
+        "SIGCOMM 2015 (50 us); docs/physics.md",
     )
     qps_per_pair: int = param(
         1,
@@ -321,8 +325,8 @@ class NicConfig:
             or self.retry_limit < 0
         ):
             raise bad("retry_limit", "an int >= 0 (consecutive timeouts) or None (no limit)")
-        if not self.cnp_interval_s > 0:
-            raise bad("cnp_interval_s", "seconds > 0")
+        if self.cnp_interval_s is not None and not self.cnp_interval_s > 0:
+            raise bad("cnp_interval_s", "seconds > 0 or None (the DCQCN profile's)")
         if not self.qps_per_pair >= 1:
             raise bad("qps_per_pair", "an int >= 1")
         if self.pcie_rate_cap_bps is not None and not self.pcie_rate_cap_bps > 0:
@@ -433,7 +437,15 @@ class SmartNic:
         self.rob = ReorderBuffer(config.reorder_buffer_bytes)
         #: the CCEvent every QP of this NIC fills for its congestion-control handler calls
         self.cc_event = CCEvent(0.0)
-        self.cnp = CnpGenerator(config.cnp_interval_s) if cc.requires_cnp else None
+        self.cnp = (
+            CnpGenerator(
+                config.cnp_interval_s
+                if config.cnp_interval_s is not None
+                else getattr(cc, "cnp_interval_s", CNP_INTERVAL_S)
+            )
+            if cc.requires_cnp
+            else None
+        )
         #: the link layer's per-packet wire bytes beyond the payload, and its least packet
         self.overhead, self.min_wire = config.framing
         self.ack_wire = max(self.overhead + ACK_WIRE_EXTRA, self.min_wire)

@@ -52,9 +52,10 @@ and RT are both at line rate, since further expiries could not change anything b
 cut (which resets the stages).
 
 Notification point (receiver, :class:`CnpGenerator`): at most one CNP per QP per
-``cluster.nic.cnp_interval`` (50 us, the paper; docs/physics.md), sent when a CE-marked data
-packet arrives. NVIDIA's NP counterpart is min_time_between_cnps; it is a NIC parameter, not part
-of a profile, and keeps the paper's 50 us unless a scenario sets it.
+``cluster.nic.cnp_interval`` (by default the profile's: NVIDIA's min_time_between_cnps, 4 us, for
+``nvidia``; the paper's 50 us for the others; docs/physics.md), sent when a CE-marked data
+packet arrives. The interval is a NIC parameter (the receiver's setting); a profile only gives
+its default (:attr:`DCQCN.cnp_interval_s`).
 """
 
 from __future__ import annotations
@@ -67,9 +68,13 @@ from podsim.nic.congestion._check import in_range, positive
 from podsim.nic.congestion.api import CCEvent, CongestionControl, FlowCC
 from podsim.nic.congestion.registry import CC_ALGORITHMS
 
-__all__ = ["DCQCN", "PROFILES", "CnpGenerator"]
+__all__ = ["CNP_INTERVAL_S", "DCQCN", "PROFILES", "CnpGenerator"]
 
 _INF = math.inf
+
+#: the notification point's least time between two CNPs to one QP when the profile names none:
+#: 50 us (Zhu et al., SIGCOMM 2015, section 3; docs/physics.md)
+CNP_INTERVAL_S = 50e-6
 
 
 class _DcqcnState:
@@ -136,6 +141,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "rhai_bps": 50e6,  # rpg_hai_rate = 50 Mb/s [NVIDIA_FW]
         "initial_alpha": 1023.0 / 1024.0,  # initial_alpha_value = 1023 [NVIDIA]
         "clamp_target": "after-timer",  # clamp_tgt_rate 0, ..._after_time_inc 1 [NVIDIA_FW]
+        # the notification point's min_time_between_cnps = 4 us [NVIDIA_FW]: the receiving
+        # NIC's CNP interval unless cluster.nic.cnp_interval sets one
+        "cnp_interval_s": 4e-6,
         # rpg_gd = 11 (Gd = 2: cut RC (1 - alpha/2)) and rpg_min_dec_fac = 50 % (a cut keeps
         # at least half the rate: (1 - alpha/2) >= 1/2 always) are the mechanism itself;
         # rate_to_set_on_first_cnp = 0 (no special first rate) likewise [NVIDIA]
@@ -280,6 +288,8 @@ class DCQCN(CongestionControl):
         self.initial_alpha = float(v["initial_alpha"])
         self.clamp_target = v["clamp_target"]
         self._clamp_always = self.clamp_target == "always"
+        #: the receiving NIC's CNP interval when the scenario sets none (cluster.nic.cnp_interval)
+        self.cnp_interval_s = float(base.get("cnp_interval_s", CNP_INTERVAL_S))
 
     # ------------------------------------------------------------------ handlers
     def init_flow(self, flow: FlowCC, now: float) -> None:
@@ -412,7 +422,7 @@ class CnpGenerator:
 
     __slots__ = ("_last", "cnps", "interval_s")
 
-    def __init__(self, interval_s: float = 50e-6) -> None:
+    def __init__(self, interval_s: float = CNP_INTERVAL_S) -> None:
         positive("CnpGenerator", "interval_s", interval_s)
         self.interval_s = float(interval_s)
         self._last: dict[Any, float] = {}

@@ -95,3 +95,29 @@ def test_unknown_profile_is_refused_with_a_suggestion() -> None:
         app, ["validate", "quickstart", "--set", "cluster.nic.cc.params.profile=hpcc-papr"]
     )
     assert r.exit_code == 2 and "cluster.nic.cc.params" in r.output and "Did you mean" in r.output
+
+
+@pytest.mark.parametrize(
+    ("profile", "set_s", "want_s"),
+    [("nvidia", None, 4e-6), ("paper", None, 50e-6), ("nvidia", 20e-6, 20e-6)],
+)
+def test_receiver_cnp_interval_is_the_profiles_unless_the_nic_sets_one(
+    profile: str, set_s: float | None, want_s: float
+) -> None:
+    """The notification point's CNP interval: NVIDIA's min_time_between_cnps (4 us, the
+    firmware default `mlxconfig` prints) under `nvidia`, the paper's 50 us under the others,
+    and cluster.nic.cnp_interval when a scenario sets it. Checked through the NIC: a CE-marked
+    packet 1 us after a CNP gets none, one `want_s` after gets one."""
+    import simpy
+    from podsim.fabric.network import Network
+    from podsim.fabric.switch import SwitchConfig
+    from podsim.fabric.topology import build_topology
+    from podsim.nic.nic import NicConfig, RdmaNetwork
+
+    net = Network(simpy.Environment(), build_topology("star", hosts=2), SwitchConfig(), seed=1)
+    cfg = NicConfig(cc="dcqcn", cc_params={"profile": profile}, cnp_interval_s=set_s)
+    rdma = RdmaNetwork(net, cfg, seed=1)
+    gen = rdma.nics[0].cnp
+    assert gen.interval_s == pytest.approx(want_s)
+    assert gen.on_data("qp", True, 0.0) and not gen.on_data("qp", True, want_s * 0.99)
+    assert gen.on_data("qp", True, want_s)
