@@ -347,3 +347,43 @@ def test_nscc_late_joiner_converges_to_the_fair_share() -> None:
     assert (a + b).min() >= 0.8 * GOODPUT
     assert max(q[5:]) < 250_000  # from 50 us after the join
     assert net.dropped_packets() == 0
+
+
+def test_paper_dcqcn_fast_recovery_returns_to_the_target_in_f_timer_stages() -> None:
+    """Zhu et al. (SIGCOMM 2015, section 3.1): after a cut, fast recovery halves the gap between
+    the current rate and the target (the rate before the cut) at each of F = 5 timer (55 us) or
+    byte-counter (10 MB) expiries, so 5 x 55 us after its last cut a flow sends at
+    >= RT (1 - 2^-5 / 2) and, having only additive steps of 80 Mb/s to come, not above RT: the
+    paper profile remembers the rate a congestion episode left, it does not return to line
+    rate. Closed loop: a 2:1 incast (2 MiB) cuts the long flow, which then runs alone."""
+    env = simpy.Environment()
+    net = Network(env, build_topology("star", hosts=3), SwitchConfig(pfc=False), seed=1)
+    rdma = RdmaNetwork(net, NicConfig(cc="dcqcn", cc_params={"profile": "paper"}), seed=1)
+    cc = rdma.cc
+    cuts: list[tuple[float, float]] = []
+    decrease = cc._decrease
+
+    def record(s, flow, now):
+        decrease(s, flow, now)
+        if flow is long_qp.fcc:
+            cuts.append((now, s.target))
+
+    cc._decrease = record
+    rdma.post(1, 0, 2 << 20)
+    rdma.post(2, 0, 256 << 20)
+    long_qp = rdma.qp(2, 0)
+    t, db = [], []
+
+    def sample(_arg: object) -> None:
+        t.append(env.now)
+        db.append(long_qp.rx.rel.delivered_bytes)
+        call_at(env, env.now + 1e-6, sample)
+
+    call_at(env, 0.0, sample)
+    rdma.run(until=1.5e-3)
+    t_cut, rt = cuts[-1]
+    assert len(cuts) >= 2 and t_cut < 0.8e-3 and rt < 0.75 * 400e9
+    i0, i1 = np.searchsorted(t, [t_cut + 5 * 55e-6 + 5e-6, t_cut + 5 * 55e-6 + 55e-6])
+    goodput = (db[i1] - db[i0]) * 8 / (t[i1] - t[i0])
+    payload = GOODPUT / 400e9  # goodput per wire bit/s
+    assert rt * payload * (1 - 2**-6) * 0.99 <= goodput <= rt * payload * 1.01
