@@ -39,6 +39,7 @@ EXPLICIT = {
     "pfc.enabled": ("true", True),
     "pfc.hold_until_sent": ("true", True),
     "ecn.pmax": ("0.5", 0.5),
+    "cnp_interval": ("0.0001", 0.0001),  # default null: the DCQCN profile's
 }
 
 
