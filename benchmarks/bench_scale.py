@@ -3,6 +3,11 @@
 Usage: python benchmarks/bench_scale.py [--gpus 1024 4096 10240] [--ep 256] [--tokens 4096]
        [--rtol AUTO] [--seed 0]
        python benchmarks/bench_scale.py --layout [--gpus 1024 10240] [--tokens 4096]
+       python benchmarks/bench_scale.py --training [--gpus 1024 2048 10240]
+
+``--training``: the 1T-MoE training step (train-1t-moe, hierarchical data-parallel reduction)
+at each GPU count, by ``benchmarks/bench_training.py`` (which measures it; target at 10,240
+GPUs: < 10 min and < 16 GiB on one core).
 
 ``--layout``: MoE routing + dispatch layout of one all-to-all over N ranks (every GPU one EP
 rank, one expert per rank, top-8, 8 GPUs per node, 4096 tokens per rank), without the engine:
@@ -241,6 +246,19 @@ def layout_main(args: argparse.Namespace) -> None:
     print("target at 10,240 ranks: < 60 s and < 4 GiB on one core (cpu is the one-core figure)")
 
 
+def training_command(gpus: list[int]) -> list[str]:
+    """The command that measures the training step at ``gpus`` (``--training``)."""
+    script = Path(__file__).with_name("bench_training.py")
+    return [
+        sys.executable,
+        str(script),
+        "--gpus",
+        *map(str, gpus),
+        "--dp-algorithm",
+        "hierarchical",
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[1024, 4096, 10240])
@@ -257,9 +275,15 @@ def main() -> None:
     ap.add_argument(
         "--layout", action="store_true", help="MoE routing + layout only (no engine); see above"
     )
+    ap.add_argument(
+        "--training", action="store_true", help="the training step, by bench_training.py; see above"
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--one-layout", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.training:
+        subprocess.run(training_command(args.gpus), check=True)
+        return
     if args.one_layout:
         print("RESULT " + json.dumps(layout_one(args.gpus[0], args.tokens, args.seed)))
         return
