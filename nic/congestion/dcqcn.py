@@ -7,9 +7,13 @@ Reaction point (sender, :class:`DCQCN`). Its constants come from a named ``profi
   CC Parameters"; mlxconfig names in :data:`PROFILES`): alpha every 1 us with g = 5/1024
   (dce_tcp_g 1019), initial alpha 1023/1024, a cut at most every 4 us, increase timer 300 us and
   byte counter 32767 B with F = 1, additive / hyper increase 5 / 50 Mb/s (absolute, not scaled
-  with the line rate), 1 Mb/s floor, and the target rate kept on a cut unless a timer increase
-  came since the previous cut (clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1): after a cut
-  the byte counter pulls RC back towards the unclamped target within a few hundred kB.
+  with the line rate), 1 Mb/s floor, and the target rate set to the current rate on a cut only
+  if a rate increase (byte counter or timer) came since the previous cut (clamp_tgt_rate 0,
+  clamp_tgt_rate_after_time_inc 1, as Mellanox describes them: "when receiving a CNP, the
+  target rate is updated to be the current rate also if the last rate increase event was due
+  to the timer, and not only due to the byte counter" [MLNX]); consecutive cuts with no
+  increase between them keep the target, so a burst of cuts is undone by fast recovery towards
+  the rate before the burst, while a cut after an increase remembers the reduced rate.
 * ``paper``: Zhu et al.'s fast-recovery stages and byte counter (F = 5, B = 10 MB, g = 1/256,
   RT = RC on every cut) with the 50/50/55 us alpha/decrease/increase timers that HPCC's
   ``dcqcn_paper`` reads from the paper and a 100 Mb/s floor (HPCC's config_doc.txt). Until
@@ -29,7 +33,9 @@ The mechanism (all profiles; docs/physics.md "Congestion control"):
   alpha starts at ``initial_alpha`` on the first CNP (the timers start then, as in the ns-3
   model).
 * On a CNP the rate is cut at most once per ``decrease_interval_s``: target ``RT = RC`` (with
-  ``clamp_target`` "after-timer" only if a timer increase came since the previous cut), current
+  ``clamp_target`` "after-increase" only if a rate increase came since the previous cut, with
+  "after-byte-counter" only if a byte-counter increase did: HPCC's RdmaHw clamps only when a
+  timer stage came since the previous cut, the same rule for its timer-only model), current
   ``RC = RC (1 - alpha/2)`` (floored at ``min_rate_bps``). A CNP inside the interval leaves a
   pending cut applied when the interval ends. The paper cuts at once on the first CNP; so does
   this model (ns-3 waits for its decrease check).
@@ -121,11 +127,19 @@ _NVIDIA_FW = (
     "CLAMP_TGT_RATE_AFTER_TIME_INC 1), the same names as NVIDIA's page's Rate Increase table"
 )
 
+_MLNX = (
+    "Mellanox's DCQCN parameter descriptions (clamp_tgt_rate, clamp_tgt_rate_after_time_inc) "
+    "as ConWeave's ns-3 quotes them (conweave-project/conweave-ns3@236a801, "
+    "scratch/network-load-balance.cc); since the previous cut as in its rdma-hw.cc "
+    "(m_rpTimeStage != 0)"
+)
+
 #: named parameter sets (SI units); ``source`` says where each comes from. ``rai_bps`` /
 #: ``rhai_bps`` None: 5 / 50 Mb/s per 25 Gb/s of line rate (HPCC's scaling); ``clamp_target``
-#: "always": every cut sets RT = RC (the paper), "after-timer": only when a timer-driven
-#: increase happened since the previous cut (NVIDIA's clamp_tgt_rate = 0 with
-#: clamp_tgt_rate_after_time_inc = 1; HPCC's RdmaHw models it the same way: rpTimeStage != 0)
+#: "always": every cut sets RT = RC (the paper; NVIDIA's clamp_tgt_rate = 1),
+#: "after-increase": only when a rate increase (byte counter or timer) came since the previous
+#: cut (clamp_tgt_rate = 0 with clamp_tgt_rate_after_time_inc = 1 [MLNX]),
+#: "after-byte-counter": only when a byte-counter increase did (clamp_tgt_rate_after_time_inc = 0)
 PROFILES: dict[str, dict[str, Any]] = {
     "nvidia": {
         # dce_tcp_g = 1019 (fixed point, 10 fraction bits): alpha = (1019/1024) alpha
@@ -140,14 +154,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         "rai_bps": 5e6,  # rpg_ai_rate = 5 Mb/s, not scaled with line rate [NVIDIA_FW]
         "rhai_bps": 50e6,  # rpg_hai_rate = 50 Mb/s [NVIDIA_FW]
         "initial_alpha": 1023.0 / 1024.0,  # initial_alpha_value = 1023 [NVIDIA]
-        "clamp_target": "after-timer",  # clamp_tgt_rate 0, ..._after_time_inc 1 [NVIDIA_FW]
+        "clamp_target": "after-increase",  # clamp_tgt_rate 0, ..._after_time_inc 1 [NVIDIA_FW]
         # the notification point's min_time_between_cnps = 4 us [NVIDIA_FW]: the receiving
         # NIC's CNP interval unless cluster.nic.cnp_interval sets one
         "cnp_interval_s": 4e-6,
         # rpg_gd = 11 (Gd = 2: cut RC (1 - alpha/2)) and rpg_min_dec_fac = 50 % (a cut keeps
         # at least half the rate: (1 - alpha/2) >= 1/2 always) are the mechanism itself;
         # rate_to_set_on_first_cnp = 0 (no special first rate) likewise [NVIDIA]
-        "source": f"{_NVIDIA}; {_NVIDIA_FW}",
+        "source": f"{_NVIDIA}; {_NVIDIA_FW}; clamp rule: {_MLNX}",
     },
     "paper": {
         "g": 1.0 / 256.0,
@@ -202,7 +216,7 @@ ALIASES: dict[str, str] = {"default": "paper", "ns3-hpcc": "hpcc-ns3-mlx"}
 #: the profile a DCQCN gets when none is named: ConnectX firmware defaults (issue 14)
 DEFAULT_PROFILE = "nvidia"
 
-_CLAMPS = ("always", "after-timer")
+_CLAMPS = ("always", "after-increase", "after-byte-counter")
 
 _UNSET: Any = object()
 
@@ -273,8 +287,11 @@ class DCQCN(CongestionControl):
         positive(a, "min_rate_bps", v["min_rate_bps"])
         in_range(a, "initial_alpha", v["initial_alpha"], 0.0, 1.0)
         if v["clamp_target"] not in _CLAMPS:
+            close = difflib.get_close_matches(str(v["clamp_target"]), _CLAMPS, n=1, cutoff=0.4)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ValueError(
-                f"{a}: clamp_target={v['clamp_target']!r} must be one of {', '.join(_CLAMPS)}"
+                f"{a}: clamp_target={v['clamp_target']!r} must be one of "
+                f"{', '.join(_CLAMPS)}.{hint}"
             )
         self.g = float(v["g"])
         self.alpha_interval_s = float(v["alpha_interval_s"])
@@ -288,6 +305,7 @@ class DCQCN(CongestionControl):
         self.initial_alpha = float(v["initial_alpha"])
         self.clamp_target = v["clamp_target"]
         self._clamp_always = self.clamp_target == "always"
+        self._clamp_after_timer = self.clamp_target == "after-increase"
         #: the receiving NIC's CNP interval when the scenario sets none (cluster.nic.cnp_interval)
         self.cnp_interval_s = float(base.get("cnp_interval_s", CNP_INTERVAL_S))
 
@@ -376,7 +394,9 @@ class DCQCN(CongestionControl):
     # ------------------------------------------------------------------ internals
     def _decrease(self, s: _DcqcnState, flow: FlowCC, now: float) -> None:
         rc = flow.rate_bps
-        if self._clamp_always or s.t_stage > 0:
+        # RT = RC unless the profile clamps only after an increase (NVIDIA's clamp_tgt_rate 0)
+        # and none came since the previous cut: consecutive cuts then keep the target
+        if self._clamp_always or s.bc_stage > 0 or (self._clamp_after_timer and s.t_stage > 0):
             s.target = rc
         flow.rate_bps = max(self.min_rate_bps, rc * (1.0 - s.alpha / 2.0))
         s.last_dec = now

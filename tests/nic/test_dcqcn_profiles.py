@@ -49,7 +49,7 @@ def test_nvidia_profile_is_the_firmware_defaults_and_the_default() -> None:
     f = cc.new_flow("qp", 400e9, 5e-6, 4096)
     # absolute rates: not scaled with the line rate as HPCC scales its 5/50 Mb/s per 25G
     assert (f.priv.rai, f.priv.rhai) == (ai * 1e6, hai * 1e6)
-    assert cc.clamp_target == "after-timer"
+    assert cc.clamp_target == "after-increase"
     assert "dcqcn-cc-parameters" in PROFILES["nvidia"]["source"]
     assert all("source" in p for p in PROFILES.values())
 
@@ -61,24 +61,53 @@ def test_old_names_are_aliases() -> None:
     assert DCQCN(profile="ns3-hpcc").profile == "hpcc-ns3-mlx"
 
 
-def test_nvidia_keeps_the_target_unless_a_timer_increase_came_since_the_last_cut() -> None:
-    """clamp_tgt_rate = 0, clamp_tgt_rate_after_time_inc = 1: a cut leaves RT where it was, so
-    the byte counter pulls RC back towards it; after a timer-driven increase the next cut sets
-    RT = RC as the paper always does."""
-    cc = DCQCN()
+def _cuts_with_increase_between(cc: DCQCN, increase: str) -> tuple[float, float, float, float]:
+    """Two cuts (none, a byte-counter or a timer increase between them), then a third 10 us
+    later: (RC just before the second cut, RT after it, RC just before the third, RT after)."""
     f = cc.new_flow("qp", 400e9, 5e-6, 4096)
     cc.handle_cnp(CCEvent(0.0), f)
-    cc.handle_cnp(CCEvent(10e-6), f)  # second cut, no increase in between
-    assert cc.target_rate(f) == 400e9 and f.rate_bps < 200e9 * (1 + 1e-9)
-    cc.handle_tick(400e-6, f)  # the 300 us increase timer expires once
+    if increase == "byte-counter":
+        cc.handle_tx(CCEvent(1e-6, bytes=cc.byte_counter_bytes), f)
+    elif increase == "timer":
+        cc.handle_tick(cc.increase_interval_s + 1e-9, f)
+    t = 10e-6 if increase != "timer" else cc.increase_interval_s + 2e-6
     rc = f.rate_bps
-    cc.handle_cnp(CCEvent(401e-6), f)
-    assert cc.target_rate(f) == rc
-    paper = DCQCN(profile="paper")
-    f = paper.new_flow("qp", 400e9, 5e-6, 4096)
-    paper.handle_cnp(CCEvent(0.0), f)
-    paper.handle_cnp(CCEvent(60e-6), f)
-    assert paper.target_rate(f) < 400e9
+    cc.handle_cnp(CCEvent(t), f)
+    rt = cc.target_rate(f)
+    rc3 = f.rate_bps
+    cc.handle_cnp(CCEvent(t + 10e-6), f)  # no increase since the second cut
+    return rc, rt, rc3, cc.target_rate(f)
+
+
+@pytest.mark.parametrize(
+    ("clamp", "increase", "clamps"),
+    [
+        ("after-increase", "none", False),
+        ("after-increase", "byte-counter", True),
+        ("after-increase", "timer", True),
+        ("after-byte-counter", "byte-counter", True),
+        ("after-byte-counter", "timer", False),
+        ("always", "none", True),
+    ],
+)
+def test_a_cut_sets_the_target_as_the_clamp_rule_says(
+    clamp: str, increase: str, clamps: bool
+) -> None:
+    """Mellanox's clamp_tgt_rate / clamp_tgt_rate_after_time_inc: with clamp_tgt_rate 0 a CNP
+    sets RT = RC only if a rate increase came since the previous cut (any increase with
+    ..._after_time_inc 1, a byte-counter one with 0); consecutive cuts keep the target. With
+    clamp_tgt_rate 1 (the paper) every cut sets RT = RC."""
+    cc = DCQCN(clamp_target=clamp)
+    rc, rt, rc3, rt3 = _cuts_with_increase_between(cc, increase)
+    assert rc3 < rc < 400e9  # the cuts took effect
+    assert rt == (rc if clamps else 400e9)
+    # the third cut came with no increase since the second
+    assert rt3 == (rc3 if clamp == "always" else rt)
+
+
+def test_nvidia_default_clamps_after_any_increase() -> None:
+    rc, rt, _rc3, rt3 = _cuts_with_increase_between(DCQCN(), "byte-counter")
+    assert rt == rc and rt3 == rt
 
 
 def test_explicit_parameters_override_a_profile() -> None:
@@ -91,6 +120,8 @@ def test_unknown_profile_is_refused_with_a_suggestion() -> None:
         DCQCN(profile="hpcc-paper")
     with pytest.raises(ValueError, match=r"unknown profile 'nvida'\. Did you mean 'nvidia'"):
         DCQCN(profile="nvida")
+    with pytest.raises(ValueError, match=r"clamp_target='after-incr'.*Did you mean 'after-increase'"):
+        DCQCN(clamp_target="after-incr")
     r = CliRunner().invoke(
         app, ["validate", "quickstart", "--set", "cluster.nic.cc.params.profile=hpcc-papr"]
     )

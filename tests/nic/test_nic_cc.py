@@ -85,23 +85,23 @@ def test_incast_dcqcn_converges_to_fair_share_without_drops() -> None:
     assert port.ecn_marks > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14: the nvidia profile as read (a cut keeps RT at line rate, clamp_tgt_rate 0; "
-    "every 32767 B sent pulls RC halfway back to RT) undoes each cut within 1-4 us at 400G, so "
-    "a 16:1 incast fills the shared buffer and drops; the firmware's byte-counter semantics are "
-    "not documented beyond the parameter list",
-)
 def test_incast_nvidia_dcqcn_holds_a_16_to_1_incast_without_drops() -> None:
     """DCQCN is RoCE's congestion control on ConnectX NICs (NVIDIA, DCQCN CC Parameters) and
-    was built to hold incasts without PFC storms (Zhu et al., SIGCOMM 2015): with the ConnectX
-    defaults (profile `nvidia`, CNPs at most every 4 us) a 16:1 incast at 400G with PFC off
-    must lose nothing and keep the queue under half the 64 MiB shared buffer over 0.5-1 ms."""
-    cfg = NicConfig(cc="dcqcn", selector="ecmp")
-    net, _port, t, q, d = incast(cfg, until=1.0e-3)
+    was built to hold incasts without PFC (Zhu et al., SIGCOMM 2015): with the ConnectX defaults
+    (profile `nvidia`: CNPs at most every 4 us, a cut clamps the target only after an increase)
+    a 16:1 incast at 400G with PFC off loses nothing, and over 2-3 ms (stated [E]) the flows
+    share the port: aggregate goodput >= 90 % of the port's, Jain index >= 0.95, every flow
+    within 50 % of the fair share, the queue under 4 MB (of a 64 MiB shared buffer).
+    Under the earlier reading (the target kept at line rate through byte-counter increases) the
+    byte counter undid every cut within a few us and this incast dropped 160k packets in 1 ms."""
+    net, _port, t, q, d = incast(NicConfig(cc="dcqcn", selector="ecmp"), until=3.0e-3)
     assert net.dropped_packets() == 0
-    _rates, _jain, qmax = window_stats(t, q, d, 0.5e-3, 1.0e-3)
-    assert qmax < 32 << 20
+    rates, jain, qmax = window_stats(t, q, d, 2.0e-3, 3.0e-3)
+    fair = GOODPUT / N_SENDERS
+    assert rates.sum() >= 0.9 * GOODPUT
+    assert jain >= 0.95
+    assert np.all(np.abs(rates - fair) <= 0.5 * fair)
+    assert qmax < 4e6
 
 
 def test_incast_hpcc_converges_to_fair_share_with_near_empty_queue() -> None:
@@ -288,24 +288,34 @@ def _two_to_one(profile: str, short: int = 2 << 20):
     return cuts, t[np.argmax(da >= short)], t, db
 
 
-def test_nvidia_dcqcn_cuts_every_4us_at_most_and_recovers_within_the_byte_counter_bound() -> None:
+def test_nvidia_dcqcn_cuts_every_4us_at_most_and_remembers_the_reduced_rate() -> None:
     """The `nvidia` profile (ConnectX defaults) on a 2:1 incast: while both send, each flow is
-    cut many times but never twice within rate_reduce_monitor_period (4 us); once sender 1 is
-    done, sender 2 is back at line rate within the bound its constants give: a cut keeps the
-    target rate (clamp_tgt_rate 0, no timer increase within 300 us), each 32767 B byte-counter
-    expiry halves the gap to it, so 7 expiries (2^-7 < 1 %) at >= half the line rate take
-    7 x 32767 B x 8 / 200 Gb/s = 9.2 us: from 10 us after the short flow's end its goodput is
-    >= 97 % of the port's. The `paper` profile (RT = RC on each cut, 55 us stages) is still
-    far below line rate then, which this test tells apart."""
+    cut many times but never twice within rate_reduce_monitor_period (4 us). Between cuts the
+    byte counter (32767 B) raises the rate, so each cut clamps the target to the current rate
+    (clamp_tgt_rate_after_time_inc semantics): once sender 1 is done and the queue has drained,
+    sender 2 is not back at line rate but climbs by additive increase only (5 Mb/s per 32767 B
+    until the 300 us timer has expired twice): over two 40 us windows from 20 us after its last
+    cut its goodput stays below 80 % of the port's and changes by at most the additive bound
+    (about 0.2 Gb/s in 40 us) plus one packet per window. The `paper` profile is below half the
+    line rate then too (RT = RC on every cut, 55 us stages)."""
     cuts, t_end, t, db = _two_to_one("nvidia")
     spacing = [np.diff(c).min() for c in cuts.values() if len(c) > 1]
     assert len(spacing) == 2 and min(spacing) >= 4e-6 * (1 - 1e-9)
     assert all(len(c) >= 10 for c in cuts.values())
-    bound = 7 * 32767 * 8 / 200e9
-    i0, i1 = np.searchsorted(t, [t_end + bound + 1e-6, t_end + bound + 51e-6])
-    assert (db[i1] - db[i0]) * 8 / (t[i1] - t[i0]) >= 0.97 * GOODPUT
+    last = max(c[-1] for c in cuts.values())
+    assert last > t_end  # the queue of the incast drains after sender 1's end: marks go on
+
+    def goodput(a: float, b: float) -> float:
+        i0, i1 = np.searchsorted(t, [last + a, last + b])
+        return (db[i1] - db[i0]) * 8 / (t[i1] - t[i0])
+
+    g1, g2 = goodput(20e-6, 60e-6), goodput(60e-6, 100e-6)
+    assert 0.2 * GOODPUT < g1 < 0.8 * GOODPUT
+    additive = 40e-6 * g1 / (32767 * 8) * 5e6  # 5 Mb/s per byte-counter expiry
+    one_packet = 4096 * 8 / 40e-6
+    assert abs(g2 - g1) <= additive + 2 * one_packet
     cuts, t_end, t, db = _two_to_one("paper")
-    i0, i1 = np.searchsorted(t, [t_end + bound + 1e-6, t_end + bound + 51e-6])
+    i0, i1 = np.searchsorted(t, [t_end + 10e-6, t_end + 60e-6])
     assert (db[i1] - db[i0]) * 8 / (t[i1] - t[i0]) < 0.5 * GOODPUT
 
 
