@@ -7,6 +7,12 @@ Figures come from docs/physics.md ("400GbE over 112G PAM4"):
 * 800GbE = 8 x 106.25 Gb/s; 1.6TbE = 8 x 212.5 Gb/s; 200GbE = 4 x 53.125 Gb/s. [S/D]
 * RS(544,514) uses 10-bit symbols and corrects up to t = 15 symbol errors per 5440-bit
   codeword; a typical pre-FEC BER operating point is 2e-4, post-FEC frame error target 1e-13. [S]
+* 200GBASE-R and faster interleave two RS(544,514) codewords symbol by symbol (IEEE 802.3
+  clause 119.2.4: the FEC encoder's output alternates the 10-bit symbols of codewords A and B,
+  so a burst error is split between two codewords); a frame sits at an arbitrary offset in the
+  codeword stream. A frame of L transcoded bits therefore spans 1 + L/G interleaved groups of
+  G = 2 x 5140 payload bits on average and touches both codewords of each group: about 8.5
+  codewords for a 4 KiB RoCE frame (not 7) and 2.1 for an ACK (not 1). [S]
 * FEC + PCS latency per hop: collecting one codeword at 106.25 Gb/s takes 51.2 ns; 60-120 ns in
   total per hop is a fair default [D/E]. We model it as the codeword collection time at one
   lane's rate plus a fixed 50 ns decoder/PCS pipeline [E], which gives 101.2 ns for 112G-class
@@ -71,6 +77,13 @@ class PhyProfile:
         source="[E] one RS(544,514) codeword at the lane rate + 50 ns decoder/PCS pipeline "
         "(docs/physics.md '400GbE over 112G PAM4')",
     )  # fmt: skip
+    fec_interleave: int = param(
+        1, key=None, kind="int",
+        doc="set by choosing the profile: RS codewords interleaved symbol by symbol",
+        source="IEEE 802.3 clause 119.2.4 (200GBASE-R/400GBASE-R PCS: two codewords, "
+        "10-bit symbol interleave; 800GBASE-R and 1.6TBASE-R run clause-119-style FEC "
+        "flows); 1 where a single codeword is not interleaved",
+    )  # fmt: skip
     description: str = param("", key=None, kind="choice", doc="set by choosing the profile")
     preamble_ifg_bytes: int = param(
         PREAMBLE_IFG_BYTES, key=None, kind="size",
@@ -92,12 +105,24 @@ class PhyProfile:
         return replace(self, **fields)
 
     # --- errors -------------------------------------------------------------------------
-    def codewords_per_frame(self, frame_bytes: int) -> int:
-        """RS codewords a frame occupies after 256b/257b transcoding (at least one)."""
+    def _groups(self, frame_bytes: int) -> tuple[int, float]:
+        """(k, f): a frame spans k + 1 interleaved codeword groups with probability 1 - f and
+        k + 2 with probability f, for a start offset uniform over a group (L = (k + f) G)."""
+        bits = frame_bytes * 8 * 257 / 256  # after 256b/257b transcoding
+        span = bits / (self.fec_interleave * RS_K_SYMBOLS * RS_SYMBOL_BITS)
+        k = math.floor(span)
+        return k, span - k
+
+    def mean_codewords_per_frame(self, frame_bytes: int) -> float:
+        """RS codewords a frame touches on average: every codeword of each interleaved group
+        it overlaps, the groups counted over a uniformly random start offset (1 + L/G of them).
+
+        Assumes the frame's share of a group covers one symbol of each of its codewords (all
+        but a sliver of under ``fec_interleave`` symbols at its ends, < 0.2 % of offsets)."""
         if self.fec == "none":
-            return 0
-        payload_bits = frame_bytes * 8 * 257 / 256
-        return max(1, math.ceil(payload_bits / (RS_K_SYMBOLS * RS_SYMBOL_BITS)))
+            return 0.0
+        k, f = self._groups(frame_bytes)
+        return self.fec_interleave * (k + 1 + f)
 
     def codeword_loss_prob(self, pre_fec_ber: float, burst_len: int = 1) -> float:
         """Probability that one RS(544,514) codeword is uncorrectable.
@@ -121,7 +146,8 @@ class PhyProfile:
         """Probability that a frame of ``frame_bytes`` is lost (FCS failure after FEC).
 
         Without FEC, any bit error loses the frame; with RS(544,514), any uncorrectable codeword
-        the frame spans does.
+        the frame touches does (see :meth:`mean_codewords_per_frame`: interleave and a random
+        start offset in the codeword stream).
         """
         _check_ber(pre_fec_ber)
         if self.fec == "none":
@@ -129,7 +155,11 @@ class PhyProfile:
         p_cw = self.codeword_loss_prob(pre_fec_ber, burst_len)
         if p_cw >= 1.0:  # every codeword uncorrectable (log1p(-1) is -inf)
             return 1.0
-        return -math.expm1(self.codewords_per_frame(frame_bytes) * math.log1p(-p_cw))
+        # lost unless every codeword it touches decodes: (k + 1) or (k + 2) groups of
+        # fec_interleave codewords, by where the frame starts (1 - (1-p)^n without underflow)
+        k, f = self._groups(frame_bytes)
+        per_group = self.fec_interleave * math.log1p(-p_cw)
+        return (1.0 - f) * -math.expm1((k + 1) * per_group) + f * -math.expm1((k + 2) * per_group)
 
     def llr_retry_cost_s(self, frame_bytes: int, length_m: float) -> float:
         """Extra delay that one link-level retry adds to a corrupted frame.
@@ -157,7 +187,9 @@ def _fec_latency(lane_rate_bps: float) -> float:
 
 
 def _eth(name: str, mac: float, lanes: int, lane: float, desc: str) -> PhyProfile:
+    # every Ethernet profile here is 200GBASE-R or faster: two codewords interleaved
     return PhyProfile(
+        fec_interleave=2,
         name=name,
         mac_rate_bps=mac,
         lanes=lanes,

@@ -1,8 +1,10 @@
 """Pre-FEC bit errors on a link: RS(544,514) frame loss, and link-level retry (LLR).
 
 The expected loss rates are computed here from first principles (docs/physics.md: RS(544,514) has
-10-bit symbols and corrects t = 15 symbols per 544-symbol codeword; 256b/257b transcoding;
-frames spread over ceil(bits / 5140) codewords), not taken from podsim.fabric.phy, and the simulated
+10-bit symbols and corrects t = 15 symbols per 544-symbol codeword; 256b/257b transcoding; a
+400GBASE-R PCS interleaves two codewords symbol by symbol (IEEE 802.3 clause 119), and a frame
+starts anywhere in the symbol stream: the codewords each start offset touches are counted symbol
+by symbol), not taken from podsim.fabric.phy, and the simulated
 counts must fall within 4 standard deviations of the binomial expectation.
 
 Why not only BER 1e-4: with independent bit errors a codeword at BER 1e-4 has 0.54 symbol
@@ -40,11 +42,22 @@ def binom_sf(t: int, n: int, p: float) -> float:
     return math.exp(top) * sum(math.exp(x - top) for x in logs)
 
 
+def touched_codewords(frame: int, start: int, interleave: int = 2) -> int:
+    """Codewords a frame touches when its first symbol is symbol ``start`` of the stream:
+    symbol i belongs to codeword i mod ``interleave`` of group i // (interleave x 514)."""
+    n_sym = math.ceil(frame * 8 * 257 / 256 / SYM_BITS)
+    per_group = interleave * K_BITS // SYM_BITS
+    return len({(i // per_group, i % interleave) for i in range(start, start + n_sym)})
+
+
 def expected_frame_loss(ber: float, burst: int = 1, frame: int = FRAME) -> float:
+    """Mean over every start symbol of one interleaved group of 1 - (1 - p_cw)^touched."""
     p_sym = 1 - (1 - ber) ** SYM_BITS
-    codewords = math.ceil(frame * 8 * 257 / 256 / K_BITS)
     p_cw = binom_sf(T, N_SYM, p_sym) if burst == 1 else binom_sf(T // burst, N_SYM, p_sym / burst)
-    return -math.expm1(codewords * math.log1p(-p_cw))  # 1-(1-p)^n without underflow
+    starts = range(2 * K_BITS // SYM_BITS)
+    return sum(-math.expm1(touched_codewords(frame, s) * math.log1p(-p_cw)) for s in starts) / len(
+        starts
+    )
 
 
 def lossy_run(ber: float, burst: int = 1, frames: int = 20_000, llr: bool = False):
@@ -66,7 +79,7 @@ def test_ber_1e4_exact_prediction_and_no_measurable_loss():
     phy = get_phy("400GbE")
     p = expected_frame_loss(1e-4)
     assert 1e-19 < p < 1e-15  # astronomically small, as RS(544,514) is designed to be
-    assert phy.frame_loss_prob(FRAME, 1e-4) == pytest.approx(p, rel=1e-6)
+    assert phy.frame_loss_prob(FRAME, 1e-4) == pytest.approx(p, rel=2e-3)
     net, m, rec = lossy_run(1e-4, frames=20_000)
     assert rec.corrupted == 0 and m.done and net.dropped_packets() == 0
 
@@ -75,7 +88,9 @@ def test_ber_1e4_exact_prediction_and_no_measurable_loss():
 def test_measurable_frame_loss_matches_rs544(ber: float, burst: int):
     p = expected_frame_loss(ber, burst)
     assert 1e-3 < p < 0.2  # measurable with 20k frames
-    assert get_phy("400GbE").frame_loss_prob(FRAME, ber, burst) == pytest.approx(p, rel=1e-6)
+    assert get_phy("400GbE").frame_loss_prob(FRAME, ber, burst) == pytest.approx(
+        p, rel=2e-3
+    )  # slivers
     n = 20_000
     net, m, rec = lossy_run(ber, burst, frames=n)
     assert within(rec.lost_pkts, n, p), (rec.lost_pkts, n * p)

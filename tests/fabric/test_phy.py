@@ -13,6 +13,8 @@ from podsim.fabric.phy import (
     phy_for_rate,
 )
 
+from tests.fabric.test_faults_ber import expected_frame_loss, touched_codewords
+
 
 def test_400g_line_rate_is_425g():
     p = get_phy("400GbE")
@@ -73,12 +75,24 @@ def test_frame_loss_grows_with_frame_size_and_ber():
     assert p.frame_loss_prob(4178, 0.0) == 0.0
 
 
-def test_frame_loss_combines_codewords():
+@pytest.mark.parametrize("frame", [64, 86, 1106, 4178, 9000])
+def test_frame_loss_counts_the_interleaved_codewords_a_frame_touches(frame: int):
+    """IEEE 802.3 clause 119: two codewords interleaved symbol by symbol and a frame at any
+    offset: the model's loss equals the symbol-by-symbol count over every start offset (within
+    the sliver its closed form ignores), and a frame touches 1 + L/G groups of two codewords
+    on average: 2.1 for an ACK, 8.5 for a 4 KiB RoCE frame, where one aligned codeword stream
+    would give 1 and 7."""
     p = get_phy("400GbE")
-    n_cw = p.codewords_per_frame(4178)
-    assert n_cw == math.ceil(4178 * 8 * 257 / 256 / 5140)
-    pc = p.codeword_loss_prob(3e-3)
-    assert p.frame_loss_prob(4178, 3e-3) == pytest.approx(1 - (1 - pc) ** n_cw, rel=1e-9)
+    assert p.fec_interleave == 2
+    starts = range(1028)  # symbols in one group of two 514-symbol payloads
+    mean = sum(touched_codewords(frame, s) for s in starts) / len(starts)
+    assert p.mean_codewords_per_frame(frame) == pytest.approx(mean, rel=5e-3)
+    for ber in (3e-3, 1e-3):
+        assert p.frame_loss_prob(frame, ber) == pytest.approx(
+            expected_frame_loss(ber, frame=frame), rel=5e-3
+        )
+    assert p.mean_codewords_per_frame(86) == pytest.approx(2.13, abs=0.01)
+    assert p.mean_codewords_per_frame(4178) == pytest.approx(8.53, abs=0.01)
 
 
 def test_burst_errors_are_worse():
