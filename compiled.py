@@ -18,12 +18,14 @@ nothing here imports anything but the standard library.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.machinery
-import importlib.util
 import os
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 __all__ = ["ENV_PURE", "MODULES", "install", "pure_forced", "status"]
 
@@ -60,11 +62,13 @@ def pure_forced() -> bool:
 
 def source_hash(path: Path) -> str:
     """SHA-256 (hex) of a source file's bytes: what the build records beside an extension."""
+    import hashlib  # here: ``import podsim`` stays cheap (hashlib is a few ms)
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _extension(folder: Path, leaf: str) -> Path | None:
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+    for suffix in EXTENSION_SUFFIXES:
         ext = folder / (leaf + suffix)
         if ext.is_file():
             return ext
@@ -90,7 +94,7 @@ class _PureFinder:
 
     def find_spec(
         self, fullname: str, path: list[str] | None = None, target: object = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname not in _NAMES or path is None:
             return None
         leaf = fullname.rpartition(".")[2]
@@ -103,6 +107,8 @@ class _PureFinder:
                 return None
             if _extension(folder, leaf) is None:
                 return None  # nothing to shadow: the normal import is the pure one
+            import importlib.util
+
             return importlib.util.spec_from_file_location(fullname, source)
         return None
 

@@ -4,6 +4,7 @@ for or the compiled module is not from the source beside it."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import subprocess
@@ -39,7 +40,7 @@ def test_every_listed_module_exists_and_is_a_module_name() -> None:
 def _fake_module(folder: Path, leaf: str, *, built_from: bytes, source: bytes) -> None:
     (folder / f"{leaf}.py").write_bytes(source)
     (folder / f"{leaf}{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"not loaded")
-    digest = compiled.hashlib.sha256(built_from).hexdigest()
+    digest = hashlib.sha256(built_from).hexdigest()
     (folder / f"{leaf}{compiled.HASH_SUFFIX}").write_text(digest)
 
 
