@@ -6,7 +6,7 @@ its last transfer ends), never per packet. Streams are keyed ``(src, dst, label)
 names of the node's :class:`~podsim.nic.pcie.tree.PcieTree`; the labels the engines use:
 
 - ``"tx"``: GPUDirect RDMA transmit, ``(gpu, nic, "tx")``: the NIC reads the payload it sends
-  from GPU memory along the path GPU -> NIC;
+  from GPU memory (a DMA read: completions along GPU -> NIC, read requests along NIC -> GPU);
 - ``"rx"``: GPUDirect RDMA receive, ``(nic, gpu, "rx")``: the NIC writes what it receives into
   GPU memory;
 - ``"gds"``: GPUDirect Storage, ``(ssd, gpu, "gds")``: an NVMe read into GPU memory (Gen5 SSD
@@ -39,12 +39,14 @@ from dataclasses import dataclass
 from podsim.nic.pcie.streams import Stream, solve_streams
 from podsim.nic.pcie.tree import PcieTree
 
-__all__ = ["GDR_LABELS", "NodeCoupling", "NodeRates", "StreamKey"]
+__all__ = ["GDR_LABELS", "READ_LABELS", "NodeCoupling", "NodeRates", "StreamKey"]
 
 #: ``(src, dst, label)`` with device names of the node's tree.
 StreamKey = tuple[str, str, str]
 #: Labels of GPUDirect RDMA streams, which count against their NIC's network goodput.
 GDR_LABELS = ("tx", "rx")
+#: Labels of streams the destination NIC pulls with DMA reads (GPUDirect RDMA transmit).
+READ_LABELS = ("tx",)
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,10 @@ class NodeCoupling:
             self.hits += 1
             return hit
         keys = sorted(active)
-        streams = [Stream(s, d, math.inf, float(active[(s, d, lab)]), lab) for s, d, lab in keys]
+        streams = [
+            Stream(s, d, math.inf, float(active[(s, d, lab)]), lab, read=lab in READ_LABELS)
+            for s, d, lab in keys
+        ]
         kw = {}
         if self.goodput is not None:
             kw = {"nic_tx_bps": self.goodput, "nic_rx_bps": self.goodput}

@@ -16,6 +16,18 @@ Defaults and where they come from (docs/physics.md, "PCIe 5.0"):
 - Inter-socket link (nvidia-smi SYS): 64 GB/s per direction and 150 ns, estimates [E] for a
   UPI/xGMI-class link.
 - Gen5 NVMe SSD (Micron 9550 class): 14 GB/s read, 10 GB/s write, about 60 us read latency [S].
+- NIC DMA reads (GPUDirect RDMA transmit: the NIC reads the payload from GPU memory with
+  Memory Read requests and the GPU answers with Completions; docs/physics.md "PCIe reads"):
+  Max_Read_Request_Size 512 B, the PCIe Device Control register's reset value, which Linux
+  ``lspci -vv`` shows as ``MaxReadReq 512 bytes`` on an untuned device [S] (tuning guides raise
+  it to 4096 B with ``setpci``/``mlxconfig``; allowed 128..4096 B, Linux ``pcie_set_readrq``
+  [S]); 256 outstanding reads, the 8-bit (Extended Tag) tag space [S] (PCIe 4.0 10-bit tags
+  allow up to 768, e.g. Intel R-Tile [S]; how many a NIC keeps in flight is an estimate [E]);
+  completions of the link's MPS (``completion_bytes=None``): the completer returns whole MPS
+  chunks of an aligned request [E] (it may split at the Read Completion Boundary, 64/128 B for a
+  root complex, 128 B for other devices, Intel AN 855 "Throughput for Reads" [S]: set
+  ``completion_bytes`` to model that); 1 us from a request reaching the GPU to its data leaving
+  it (GPU memory read latency through the BAR) [E].
 """
 
 from __future__ import annotations
@@ -25,10 +37,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from podsim.fabric.units import parse_rate, parse_time
+from podsim.fabric.units import parse_rate, parse_size, parse_time
 
 __all__ = [
     "InterSocket",
+    "NicDma",
     "PcieSwitch",
     "RootComplex",
     "Ssd",
@@ -57,6 +70,8 @@ def _from_dict(cls: type[T], d: Mapping[str, Any], what: str) -> T:
             kw[k] = parse_rate(v)
         elif k.endswith("_s"):
             kw[k] = parse_time(v)
+        elif k.endswith("_bytes"):
+            kw[k] = parse_size(v)
         else:
             kw[k] = v
     return cls(**kw)
@@ -161,3 +176,61 @@ class Ssd:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Ssd:
         return _from_dict(cls, d, "SSD")
+
+
+#: Max_Read_Request_Size values the PCIe Device Control register encodes (Linux
+#: ``pcie_set_readrq``: 128, 256, 512, 1024, 2048, 4096 B [S]).
+READ_REQUEST_SIZES = (128, 256, 512, 1024, 2048, 4096)
+
+
+@dataclass(frozen=True)
+class NicDma:
+    """How a NIC reads GPU (or host) memory over PCIe: the requester side of a DMA read.
+
+    ``max_read_request_bytes`` (MRRS): bytes one Memory Read request asks for; ``read_tags``:
+    requests the NIC keeps outstanding at once; ``completion_bytes``: payload of each
+    Completion-with-Data the completer returns (None: the path's Max Payload Size; it never
+    exceeds the MPS nor the MRRS); ``read_latency_s``: the completer's time from a request's
+    arrival to its data leaving (memory read latency). Defaults and sources: module doc.
+    """
+
+    max_read_request_bytes: int = 512
+    read_tags: int = 256
+    completion_bytes: int | None = None
+    read_latency_s: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.max_read_request_bytes not in READ_REQUEST_SIZES:
+            raise ValueError(
+                f"nic_dma max_read_request_bytes {self.max_read_request_bytes!r} invalid; "
+                f"expected one of {READ_REQUEST_SIZES} (the PCIe MRRS encodings)"
+            )
+        tags = self.read_tags
+        if isinstance(tags, bool) or not isinstance(tags, int) or not 1 <= tags <= 1024:
+            raise ValueError(
+                f"nic_dma read_tags {tags!r} invalid; expected an integer 1..1024 "
+                "(5-bit tags: 32, 8-bit: 256, 10-bit: up to 1024)"
+            )
+        cpl = self.completion_bytes
+        if cpl is not None and (isinstance(cpl, bool) or cpl not in (64, *READ_REQUEST_SIZES)):
+            raise ValueError(
+                f"nic_dma completion_bytes {cpl!r} invalid; expected null (the MPS) or one of "
+                f"{(64, *READ_REQUEST_SIZES)} (a multiple of the Read Completion Boundary)"
+            )
+        _check_time(self.read_latency_s, "nic_dma read_latency_s")
+        if not self.read_latency_s > 0:
+            raise ValueError(
+                f"nic_dma read_latency_s must be > 0 seconds, got {self.read_latency_s!r}"
+            )
+
+    @property
+    def tag_window_bits(self) -> float:
+        """Bits the NIC can have requested and not yet received: tags x MRRS x 8."""
+        return 8.0 * self.read_tags * self.max_read_request_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NicDma:
+        return _from_dict(cls, d, "nic_dma")

@@ -14,6 +14,16 @@ Sources (docs/physics.md, "PCIe 5.0"):
   its "13-15 % headroom over a 400GbE NIC"); raise it for bidirectional loads [E].
 
 The effective rate is the payload a direction can carry: raw x (1 - dllp) x MPS/(MPS+overhead).
+
+DMA reads (docs/physics.md "PCIe reads"): the requester sends Memory Read request TLPs (no
+payload, a 4-DW header for 64-bit addresses: ``header_bytes`` on the wire [S]) of up to
+Max_Read_Request_Size bytes, and the completer answers with Completion-with-Data TLPs (3-DW
+header: ``completion_header_bytes`` = 20 B with framing, sequence number and LCRC, Intel AN 855
+"Throughput for Reads": 512 B read as two 256 B completions -> 512/(512 + 2 x 20) = 92 % [S]).
+A link direction's capacity stays in write-payload bits/s (:attr:`PcieLink.effective_bps`), so
+a posted write loads it with coefficient 1 and a read with :meth:`PcieLink.completion_load`
+(data direction) and :meth:`PcieLink.request_load` (the opposite direction), each the read's
+wire bytes per payload byte over a full-MPS write's.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ class PcieLink:
     gen: int = 5
     mps: int = 256
     header_bytes: int = 24
+    completion_header_bytes: int = 20
     ecrc: bool = False
     dllp_overhead: float = 0.0
     latency_s: float = 0.0
@@ -73,6 +84,11 @@ class PcieLink:
         if not 0 <= self.header_bytes <= 64:
             raise ValueError(
                 f"PCIe header_bytes {self.header_bytes!r} invalid; expected 20 (3-DW) or 24 (4-DW)"
+            )
+        if not 0 <= self.completion_header_bytes <= 64:
+            raise ValueError(
+                f"PCIe completion_header_bytes {self.completion_header_bytes!r} invalid; "
+                "expected 20 (a 3-DW completion header with framing, sequence number and LCRC)"
             )
         if not 0.0 <= self.dllp_overhead < 1.0:
             raise ValueError(
@@ -100,6 +116,29 @@ class PcieLink:
         """Payload bits/s one direction carries with full-size TLPs."""
         return self.raw_bps * (1.0 - self.dllp_overhead) * self.tlp_efficiency
 
+    @property
+    def _ecrc_bytes(self) -> int:
+        return 4 if self.ecrc else 0
+
+    def completion_load(self, completion_bytes: int) -> float:
+        """Capacity a read's payload uses in its data direction, per payload bit (write = 1):
+        completions of ``completion_bytes`` payload plus a 3-DW header each."""
+        if completion_bytes <= 0:
+            raise ValueError(f"completion_bytes must be > 0, got {completion_bytes!r}")
+        over = self.completion_header_bytes + self._ecrc_bytes
+        return (completion_bytes + over) / completion_bytes * self.tlp_efficiency
+
+    def request_load(self, read_request_bytes: int) -> float:
+        """Capacity a read's requests use in the *opposite* direction, per payload bit:
+        one header-only Memory Read TLP (``header_bytes``) per ``read_request_bytes``."""
+        if read_request_bytes <= 0:
+            raise ValueError(f"read_request_bytes must be > 0, got {read_request_bytes!r}")
+        return self.tlp_overhead_bytes / read_request_bytes * self.tlp_efficiency
+
+    def read_bps(self, completion_bytes: int) -> float:
+        """Payload bits/s one direction carries as read completions of ``completion_bytes``."""
+        return self.effective_bps / self.completion_load(completion_bytes)
+
     def describe(self) -> str:
         return (
             f"Gen{self.gen} x{self.lanes} (MPS {self.mps}, {self.tlp_overhead_bytes} B/TLP): "
@@ -121,8 +160,9 @@ class PcieLink:
         kw = dict(d)
         if "mps" in kw:
             kw["mps"] = parse_size(kw["mps"])
-        if "header_bytes" in kw:
-            kw["header_bytes"] = parse_size(kw["header_bytes"])
+        for key in ("header_bytes", "completion_header_bytes"):
+            if key in kw:
+                kw[key] = parse_size(kw[key])
         if "latency_s" in kw:
             kw["latency_s"] = parse_time(kw["latency_s"])
         for key in ("lanes", "gen"):

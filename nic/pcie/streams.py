@@ -1,7 +1,9 @@
 """GPUDirect RDMA and GPUDirect Storage as fluid streams on a node's PCIe tree.
 
-Every byte a NIC sends is read from GPU memory across the PCIe path GPU -> NIC, and every byte
-it receives is written along NIC -> GPU (GPUDirect RDMA); an NVMe read for a checkpoint or KV
+Every byte a NIC sends it reads from GPU memory: Memory Read requests along NIC -> GPU, the
+data coming back as completions along GPU -> NIC (a *read* stream, ``Stream.read``; its loads:
+:meth:`nic.pcie.tree.PcieTree.read_loads`); every byte it receives it writes along NIC -> GPU
+as posted writes (GPUDirect RDMA); an NVMe read for a checkpoint or KV
 cache moves SSD -> GPU (GPUDirect Storage, Gen5 SSD 14 GB/s read, docs/physics.md [S]); host traffic
 starts or ends at a root complex. Streams are fluids: each gets a rate, and together they share
 the tree's resources (directed links, switch capacities, root-complex P2P limits, SSD media
@@ -40,7 +42,9 @@ class Stream:
     """A DMA stream from ``src`` to ``dst`` (device names of the tree), bits/s of payload.
 
     ``demand_bps`` caps it (inf = as fast as the tree allows); ``weight`` scales its max-min
-    share; ``label`` is free text carried into the results (e.g. ``"tx"``, ``"gds"``).
+    share; ``label`` is free text carried into the results (e.g. ``"tx"``, ``"gds"``);
+    ``read``: the destination (a NIC) pulls the data with DMA reads instead of the source
+    pushing it with posted writes.
     """
 
     src: str
@@ -48,6 +52,7 @@ class Stream:
     demand_bps: float = math.inf
     weight: float = 1.0
     label: str = ""
+    read: bool = False
 
     def __post_init__(self) -> None:
         if self.src == self.dst:
@@ -152,7 +157,9 @@ def solve_streams(
     streams into (tx) or out of (rx) that NIC is capped at it, e.g. the NIC's RoCE goodput.
     """
     streams = tuple(streams)
-    a, capacity, names = tree.stream_incidence((s.src, s.dst) for s in streams)
+    a, capacity, names = tree.stream_incidence(
+        [(s.src, s.dst) for s in streams], [s.read for s in streams]
+    )
     extra_rows: list[np.ndarray] = []
     extra_names: list[str] = []
     extra_caps: list[float] = []
@@ -183,13 +190,13 @@ def gpudirect_streams(
     rx_bps: float | None = math.inf,
 ) -> list[Stream]:
     """GPUDirect RDMA streams for every (GPU, NIC that serves it): ``gpu -> nic`` labelled
-    ``"tx"`` with demand ``tx_bps`` and ``nic -> gpu`` labelled ``"rx"`` with ``rx_bps``;
-    ``None`` leaves that direction out."""
+    ``"tx"`` (a DMA read by the NIC) with demand ``tx_bps`` and ``nic -> gpu`` labelled ``"rx"``
+    (posted writes) with ``rx_bps``; ``None`` leaves that direction out."""
     out: list[Stream] = []
     for nic in tree.nics:
         for gpu in tree.gpus_of_nic(nic):
             if tx_bps is not None:
-                out.append(Stream(gpu, nic, tx_bps, label="tx"))
+                out.append(Stream(gpu, nic, tx_bps, label="tx", read=True))
             if rx_bps is not None:
                 out.append(Stream(nic, gpu, rx_bps, label="rx"))
     return out
@@ -203,28 +210,17 @@ def nic_dma_caps(
 ) -> dict[str, dict[str, float]]:
     """Per NIC, the payload DMA rate its PCIe tree gives it, ``{nic: {"tx": bps, "rx": bps}}``.
 
-    Every GPU drives each of its NICs at full load in one direction at a time (transmit and
-    receive are separate link directions, so they are solved separately), alongside the
-    ``extra`` streams (GPUDirect Storage reads, host traffic) that compete for the same tree.
-    ``nic_bps`` optionally caps each NIC's total (e.g. its goodput); without it the result is
-    the PCIe share alone, the value for ``SmartNic.set_pcie_rate_cap``.
+    Every GPU drives each of its NICs at full load in both directions at once (an all-to-all
+    sends and receives together, and the transmit reads' requests share the receive
+    direction's links with the receive writes), alongside the ``extra`` streams (GPUDirect
+    Storage reads, host traffic) that compete for the same tree. ``nic_bps`` optionally caps
+    each NIC's total per direction (e.g. its goodput); without it the result is the PCIe share
+    alone, the value for ``SmartNic.set_pcie_rate_cap``.
     """
-    out: dict[str, dict[str, float]] = {n: {} for n in tree.nics}
-    extra = tuple(extra)
-    for direction in ("tx", "rx"):
-        gdr = gpudirect_streams(
-            tree,
-            tx_bps=math.inf if direction == "tx" else None,
-            rx_bps=math.inf if direction == "rx" else None,
-        )
-        kw = {f"nic_{direction}_bps": nic_bps}
-        res = solve_streams(tree, [*gdr, *extra], **kw)
-        for nic in tree.nics:
-            end = "dst" if direction == "tx" else "src"
-            total = sum(
-                r
-                for s, r in zip(res.streams[: len(gdr)], res.rate_bps[: len(gdr)], strict=True)
-                if getattr(s, end) == nic
-            )
-            out[nic][direction] = float(total)
+    out: dict[str, dict[str, float]] = {n: {"tx": 0.0, "rx": 0.0} for n in tree.nics}
+    gdr = gpudirect_streams(tree)
+    res = solve_streams(tree, [*gdr, *extra], nic_tx_bps=nic_bps, nic_rx_bps=nic_bps)
+    for s, r in zip(res.streams[: len(gdr)], res.rate_bps[: len(gdr)], strict=True):
+        nic = s.dst if s.label == "tx" else s.src
+        out[nic][s.label] += float(r)
     return out

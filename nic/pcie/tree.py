@@ -16,7 +16,18 @@ Capacity resources (what :mod:`podsim.fabric.maxmin` shares, all bits/s):
   streams that enter the root complex from that port (the neighbour ``<port>``, a device or
   switch) and leave by another; ``"<root>.p2p"``: the root complex's aggregate P2P capacity
   (only when its spec sets one). Host-memory streams that start or end at a root use neither;
-- ``"<ssd>.read"`` / ``"<ssd>.write"``: the SSD's own media rates.
+- ``"<ssd>.read"`` / ``"<ssd>.write"``: the SSD's own media rates;
+- ``"<nic>.reads"``: the NIC's outstanding read requests (Little's law: a read stream holds
+  ``rate x round trip / MRRS`` tags, and the NIC has ``read_tags``). Capacity ``read_tags x
+  MRRS / read_latency_s`` (what the tags sustain with no path delay), and a read stream loads
+  it with ``(read_latency_s + path round trip) / read_latency_s`` per payload bit.
+
+Streams are posted writes (coefficient 1 on their path's resources) or DMA reads requested by
+the destination NIC (GPUDirect RDMA transmit; :meth:`PcieTree.read_loads`): completions load
+the data path's link directions with :meth:`PcieLink.completion_load`, the Memory Read requests
+load the reverse path's link directions with :meth:`PcieLink.request_load`, plus the NIC's
+``.reads``. Switch capacities and root P2P limits count payload only (requests, a few % of it,
+are not charged there), and requests crossing an inter-socket link are not charged to it [E].
 
 Path classes follow ``nvidia-smi topo -m``: ``PIX`` at most one switch between the two devices,
 ``PXB`` several switches, ``PHB`` through one CPU root complex, ``SYS`` across the inter-socket
@@ -45,7 +56,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from podsim.fabric.maxmin import build_incidence
-from podsim.nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
+from podsim.nic.pcie.devices import InterSocket, NicDma, PcieSwitch, RootComplex, Ssd
 from podsim.nic.pcie.link import PcieLink
 
 __all__ = [
@@ -62,7 +73,14 @@ DEVICE_ROLES = ("gpu", "nic", "ssd")
 #: nvidia-smi path classes, best first.
 PATH_CLASSES = ("X", "PIX", "PXB", "PHB", "SYS")
 
-_SPEC_TYPES: dict[str, type] = {"switch": PcieSwitch, "root": RootComplex, "ssd": Ssd}
+_SPEC_TYPES: dict[str, type] = {
+    "switch": PcieSwitch,
+    "root": RootComplex,
+    "ssd": Ssd,
+    "nic": NicDma,
+}
+#: Roles whose spec may be omitted (the tree fills in the default).
+_OPTIONAL_SPEC = ("nic",)
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,7 @@ class PcieTree:
         self._fill_defaults()
         self._routes: dict[tuple[str, str], PciePath] = {}
         self._res_idx: dict[tuple[str, str], np.ndarray] = {}
+        self._read_idx: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ validation
 
@@ -116,6 +135,8 @@ class PcieTree:
                     f"PCIe {role} {n!r} has {g.degree(n)} links; an endpoint has exactly one"
                 )
             spec_t = _SPEC_TYPES.get(role)
+            if role in _OPTIONAL_SPEC and d.get("spec") is None:
+                continue
             if spec_t is not None and not isinstance(d.get("spec"), spec_t):
                 raise ValueError(f"PCIe {role} {n!r} needs attr 'spec' of type {spec_t.__name__}")
         if not nx.is_tree(g):
@@ -148,6 +169,8 @@ class PcieTree:
             counters[d["role"]] = counters.get(d["role"], 0) + 1
             if d["role"] == "nic":
                 d.setdefault("serves", [])
+                if d.get("spec") is None:
+                    d["spec"] = NicDma()
             if d["role"] == "switch":  # read by the cost model's hardware count
                 d["on_card"] = bool(d["spec"].on_card)
 
@@ -288,6 +311,10 @@ class PcieTree:
             spec_s: Ssd = g.nodes[s]["spec"]
             names += [f"{s}.read", f"{s}.write"]
             caps += [spec_s.read_bps, spec_s.write_bps]
+        for n in self.devices("nic"):
+            dma: NicDma = g.nodes[n]["spec"]
+            names.append(f"{n}.reads")
+            caps.append(dma.tag_window_bits / dma.read_latency_s)
         return tuple(names), np.asarray(caps, dtype=float), {n: i for i, n in enumerate(names)}
 
     @property
@@ -306,7 +333,7 @@ class PcieTree:
             raise ValueError(
                 f"no PCIe resource {name!r} in layout {self.name!r}; resources are link "
                 "directions 'u->v', switch names, '<root>.p2p[<port>]', '<root>.p2p', "
-                "'<ssd>.read'/'<ssd>.write'"
+                "'<ssd>.read'/'<ssd>.write', '<nic>.reads'"
             ) from None
 
     # ------------------------------------------------------------------ paths
@@ -386,26 +413,93 @@ class PcieTree:
         """``{(gpu, nic): class}`` for every GPU and NIC."""
         return {(gp, n): self.path_class(gp, n) for gp in self.gpus for n in self.nics}
 
+    def read_round_trip(self, src: str, nic: str) -> float:
+        """Seconds one read request of ``nic`` holds its tag: request path ``nic -> src``, the
+        completer's ``read_latency_s`` (the NIC's :class:`NicDma`), data path ``src -> nic``."""
+        dma = self._nic_dma(nic)
+        return self.latency(nic, src) + dma.read_latency_s + self.latency(src, nic)
+
+    def _nic_dma(self, nic: str) -> NicDma:
+        if self.role(nic) != "nic":
+            raise ValueError(
+                f"a DMA read is requested by a NIC; {nic!r} is a {self.role(nic)} "
+                f"(layout {self.name!r})"
+            )
+        return self.graph.nodes[nic]["spec"]
+
+    def read_completion_bytes(self, src: str, nic: str) -> int:
+        """Payload of each completion of a read by ``nic`` from ``src``: the NIC's
+        ``completion_bytes`` (default the MPS), never above the smallest MPS on the path nor
+        the Max_Read_Request_Size."""
+        dma = self._nic_dma(nic)
+        mps = min(
+            (self.graph.edges[u, v]["link"].mps for u, v in self.path(src, nic).links
+             if "link" in self.graph.edges[u, v]),
+            default=4096,
+        )  # fmt: skip
+        want = dma.completion_bytes if dma.completion_bytes is not None else mps
+        return min(want, mps, dma.max_read_request_bytes)
+
+    def read_loads(self, src: str, nic: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(resource indices, coefficients)`` of a DMA read by ``nic`` of ``src``'s memory,
+        per payload bit (see the module doc): completions on the path ``src -> nic``, read
+        requests on ``nic -> src``, the NIC's tags (``"<nic>.reads"``). Cached."""
+        key = (src, nic)
+        hit = self._read_idx.get(key)
+        if hit is not None:
+            return hit
+        dma = self._nic_dma(nic)
+        cpl = self.read_completion_bytes(src, nic)
+        data, back = self.path(src, nic), self.path(nic, src)
+        _, _, index = self._resources
+        g = self.graph
+        coef = dict.fromkeys(data.resources, 1.0)
+        for u, v in data.links:
+            if "link" in g.edges[u, v]:
+                coef[f"{u}->{v}"] = g.edges[u, v]["link"].completion_load(cpl)
+        for u, v in back.links:
+            if "link" in g.edges[u, v]:
+                coef[f"{u}->{v}"] = g.edges[u, v]["link"].request_load(dma.max_read_request_bytes)
+        coef[f"{nic}.reads"] = self.read_round_trip(src, nic) / dma.read_latency_s
+        idx = np.fromiter((index[r] for r in coef), dtype=np.intp, count=len(coef))
+        out = (idx, np.fromiter(coef.values(), dtype=float, count=len(coef)))
+        self._read_idx[key] = out
+        return out
+
     # ------------------------------------------------------------------ incidence
 
     def stream_incidence(
-        self, pairs: Iterable[tuple[str, str]]
+        self, pairs: Iterable[tuple[str, str]], reads: Sequence[bool] | None = None
     ) -> tuple[sp.csc_array, np.ndarray, tuple[str, ...]]:
         """``(A, capacity_bps, resource_names)`` for streams along ``pairs`` (src, dst).
 
-        ``A`` is resources x streams with 1 where a stream uses a resource: ready for
-        :func:`podsim.fabric.maxmin.maxmin_rates`, or to stack under a cluster-wide flow problem.
+        ``A`` is resources x streams: 1 where a write stream uses a resource, the
+        :meth:`read_loads` coefficients for a stream flagged in ``reads`` (a DMA read the
+        destination NIC requests). Ready for :func:`podsim.fabric.maxmin.maxmin_rates`, or to
+        stack under a cluster-wide flow problem.
         """
         pairs = list(pairs)
+        if reads is None:
+            reads = [False] * len(pairs)
+        if len(reads) != len(pairs):
+            raise ValueError(f"reads has {len(reads)} flags for {len(pairs)} streams")
         rows: list[np.ndarray] = []
-        for s, d in pairs:
-            self.path(s, d)
-            rows.append(self._res_idx[(s, d)])
+        fracs: list[np.ndarray] = []
+        for (s, d), is_read in zip(pairs, reads, strict=True):
+            if is_read:
+                idx, coef = self.read_loads(s, d)
+            else:
+                self.path(s, d)
+                idx = self._res_idx[(s, d)]
+                coef = np.ones(idx.size)
+            rows.append(idx)
+            fracs.append(coef)
         counts = np.fromiter((r.size for r in rows), dtype=np.intp, count=len(rows))
         link_idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.intp)
+        frac = np.concatenate(fracs) if fracs else np.zeros(0)
         flow_idx = np.repeat(np.arange(len(pairs)), counts)
         names, caps, _ = self._resources
-        a = build_incidence(link_idx, flow_idx, len(names), len(pairs))
+        a = build_incidence(link_idx, flow_idx, len(names), len(pairs), frac)
         return a, caps.copy(), names
 
     # ------------------------------------------------------------------ description
