@@ -8,7 +8,7 @@ packet-rate pipeline and the QP-context cache). A fluid model has no packets to 
   SmartNIC, docs/physics.md [S]) is one constraint per card and direction, loaded by each flow in
   packets per payload bit: small-message traffic is bound by it before the wire.
 - PCIe is not a per-card cap here: the flow engine adds every node tree's resources as
-  constraints of their own (:meth:`podsim.nic.pcie.cluster.ClusterPcie.rank_resources`, see
+  constraints of their own (:meth:`podsim.nic.pcie.cluster.ClusterPcie.rank_loads`, see
   :mod:`podsim.scenarios.engines.flow`).
 - A message on a queue pair whose context is not cached waits ``qp_miss_penalty`` at the sender
   before its first packet and at the receiver before delivering it; the receiver's wait is hidden

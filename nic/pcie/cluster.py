@@ -22,7 +22,8 @@ What the engines use:
   engine's runtime (:mod:`podsim.nic.pcie.runtime`);
 - for the flow engine and the bound, the tree resources as extra max-min constraints
   (:attr:`ClusterPcie.constraint_names` / :attr:`ClusterPcie.constraint_capacity_bps`, and per
-  flow :meth:`ClusterPcie.flow_resources` or per rank :meth:`ClusterPcie.rank_resources`), which
+  flow :meth:`ClusterPcie.flow_loads` or per rank :meth:`ClusterPcie.rank_loads`: indices and
+  coefficients, a transmit being a DMA read by the NIC), which
   couple PCIe and network exactly in one solve (:mod:`podsim.scenarios.engines.flow`); and
   :meth:`ClusterPcie.flow_caps`, per-flow caps for a set of concurrent greedy flows (a
   closed-form check of that solve).
@@ -45,7 +46,7 @@ import networkx as nx
 import numpy as np
 from podsim.fabric.packet import ROCE_OVERHEAD
 from podsim.fabric.registry import ParamError
-from podsim.nic.pcie.coupling import NodeCoupling, NodeRates, StreamKey
+from podsim.nic.pcie.coupling import READ_LABELS, NodeCoupling, NodeRates, StreamKey
 from podsim.nic.pcie.tree import PcieTree
 
 __all__ = ["ClusterPcie", "NodeMap", "nic_goodput_bps"]
@@ -264,7 +265,7 @@ class ClusterPcie:
         active set is solved once (:meth:`rates`); a GPUDirect stream's share is split evenly
         over the flows that use it, so flow ``i`` gets min(its sender's share, its receiver's
         share). Assumes every flow is greedy: a flow slowed elsewhere leaves part of its share
-        unused, which only the joint solve (:meth:`flow_resources`) gives to others.
+        unused, which only the joint solve (:meth:`flow_loads`) gives to others.
         Returns ``(flow_caps, storage_caps)``.
         """
         src = np.asarray(src_rank, dtype=np.int64)
@@ -322,66 +323,71 @@ class ClusterPcie:
         """Capacities of :attr:`constraint_names`, bits/s of payload (a copy)."""
         return self._build_constraints()[1].copy()
 
-    def _resources(self, server: int, src: str, dst: str) -> list[int]:
+    def _loads(self, server: int, key: StreamKey) -> tuple[list[int], list[float]]:
+        """Indices into :attr:`constraint_names` and coefficients of the stream ``key``: a
+        transmit stream is a DMA read by its NIC (:meth:`PcieTree.read_loads`), any other
+        loads its path's resources with coefficient 1."""
         tree = self.nodes[server].tree
         off = self._build_constraints()[2][server]
-        return [off + tree.resource_index(r) for r in tree.path(src, dst).resources]
+        src, dst, label = key
+        if label in READ_LABELS:
+            idx, coef = tree.read_loads(src, dst)
+            return (idx + off).tolist(), coef.tolist()
+        res = [off + tree.resource_index(r) for r in tree.path(src, dst).resources]
+        return res, [1.0] * len(res)
 
-    def rank_resources(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per rank, the indices into :attr:`constraint_names` of the tree resources of its
-        GPU -> NIC path (first array, GPUDirect transmit) and of its NIC -> GPU path (second,
-        receive), padded with -1: two ``(ranks, K)`` int arrays. An RDMA flow from a to b loads
-        ``tx[a]`` and ``rx[b]`` (what :meth:`flow_resources` returns for it), vectorised."""
-        out = []
-        for key in (self.tx_key, self.rx_key):
-            rows = []
-            for r in range(self.num_ranks):
-                s, (u, v, _l) = key(r)
-                rows.append(self._resources(s, u, v))
-            k = max((len(x) for x in rows), default=0)
-            tab = np.full((len(rows), k), -1, dtype=np.int64)
-            for i, x in enumerate(rows):
-                tab[i, : len(x)] = x
-            out.append(tab)
-        return out[0], out[1]
+    @staticmethod
+    def _table(rows: list[tuple[list[int], list[float]]]) -> tuple[np.ndarray, np.ndarray]:
+        """Ragged (indices, coefficients) rows -> two ``(len(rows), K)`` arrays, -1 / 0 padded."""
+        k = max((len(x) for x, _c in rows), default=0)
+        idx = np.full((len(rows), k), -1, dtype=np.int64)
+        coef = np.zeros((len(rows), k))
+        for i, (x, c) in enumerate(rows):
+            idx[i, : len(x)] = x
+            coef[i, : len(c)] = c
+        return idx, coef
 
-    def flow_resources(
+    def rank_loads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per rank, the tree resources (indices into :attr:`constraint_names`, -1 padded) and
+        coefficients (0 padded) of its GPUDirect transmit (the NIC reading the GPU: completions
+        GPU -> NIC, requests NIC -> GPU, the NIC's tags) and of its receive (posted writes
+        NIC -> GPU): ``(tx_idx, tx_coef, rx_idx, rx_coef)``, each ``(ranks, K)``. An RDMA flow
+        from a to b loads ``tx[a]`` and ``rx[b]`` (what :meth:`flow_loads` returns for it)."""
+        tx = self._table([self._loads(*self.tx_key(r)) for r in range(self.num_ranks)])
+        rx = self._table([self._loads(*self.rx_key(r)) for r in range(self.num_ranks)])
+        return tx[0], tx[1], rx[0], rx[1]
+
+    def flow_loads(
         self,
         src_rank: Sequence[int] | np.ndarray,
         dst_rank: Sequence[int] | np.ndarray,
         storage_ranks: Sequence[int] | np.ndarray = (),
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """For each flow (then each storage read), the indices into :attr:`constraint_names`
-        of the tree resources it loads, padded with -1: an ``(F, K)`` int array. An RDMA flow
-        loads its sender's GPU -> NIC path and its receiver's NIC -> GPU path, a same-card flow
-        the GPU -> GPU path, a storage read the SSD -> GPU path (and the SSD's read rate).
-        Each loads them with its full payload rate (coefficient 1). Stacked under a flow
-        engine's own constraints this couples PCIe and network exactly in one max-min solve.
+        of the tree resources it loads (-1 padded) and the load per payload bit (0 padded):
+        two ``(F, K)`` arrays. An RDMA flow loads its sender's transmit (a DMA read by the
+        sender's NIC) and its receiver's NIC -> GPU writes, a same-card flow the GPU -> GPU
+        path, a storage read the SSD -> GPU path (and the SSD's read rate), the last two with
+        coefficient 1. Stacked under a flow engine's own constraints this couples PCIe and
+        network exactly in one max-min solve.
         """
         src = np.asarray(src_rank, dtype=np.int64)
         dst = np.asarray(dst_rank, dtype=np.int64)
-        rows: list[list[int]] = []
-        memo: dict[tuple[int, int], list[int]] = {}
+        rows: list[tuple[list[int], list[float]]] = []
+        memo: dict[tuple[int, int], tuple[list[int], list[float]]] = {}
         for a, b in zip(src.tolist(), dst.tolist(), strict=True):
             hit = memo.get((a, b))
             if hit is None:
                 if self.same_card(a, b):
-                    s, (ga, gb, _l) = self.p2p_key(a, b)
-                    hit = self._resources(s, ga, gb)
+                    hit = self._loads(*self.p2p_key(a, b))
                 else:
-                    s, (g, n, _l) = self.tx_key(a)
-                    t, (n2, g2, _m) = self.rx_key(b)
-                    hit = self._resources(s, g, n) + self._resources(t, n2, g2)
+                    (ti, tc), (ri, rc) = self._loads(*self.tx_key(a)), self._loads(*self.rx_key(b))
+                    hit = (ti + ri, tc + rc)
                 memo[(a, b)] = hit
             rows.append(hit)
         for r in np.asarray(storage_ranks, dtype=np.int64).reshape(-1).tolist():
-            s, (ssd, g, _l) = self.gds_key(r)
-            rows.append(self._resources(s, ssd, g))
-        k = max((len(x) for x in rows), default=0)
-        out = np.full((len(rows), k), -1, dtype=np.int64)
-        for i, x in enumerate(rows):
-            out[i, : len(x)] = x
-        return out
+            rows.append(self._loads(*self.gds_key(r)))
+        return self._table(rows)
 
     # ------------------------------------------------------------------ description
 

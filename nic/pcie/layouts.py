@@ -14,9 +14,11 @@ Three presets (issue 5), each a builder returning a :class:`~podsim.nic.pcie.tre
 Common parameters: ``gpus`` per node, ``nics`` per node (default one per GPU) or
 ``gpus_per_nic``, ``ssds``, ``sockets``, link widths (``gpu_lanes``, ``nic_lanes``,
 ``ssd_lanes``, ``uplink_lanes``), ``link`` (overrides for every PCIe link: ``gen``, ``mps``,
-``header_bytes``, ``ecrc``, ``dllp_overhead``, ``latency_s``), and device specs ``switch``,
-``root``, ``inter_socket``, ``ssd`` (mappings of :mod:`nic.pcie.devices` fields; strings such as
-``"115ns"`` or ``"32GB/s"`` are parsed). With ``nics > gpus`` each GPU has ``nics/gpus`` NICs
+``header_bytes``, ``completion_header_bytes``, ``ecrc``, ``dllp_overhead``, ``latency_s``), and
+device specs ``switch``, ``root``, ``inter_socket``, ``ssd`` and ``nic_dma`` (every NIC's DMA
+reads: ``max_read_request_bytes``, ``read_tags``, ``completion_bytes``, ``read_latency_s``)
+(mappings of :mod:`nic.pcie.devices` fields; strings such as ``"115ns"``, ``"32GB/s"`` or
+``"4KiB"`` are parsed). With ``nics > gpus`` each GPU has ``nics/gpus`` NICs
 (the 1:2 case). Devices are named ``gpu{i}``, ``nic{i}``, ``ssd{i}``, ``sw{i}``, ``root{s}``.
 
 :func:`build_layout` accepts a preset name, ``{"preset": name, **params}`` or an explicit tree
@@ -32,7 +34,7 @@ from typing import Any
 
 import networkx as nx
 from podsim.fabric.registry import Registry
-from podsim.nic.pcie.devices import InterSocket, PcieSwitch, RootComplex, Ssd
+from podsim.nic.pcie.devices import InterSocket, NicDma, PcieSwitch, RootComplex, Ssd
 from podsim.nic.pcie.link import PcieLink
 from podsim.nic.pcie.tree import PcieTree
 
@@ -94,6 +96,7 @@ class _Builder:
         root: Mapping[str, Any] | None,
         inter_socket: Mapping[str, Any] | None,
         ssd: Mapping[str, Any] | None,
+        nic_dma: Mapping[str, Any] | None = None,
     ) -> None:
         self.sockets = _count(sockets, "sockets", 1)
         link = dict(link or {})
@@ -106,6 +109,7 @@ class _Builder:
         self.root = RootComplex.from_dict(root or {})
         self.inter_socket = InterSocket.from_dict(inter_socket or {})
         self.ssd = Ssd.from_dict(ssd or {})
+        self.nic_dma = NicDma.from_dict(nic_dma or {})
         self.g = nx.Graph(name=name, builder=name, params=params)
         for s in range(self.sockets):
             self.g.add_node(f"root{s}", role="root", socket=s, index=s, spec=self.root)
@@ -131,7 +135,14 @@ class _Builder:
         for i in range(gpus):
             self.device(f"gpu{i}", "gpu", i, sockets_of("gpu", i))
         for n, gs in enumerate(serves):
-            self.device(f"nic{n}", "nic", n, sockets_of("nic", n), serves=[f"gpu{i}" for i in gs])
+            self.device(
+                f"nic{n}",
+                "nic",
+                n,
+                sockets_of("nic", n),
+                serves=[f"gpu{i}" for i in gs],
+                spec=self.nic_dma,
+            )
 
     def add_ssds(
         self,
@@ -179,6 +190,7 @@ def external_switch(
     root: Mapping[str, Any] | None = None,
     inter_socket: Mapping[str, Any] | None = None,
     ssd: Mapping[str, Any] | None = None,
+    nic_dma: Mapping[str, Any] | None = None,
 ) -> PcieTree:
     """GPUs, NICs and SSDs under ``switches`` external PCIe switches, each with an x16 uplink.
 
@@ -198,7 +210,7 @@ def external_switch(
         raise ValueError(
             f"switches={n_sw} exceeds the {groups} GPU/NIC groups; a GPU and its NIC share a switch"
         )
-    b = _Builder("external-switch", params, sockets, link, switch, root, inter_socket, ssd)
+    b = _Builder("external-switch", params, sockets, link, switch, root, inter_socket, ssd, nic_dma)
     gpus_per_group, nics_per_group = gpus // groups, n_nics // groups
 
     def sw_of(role: str, i: int) -> int:
@@ -240,6 +252,7 @@ def on_card_switch(
     root: Mapping[str, Any] | None = None,
     inter_socket: Mapping[str, Any] | None = None,
     ssd: Mapping[str, Any] | None = None,
+    nic_dma: Mapping[str, Any] | None = None,
 ) -> PcieTree:
     """One switch on every NIC card (the brief's SmartNIC): the card's NIC ASIC (internal
     ``nic_lanes`` port), the GPUs it serves and its share of the SSDs hang off the card switch;
@@ -254,7 +267,7 @@ def on_card_switch(
         )
     _count(ssds, "ssds")
     sw_spec = {"on_card": True, **dict(switch or {})}
-    b = _Builder("on-card-switch", params, sockets, link, sw_spec, root, inter_socket, ssd)
+    b = _Builder("on-card-switch", params, sockets, link, sw_spec, root, inter_socket, ssd, nic_dma)
     for n in range(n_nics):
         sock = b.socket_of(n, n_nics)
         b.device(f"sw{n}", "switch", n, sock, spec=b.switch)
@@ -288,13 +301,14 @@ def root_complex(
     root: Mapping[str, Any] | None = None,
     inter_socket: Mapping[str, Any] | None = None,
     ssd: Mapping[str, Any] | None = None,
+    nic_dma: Mapping[str, Any] | None = None,
 ) -> PcieTree:
     """Every GPU, NIC and SSD on its own CPU root port; devices spread evenly over sockets in
     index order, so a GPU and its NIC share a socket when the counts divide evenly."""
     params = dict(locals())
     n_nics, serves = _gpu_nic_map(gpus, nics, gpus_per_nic)
     _count(ssds, "ssds")
-    b = _Builder("root-complex", params, sockets, link, None, root, inter_socket, ssd)
+    b = _Builder("root-complex", params, sockets, link, None, root, inter_socket, ssd, nic_dma)
     counts = {"gpu": gpus, "nic": n_nics}
     b.add_gpus_nics(gpus, serves, lambda role, i: b.socket_of(i, counts[role]))
     for i in range(gpus):

@@ -310,9 +310,12 @@ class FlowCluster:
                 [f"pcie:{x}" for x in pc.constraint_names], pc.constraint_capacity_bps, "pcie"
             )
             self.pcie_base = int(ids[0]) if ids.size else p.n_constraints
-            tx, rx = pc.rank_resources()
+            tx, tx_coef, rx, rx_coef = pc.rank_loads()
             self.pcie_tx = self._pcie_ids(tx)
             self.pcie_rx = self._pcie_ids(rx)
+            # a transmit is the NIC reading GPU memory: completions, requests, tags
+            self.pcie_tx_coef = tx_coef
+            self.pcie_rx_coef = rx_coef
             self.pcie_tx_lat = np.asarray(pc.tx_latency_s, dtype=float)
             self.pcie_rx_lat = np.asarray(pc.rx_latency_s, dtype=float)
         # the SMs' copy path (workload.moe.deepep.copy_rate): one constraint per rank that
@@ -368,7 +371,7 @@ class FlowCluster:
         from its nearest SSD (needs ``cluster.layout``)."""
         assert self.pcie is not None
         ranks = np.asarray(ranks, dtype=np.int64)
-        idx = self._pcie_ids(self.pcie.flow_resources([], [], storage_ranks=ranks))
+        idx = self._pcie_ids(self.pcie.flow_loads([], [], storage_ranks=ranks)[0])
         lat = np.array([self.pcie.gds_latency(int(r)) for r in ranks.tolist()], dtype=float)
         return idx, lat
 
@@ -413,8 +416,8 @@ class FlowCluster:
         if pc is not None and same_card.any():
             # GPU -> GPU through the node's PCIe tree
             rows = np.flatnonzero(same_card)
-            idx = self._pcie_ids(pc.flow_resources(src[rows], dst[rows]))
-            parts.append((rows, idx, (idx >= 0).astype(float)))
+            idx, coef = pc.flow_loads(src[rows], dst[rows])
+            parts.append((rows, self._pcie_ids(idx), coef))
             pairs = zip(src[rows].tolist(), dst[rows].tolist(), strict=True)
             lat[rows] = [pc.p2p_latency(a, b) for a, b in pairs]
         if rd.any():
@@ -486,8 +489,9 @@ class FlowCluster:
             if pc is not None:
                 # GPUDirect RDMA: the sender's GPU -> NIC and the receiver's NIC -> GPU paths
                 gdr = np.concatenate([self.pcie_tx[s], self.pcie_rx[d]], axis=1)
+                coef = np.concatenate([self.pcie_tx_coef[s], self.pcie_rx_coef[d]], axis=1)
                 idx = np.concatenate([idx, gdr], axis=1)
-                frac = np.concatenate([frac, (gdr >= 0).astype(float)], axis=1)
+                frac = np.concatenate([frac, coef], axis=1)
             first = p.link_rate[self.paths._lookup(src_port[rows], p.leaf_of[src_port[rows]])]
             sf = r_sw * 8.0 * (np.minimum(b[rows], self.mtu) + self.overhead) / first
             lat[rows] = r_lat + (sf if p.store_and_forward else 0.0)

@@ -123,6 +123,18 @@ def test_multipath_fractions_closed_form():
     assert np.allclose(res.link_load, c)
 
 
+def test_coefficients_above_one_closed_form():
+    # a PCIe read's tag resource: a flow loads a constraint by more than its rate. Flow 0 loads
+    # link 0 twice per unit, flow 1 once: 2r + r = 9 -> r = 3 each (link 1, cap 4, is slack).
+    a = np.array([[2.0, 1.0], [0.0, 1.0]])
+    res = maxmin_rates(a, np.array([9.0, 4.0]))
+    assert np.allclose(res.rates, [3.0, 3.0])
+    assert res.bottleneck.tolist() == [0, 0]
+    # a lone flow with coefficient 0.25 gets four times the capacity
+    res = maxmin_rates(np.array([[0.25]]), np.array([10.0]))
+    assert np.allclose(res.rates, [40.0]) and np.allclose(res.link_load, [10.0])
+
+
 def test_infinite_capacity_and_zero_capacity():
     a = np.array([[1.0, 1.0], [0.0, 1.0]])
     res = maxmin_rates(a, np.array([np.inf, 0.0]))

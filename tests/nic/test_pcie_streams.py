@@ -34,6 +34,16 @@ def link_rate(lanes: int, mps: int = 256, header: int = 24) -> float:
     return lanes * 32e9 * 128 / 130 * mps / (mps + header)
 
 
+def read_rate(lanes: int, completion: int = 256) -> float:
+    """Gen5 payload rate of DMA-read completions (3-DW header, 20 B on the wire)."""
+    return lanes * 32e9 * 128 / 130 * completion / (completion + 20)
+
+
+#: Capacity (write-payload units) a read's requests take in the reverse direction per payload
+#: bit: one 24 B Memory Read TLP per 512 B (the default MRRS), over a 256 B write's 280 B.
+REQ = 24 / 512 * 256 / 280
+
+
 @pytest.mark.parametrize("lanes", [4, 8, 16])
 @pytest.mark.parametrize("payload", [1024, 4096])
 @pytest.mark.parametrize("layout", [on_card_switch, external_switch])
@@ -82,7 +92,8 @@ def test_two_gpus_sharing_an_x16_uplink_to_a_400g_nic_get_half_each(direction):
 def test_two_gpus_sharing_an_x8_nic_link_split_the_link():
     tree = external_switch(gpus=2, gpus_per_nic=2, nic_lanes=8)
     res = solve_streams(tree, gpudirect_streams(tree, rx_bps=None), nic_tx_bps=goodput(4096))
-    assert res.rate_bps == pytest.approx([link_rate(8) / 2] * 2, rel=1e-12)
+    # transmit is the NIC reading: the x8 link carries completions (256 B + 20 B each)
+    assert res.rate_bps == pytest.approx([read_rate(8) / 2] * 2, rel=1e-12)
     assert set(res.bottleneck) == {"sw0->nic0"}
 
 
@@ -237,16 +248,17 @@ def test_nic_dma_caps_for_the_nic_engine():
     shared = external_switch(gpus=4, gpus_per_nic=2)
     caps = nic_dma_caps(shared)
     assert set(caps) == {"nic0", "nic1"}
-    for nic in caps:  # two GPUs at full load saturate the NIC's x16 link in each direction
-        assert caps[nic] == {"tx": pytest.approx(link_rate(16)), "rx": pytest.approx(link_rate(16))}
+    # two GPUs at full load both ways: the NIC -> switch direction carries the receive writes
+    # and the transmit reads' requests, rx + REQ x tx = C; max-min gives both the same level
+    both = link_rate(16) / (1 + REQ)
+    for nic in caps:
+        assert caps[nic] == {"tx": pytest.approx(both), "rx": pytest.approx(both)}
     card = on_card_switch(gpus=2, nics=2, ssds=2)
     with_ssd = nic_dma_caps(card, extra=[Stream("ssd0", "gpu0", label="gds")])
-    assert with_ssd["nic0"]["rx"] == pytest.approx(link_rate(16) - 14 * GB)  # shares sw0->gpu0
-    assert with_ssd["nic0"]["tx"] == pytest.approx(link_rate(16))
-    assert with_ssd["nic1"] == {
-        "tx": pytest.approx(link_rate(16)),
-        "rx": pytest.approx(link_rate(16)),
-    }
+    # sw0 -> gpu0 carries the SSD's 14 GB/s, the receive writes and the read requests
+    shared = (link_rate(16) - 14 * GB) / (1 + REQ)
+    assert with_ssd["nic0"] == {"tx": pytest.approx(shared), "rx": pytest.approx(shared)}
+    assert with_ssd["nic1"] == {"tx": pytest.approx(both), "rx": pytest.approx(both)}
     capped = nic_dma_caps(card, nic_bps=goodput(4096))
     assert capped["nic1"]["tx"] == pytest.approx(goodput(4096))
 

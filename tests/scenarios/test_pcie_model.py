@@ -23,6 +23,11 @@ def link_rate(lanes: int) -> float:
     return lanes * 32e9 * 128 / 130 * 256 / (256 + 24)
 
 
+def read_rate(lanes: int) -> float:
+    """A GPUDirect transmit is the NIC reading: 256 B completions with a 20 B (3-DW) header."""
+    return lanes * 32e9 * 128 / 130 * 256 / (256 + 20)
+
+
 def cluster(topology: dict, layout: str | None, ranks: int, layout_params: dict | None = None,
             storage: dict | None = None):  # fmt: skip
     workload: dict = {"synthetic": {"pattern": "uniform", "ranks": ranks, "size": "64KiB"}}
@@ -48,8 +53,8 @@ def test_coupling_nic_cap_is_pcie_share_or_none_when_the_nic_binds():
     nc = NodeCoupling(tree, GOODPUT)
     both = {("gpu0", "nic0", "tx"): 1.0, ("gpu1", "nic0", "tx"): 1.0}
     res = nc.rates(both)
-    assert res.nic_cap("nic0", "tx") == pytest.approx(link_rate(8))
-    assert res.rate_bps[("gpu0", "nic0", "tx")] == pytest.approx(link_rate(8) / 2)
+    assert res.nic_cap("nic0", "tx") == pytest.approx(read_rate(8))
+    assert res.rate_bps[("gpu0", "nic0", "tx")] == pytest.approx(read_rate(8) / 2)
     assert res.nic_cap("nic0", "rx") is None  # nothing received
     wide = NodeCoupling(on_card_switch(gpus=2, nics=1), GOODPUT).rates(both)
     assert wide.nic_cap("nic0", "tx") is None  # x16 > 400G: the NIC's own port binds
@@ -156,7 +161,9 @@ def test_flow_caps_two_gpus_share_their_nic_card():
     cl = cluster(RAIL, "on-card-switch", 8, {"nic_lanes": 8})
     # ranks 0 and 1 share card 0 and send to server 1; rank 2 alone on card 1
     caps, stor = cl.pcie.flow_caps([0, 1, 2], [4, 6, 5])
-    assert caps[:2] == pytest.approx([link_rate(8) / 2] * 2)
+    # ranks 0 and 1 read over card 0's x8 link (completions: read_rate); rank 0's receiver
+    # (rank 4) shares card 2's x8 link (writes: link_rate) with rank 5's receive stream
+    assert caps[:2] == pytest.approx([link_rate(8) / 2, read_rate(8) / 2])
     # rank 2's stream has card 1 to itself, but its receiver (rank 5) shares card 2's x8 link
     # with rank 4's receive stream
     assert caps[2] == pytest.approx(link_rate(8) / 2)
@@ -181,18 +188,18 @@ def test_flow_resources_joint_solve_matches_closed_form():
     cl = cluster(RAIL, "on-card-switch", 8, {"nic_lanes": 8, "ssds": 2})
     p = cl.pcie
     src, dst = np.array([0, 1, 0]), np.array([4, 6, 1])
-    idx = p.flow_resources(src, dst, storage_ranks=[4])
+    idx, coef = p.flow_loads(src, dst, storage_ranks=[4])
     names, cap = p.constraint_names, p.constraint_capacity_bps
     assert idx.shape[0] == 4 and idx.max() < len(names)
     rows, cols = np.nonzero(idx >= 0)
     a = np.zeros((len(names), 4))
-    a[idx[rows, cols], rows] = 1.0
+    a[idx[rows, cols], rows] = coef[rows, cols]
     res = maxmin_rates(a, cap)
     used = {names[i] for i in idx[0] if i >= 0}
     assert "s0:gpu0->sw0" in used and "s1:sw0->gpu0" in used  # both ends' trees
     # flows 0 and 1 share card 0's x8 switch -> NIC link; the P2P copy stays off it
-    assert res.rates[0] == pytest.approx(link_rate(8) / 2)
-    assert res.rates[1] == pytest.approx(link_rate(8) / 2)
+    assert res.rates[0] == pytest.approx(read_rate(8) / 2)
+    assert res.rates[1] == pytest.approx(read_rate(8) / 2)
     # rank 4's GPU link carries flow 0's NIC writes (x8-bound) and the SSD read (media-bound)
     assert res.rates[3] == pytest.approx(Ssd().read_bps)
     assert math.isfinite(res.rates[2]) and res.rates[2] > link_rate(8)
