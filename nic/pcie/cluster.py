@@ -385,8 +385,8 @@ class ClusterPcie:
                     hit = (ti + ri, tc + rc)
                 memo[(a, b)] = hit
             rows.append(hit)
-        for r in np.asarray(storage_ranks, dtype=np.int64).reshape(-1).tolist():
-            rows.append(self._loads(*self.gds_key(r)))
+        stor = np.asarray(storage_ranks, dtype=np.int64).reshape(-1).tolist()
+        rows.extend(self._loads(*self.gds_key(r)) for r in stor)
         return self._table(rows)
 
     # ------------------------------------------------------------------ description
