@@ -12,7 +12,10 @@ docs/physics.md (written out here, not read from the model):
   data packets), times the flow engine's efficiency of a shared fabric queue for DCQCN
   (fabric/flow/cc.py, measured by benchmarks/calibrate_cc.py);
 - PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63.0 GB/s raw per direction, writes of MPS 256
-  with a 24 B TLP header carry 256/280 of it: 57.6 GB/s ("PCIe 5.0");
+  with a 24 B TLP header carry 256/280 of it: 57.6 GB/s ("PCIe 5.0"); a NIC transmits by
+  reading GPU memory, and its read requests (24 B per 512 B, the default Max_Read_Request_Size)
+  travel NIC -> GPU beside its receive writes, q = 24/512 x 256/280 of a write's cost per
+  byte read ("PCIe reads");
 - a Gen5 NVMe read: 14 GB/s ("PCIe 5.0", Micron 9550 class);
 - the root complex's peer-to-peer forwarding per root port: 32 GB/s, an estimate [E]
   (nic/pcie/devices.py), the limit of GPU <-> NIC traffic with no PCIe switch.
@@ -20,7 +23,8 @@ docs/physics.md (written out here, not read from the model):
 Where each layout binds: with a switch (external board or on the NIC card) GPU and NIC share it,
 the NIC's x16 link (57.6 GB/s) is wider than 400G (49 GB/s) and nothing on PCIe binds, unless a
 GPU has a whole NIC to itself and reads from its SSD at the same time: the switch -> GPU x16 link
-then carries 14 GB/s of reads plus the NIC's writes, which get 57.6 - 14 = 43.6 GB/s. With two
+then carries 14 GB/s of SSD reads, the NIC's writes and the NIC's read requests for what the GPU
+sends (as much as it receives in a uniform all-to-all): rx (1 + q) = 57.6 - 14, 41.8 GB/s. With two
 GPUs per NIC the same reads fit (each GPU takes half the NIC's 49 GB/s). With no switch
 (root-complex) all the NIC's receive crosses the CPU: 32 GB/s, whatever else runs. The on-card
 switch's wider host link (x32 against x16) is crossed by none of this traffic, so on-card and
@@ -38,6 +42,7 @@ from podsim.scenarios.runner import run
 GB = 1e9
 NET = 400e9 / 8 * 4096 / (4096 + 82 + 86) * cc_efficiency("dcqcn")  # payload B/s, fabric
 X16 = 32e9 * 16 * 128 / 130 / 8 * 256 / (256 + 24)  # Gen5 x16 write payload, B/s
+REQ = 24 / 512 * 256 / 280  # read requests per byte read, in write-payload units
 SSD = 14 * GB
 ROOT_P2P = 32 * GB
 MSG = 4 << 20
@@ -65,7 +70,9 @@ def nic_rx_rate(layout: str, gpus_per_nic: int, reads: bool) -> float:
     """Closed form: payload rate into one NIC card's GPUs (module docstring)."""
     if layout == "root-complex":
         return min(NET, ROOT_P2P)
-    per_gpu_link = X16 - SSD if reads else X16  # what the switch -> GPU link leaves the NIC
+    # what the switch -> GPU link leaves the NIC: with SSD reads it saturates, and the GPU's
+    # receive writes share it with the read requests of its transmit (the same rate)
+    per_gpu_link = (X16 - SSD) / (1 + REQ) if reads else X16
     return min(NET, X16, gpus_per_nic * per_gpu_link)
 
 
