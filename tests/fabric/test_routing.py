@@ -3,9 +3,13 @@ link failure and recovery."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
+from collections import Counter
 
 import networkx as nx
+import numpy as np
 import pytest
 from podsim.fabric.routing import RoutingError
 from podsim.fabric.topology import fat_tree, leaf_spine
@@ -196,3 +200,62 @@ def test_first_path_is_empty_across_a_partition():
     assert net.first_path("nic0.p0", "nic1.p0") == path
     net.set_link_state("leaf0", "spine0", up=False)
     assert net.first_path("nic0.p0", "nic1.p0") == [] == net.paths("nic0.p0", "nic1.p0")
+
+
+def _permutation_link_loads(net, routes_of, trials: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Per random permutation of the hosts: the most flows on one switch-to-switch link and how
+    many such links carry 3 or more flows, each flow routed by ``routes_of(src, dst, flow)``."""
+    rng = random.Random(seed)
+    eps = net.endpoints
+    worst, crowded = [], []
+    flow = 1
+    for _ in range(trials):
+        dst = list(range(len(eps)))
+        rng.shuffle(dst)
+        links: Counter = Counter()
+        for s, d in enumerate(dst):
+            if s != d:
+                p = routes_of(eps[s], eps[d], flow)
+                flow += 1
+                links.update(itertools.pairwise(p[1:-1]))  # between switches only
+        worst.append(max(links.values()))
+        crowded.append(sum(n >= 3 for n in links.values()))
+    return np.asarray(worst, float), np.asarray(crowded, float)
+
+
+def _differ(a: np.ndarray, b: np.ndarray, z: float = 5.0) -> bool:
+    """Whether two samples' means differ by more than z standard errors of the difference."""
+    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return abs(a.mean() - b.mean()) > z * se
+
+
+def test_per_hop_ecmp_collides_flows_as_uniform_path_choice_does():
+    """The switches hash (flow, EV) with their own key at every hop, as htsim's FatTreeSwitch
+    does (getNextHop: freeBSDHash(flow, path id, per-switch random salt) mod n). On a fat-tree
+    independent uniform choices at each upward hop pick each minimal path with equal chance, so
+    a permutation's collisions (flows sharing a link) are those of a uniform random path per
+    connection: validate_htsim's one-path rows compare like with like. 200 permutations of a
+    k = 8 fat-tree (128 hosts): the worst link's flows and the links with >= 3 flows agree with
+    uniform path choice within 5 standard errors, and one key shared by every switch (tiers
+    polarised: a flow takes the same uplink index at leaf and spine, 4 of 16 cores) does not."""
+    _env, net, _ = build(fat_tree(k=8), seed=3)
+    rng = random.Random(11)
+    paths: dict[tuple[str, str], list[list[str]]] = {}
+
+    def uniform(a: str, b: str, _flow: int) -> list[str]:
+        if (a, b) not in paths:
+            paths[a, b] = net.paths(a, b)
+        return rng.choice(paths[a, b])
+
+    def hashed(a: str, b: str, flow: int) -> list[str]:
+        return net.route(a, b, flow, 0)
+
+    hw, hc = _permutation_link_loads(net, hashed, 200, seed=5)
+    uw, uc = _permutation_link_loads(net, uniform, 200, seed=5)
+    assert not _differ(hw, uw), (hw.mean(), uw.mean())
+    assert not _differ(hc, uc), (hc.mean(), uc.mean())
+    assert 4 < hw.mean() < 5 and 20 < hc.mean() < 30  # the statistic is not degenerate
+    for sw in net.switches.values():  # the negative control
+        sw._salt = 12345
+    pw, pc = _permutation_link_loads(net, hashed, 200, seed=5)
+    assert _differ(pw, uw) and _differ(pc, uc), (pw.mean(), pc.mean())
