@@ -314,9 +314,15 @@ def run_podsim(row: Row, seed: int) -> tuple[Side, str]:
     cpu = time.process_time() - c0
     s = out.summary(cluster.num_ranks)
     m = out.messages
+    # htsim prints "finished at" when the sender's cumulative ACK covers the flow (uec.cpp
+    # UecSrc::checkFinished, roce.cpp RoceSrc::processAck), so podsim's side is the sender's
+    # too: qps.acked_s, one ACK's trip after messages.end_s (the receiver holding the last byte)
+    done = out.qps["acked_s"].to_numpy(float)
+    post = m.groupby(["src_rank", "dst_rank"])["post_s"].min()
+    post = post.loc[list(zip(out.qps["src_rank"], out.qps["dst_rank"], strict=True))].to_numpy()
     side = Side(
-        makespan_s=float(m["end_s"].max()),
-        mean_fct_s=float(m["fct_s"].mean()),
+        makespan_s=float(done.max()),
+        mean_fct_s=float((done - post).mean()),
         flows=len(m),
         drops=int(s["counters"]["drops"]),
         retx=int(s["counters"]["retransmitted_packets"]),
@@ -345,6 +351,7 @@ def htsim_command(row: Row, binary: Path, cm: Path, seed: int) -> list[str]:
 
 
 FINISH = re.compile(r"finished at ([0-9.eE+-]+)")
+REPS_EXIT = "REPS currently requires trimming"
 START_FINISH = re.compile(r"start ([0-9.eE+-]+) .*finished at ([0-9.eE+-]+)")
 
 
@@ -365,6 +372,11 @@ def run_htsim(row: Row, bindir: Path, cm_text: str, seed: int, keep: Path | None
             keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(cm, keep / cm.name)
             (keep / f"{row.name}-seed{seed}.log").write_text(" ".join(cmd) + "\n" + log)
+    if p.returncode != 0 and REPS_EXIT in log:
+        # uec_mp.cpp UecMpReps::processEv: a retransmission timeout without trimming ends the
+        # run (REPS's freezing mode is implemented only with trimming); the timeout follows tail
+        # drops where one-path flows overfill a per-port queue. No completion time exists.
+        return Side(flows=len(FINISH.findall(log)), extra={"exited": REPS_EXIT})
     if p.returncode != 0:
         tail = "\n".join(log.splitlines()[-5:])
         raise SystemExit(f"{row.binary} failed (exit {p.returncode}):\n{tail}")
@@ -383,6 +395,24 @@ def run_htsim(row: Row, bindir: Path, cm_text: str, seed: int, keep: Path | None
 # ---------------------------------------------------------------- the table
 def rel(a: float, b: float) -> float:
     return (a - b) / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the finite values (a run htsim ended early has none); the
+    error is NaN below two values."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan
+    se = float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
+    return float(x.mean()), se
+
+
+def rel_se(a: float, a_se: float, b: float, b_se: float) -> float:
+    """Standard error of ``rel(a, b)`` for independent means (first order): the two
+    simulators' seeds draw their paths independently."""
+    if not (b and math.isfinite(a_se) and math.isfinite(b_se)):
+        return math.nan
+    return (a / b) * math.sqrt((a_se / a) ** 2 + (b_se / b) ** 2)
 
 
 def main() -> None:
@@ -411,26 +441,33 @@ def main() -> None:
             h = hs[-1] if hs else None
             line = f"  {row.name} seed {seed}: podsim {p.makespan_s * 1e6:.2f} us"
             line += f" ({p.cpu_s:.1f} s CPU)"
-            if h is not None:
+            if h is not None and "exited" in h.extra:
+                line += f", htsim exited ({h.extra['exited']}; {h.flows} flows had finished)"
+            elif h is not None:
                 line += f", htsim {h.makespan_s * 1e6:.2f} us ({h.cpu_s:.1f} s CPU)"
             print(line, flush=True)
-        pm = float(np.mean([p.makespan_s for p in ps]))
-        hm = float(np.mean([h.makespan_s for h in hs])) if hs else math.nan
-        pf = float(np.mean([p.mean_fct_s for p in ps]))
-        hf = float(np.mean([h.mean_fct_s for h in hs])) if hs else math.nan
+        pm, pm_se = mean_se([p.makespan_s for p in ps])
+        hm, hm_se = mean_se([h.makespan_s for h in hs])
+        pf, pf_se = mean_se([p.mean_fct_s for p in ps])
+        hf, hf_se = mean_se([h.mean_fct_s for h in hs])
         table.append(
             {
                 "row": row.name,
                 "seeds": len(ps),
                 "flows": ps[0].flows,
                 "podsim makespan us": pm * 1e6,
+                "podsim SE": pm_se * 1e6,
                 "htsim makespan us": hm * 1e6,
+                "htsim SE": hm_se * 1e6,
                 "makespan error %": 100 * rel(pm, hm),
+                "error SE %": 100 * rel_se(pm, pm_se, hm, hm_se),
                 "podsim mean FCT us": pf * 1e6,
                 "htsim mean FCT us": hf * 1e6,
                 "FCT error %": 100 * rel(pf, hf),
+                "FCT error SE %": 100 * rel_se(pf, pf_se, hf, hf_se),
                 "podsim drops/retx": f"{sum(p.drops for p in ps)}/{sum(p.retx for p in ps)}",
                 "htsim retx": sum(h.retx for h in hs) if hs else "-",
+                "htsim exited": sum("exited" in h.extra for h in hs) if hs else "-",
                 "podsim CPU s": sum(p.cpu_s for p in ps),
                 "htsim CPU s": sum(h.cpu_s for h in hs) if hs else math.nan,
             }

@@ -328,7 +328,9 @@ class NicTransport(_Transport):
         out = out.merge(per, left_on="qp", right_index=True, how="left")
         active = (out["t1"] - out["t0"]).where(lambda x: x > 0)
         out["mean_rate_bps"] = 8.0 * out["bytes"] / active
-        return out.drop(columns=["t0", "t1"])
+        # when the sender saw the QP's last message acknowledged (messages.end_s is when the
+        # receiver held it): what a sender-side completion time such as htsim's is compared with
+        return out.drop(columns=["t0"]).rename(columns={"t1": "acked_s"})
 
 
 class HostTransport(_Transport):

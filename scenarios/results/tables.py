@@ -31,7 +31,9 @@ from the start of the run, sizes in bytes, rates in bit/s):
 ``qps`` - one row per queue pair (sender NIC port -> receiver NIC port)
     qp, src_rank, dst_rank, src_port, dst_port, messages, bytes, packets, retx_packets,
     timeouts, nacks, cnps, paths_used, mean_rate_bps. Engines without a transport leave the
-    counters at zero.
+    counters at zero. The packet engine's SmartNIC adds selector, mode, srtt_s and acked_s
+    (when the sender saw the QP's last message acknowledged, s: one ACK's trip after the
+    messages table's end_s, which is when the receiver held the last byte).
 ``queues`` - queue depth samples, long format
     time_s, port ("u->v"), depth_bytes. Sampled every ``sim.sample_interval``.
 ``links_by_phase`` - one row per (link direction, phase) (:mod:`scenarios.results.phase_links`)
