@@ -10,7 +10,8 @@ reference read for this script is github.com/ultraethernet/uet-htsim at commit 4
 (``htsim/sim/datacenter/main_uec.cpp``, ``main_roce.cpp``).
 
 The scenario family is the one htsim's fat-tree generator builds: a 3-tier k=8 fat-tree of 128
-hosts at 400 Gb/s, 1 us on every link (podsim: 200 m of fibre at 5 ns/m), no switching latency,
+hosts at 400 Gb/s, 1 us on every link (podsim: fibre at 5 ns/m plus the 400GbE FEC latency,
+about 180 m + 101 ns), no switching latency,
 4 KiB payload per packet. The traffic is generated once per seed by podsim's own pattern
 functions (``workloads.synthetic``) and written to htsim's connection-matrix format, so both
 simulators carry exactly the same flows between the same hosts (podsim's host ``nicN`` is
@@ -86,6 +87,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
 from podsim.scenarios.build.cluster import assign_hops, build_cluster
 from podsim.scenarios.engines import ENGINES, RunContext
 from podsim.scenarios.input.loader import load_scenario
@@ -93,6 +95,7 @@ from podsim.scenarios.report.markdown import frame_to_markdown
 from podsim.workloads import synthetic
 
 K = 8  # fat-tree radix: 128 hosts, 3 tiers
+PHY = "400GbE"  # the fat-tree builder's host_phy and fabric_phy defaults
 HOSTS = K**3 // 4
 LINK_BPS = 400e9
 HOP_S = 1e-6  # htsim's -hop_latency default: 1 us per link
@@ -105,6 +108,10 @@ A2A_PAIR_BYTES = 32 << 10  # 127 x 32 KiB per host: about the permutation's 4 Mi
 ROCE_PFC_HIGH_PKTS = 15  # main_roce.cpp: high_pfc = 15 packets
 ROCE_PFC_LOW_PKTS = 12  # main_roce.cpp: low_pfc = 12 packets
 NONTRIM_QUEUE_BDP = 5  # main_uec.cpp DEFAULT_NONTRIMMING_QUEUESIZE_FACTOR
+# perm-single's queues (htsim -q): room for the deepest queue podsim's shared buffer held on
+# seeds 1-40 (1052 packets) [E], so that neither side drops and htsim's REPS, which ends the
+# run on a timeout without trimming, finishes every seed (docstring)
+ONE_PATH_QUEUE_BDP = 10
 EVS = 64  # main_uec.cpp: path_entropy_size = 64
 NO_REORDER_LOSS = 1e6  # smoothed RTTs: podsim's SR never declares a gap lost before the RTO
 AR_FIRST_LEVEL = 0.05  # queue.cpp quantized_queuesize: level 0 below 5 % of maxsize
@@ -124,6 +131,7 @@ class Row:
     adaptive: bool = False  # switches route adaptively
     hashed: bool = False  # one path per flow: the result depends on the hash; average seeds
     one_ev: bool = False  # htsim's source has one entropy value: NSCC cannot move the flow
+    queue_bdp: int = NONTRIM_QUEUE_BDP  # each switch queue, in BDPs (htsim -q in packets)
     notes: str = ""
 
 
@@ -134,7 +142,8 @@ ROWS = (
         {"model": "uec", "multipath": {"selector": "spray"}}),
     Row("perm-single", "permutation", "htsim_uec",
         ("-load_balancing_algo", "reps", "-paths", "1"),
-        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True, one_ev=True),
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True, one_ev=True,
+        queue_bdp=ONE_PATH_QUEUE_BDP),
     Row("perm-roce-pfc", "permutation", "htsim_roce", ("-strat", "ecmp_host", "-paths", "1"),
         {"model": "roce", "cc": {"name": "none"}}, roce=True, hashed=True),
     Row("perm-switch-ar", "permutation", "htsim_uec", ("-strat", "ecmp_ar"),
@@ -157,15 +166,24 @@ def bdp_packets() -> int:
     return math.ceil(network_rtt_s() * LINK_BPS / 8 / (MSS + UEC_HDR))
 
 
-def queue_bytes() -> int:
-    """Each switch queue of htsim's UEC fat-tree without trimming: 5 x BDP packets."""
-    return NONTRIM_QUEUE_BDP * bdp_packets() * (MSS + UEC_HDR)
+def cable_m() -> float:
+    """Fibre per link such that podsim's link latency is htsim's ``-hop_latency`` (1 us, all
+    of a link's delay in htsim): podsim adds the PHY's FEC latency (one RS(544,514) codeword
+    plus the decoder pipeline, about 101 ns at 400GbE) to the fibre's 5 ns/m, so the fibre is
+    that much shorter (about 180 m)."""
+    return (HOP_S - get_phy(PHY).fec_latency_s) / PROPAGATION_S_PER_M
 
 
-def uec_min_rto_s() -> float:
+def queue_bytes(bdps: int = NONTRIM_QUEUE_BDP) -> int:
+    """Each switch queue of htsim's UEC fat-tree without trimming: 5 x BDP packets by default
+    (``-q`` sets another number of packets)."""
+    return bdps * bdp_packets() * (MSS + UEC_HDR)
+
+
+def uec_min_rto_s(bdps: int = NONTRIM_QUEUE_BDP) -> float:
     """htsim's UEC retransmission timeout (main_uec.cpp: 15 us plus draining a full queue at
     each of 6 hops, ``_min_rto = 15 us + queuesize x 6 x 8 / linkspeed``)."""
-    return 15e-6 + queue_bytes() * DIAMETER_HOPS * 8 / LINK_BPS
+    return 15e-6 + queue_bytes(bdps) * DIAMETER_HOPS * 8 / LINK_BPS
 
 
 def ar_band_bytes() -> int:
@@ -175,14 +193,14 @@ def ar_band_bytes() -> int:
     return math.ceil(AR_FIRST_LEVEL * queue_bytes())
 
 
-def uec_switch() -> dict[str, Any]:
+def uec_switch(bdps: int = NONTRIM_QUEUE_BDP) -> dict[str, Any]:
     """Queue and ECN settings of htsim's UEC fat-tree without trimming, as podsim keys."""
     pkt = MSS + UEC_HDR
     bdp = bdp_packets()
     return {
         "latency": "0ns",
         "buffer": None,  # per-port buffer x ports, shared (htsim: fixed per port)
-        "buffer_per_port": f"{queue_bytes()}B",
+        "buffer_per_port": f"{queue_bytes(bdps)}B",
         "ecn": {
             "enabled": True,
             "kmin": f"{math.ceil(0.2 * bdp) * pkt}B",
@@ -253,7 +271,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
         nic["ack_coalesce"] = UEC_ACK_EVERY
         # loss only by timeout, as htsim's UEC source without trimming and without SLEEK:
         # its RTO, and a reordering window no gap outlives
-        nic["rto"] = f"{uec_min_rto_s() * 1e9:.0f}ns"
+        nic["rto"] = f"{uec_min_rto_s(row.queue_bdp) * 1e9:.0f}ns"
         nic["reorder_window"] = NO_REORDER_LOSS
         cc: dict[str, Any] = {"network_rtt_s": network_rtt_s()}
         if row.one_ev:
@@ -261,7 +279,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
             # mark below target has no other path to move to; podsim's NSCC would re-hash
             cc["path_change_on_ecn"] = False
         nic["cc"] = {"name": "nscc", "params": cc}
-    cable = f"{HOP_S / 5e-9:g}m"  # 5 ns/m (docs/physics.md)
+    cable = f"{cable_m():.6g}m"
     return {
         "name": f"htsim-{row.name}",
         "seed": seed,
@@ -278,7 +296,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
             },
             "nic": nic,
             "switch": {
-                **(roce_switch() if row.roce else uec_switch()),
+                **(roce_switch() if row.roce else uec_switch(row.queue_bdp)),
                 "adaptive_routing": row.adaptive,
                 **({"adaptive_routing_quantum": f"{ar_band_bytes()}B"} if row.adaptive else {}),
             },
@@ -346,8 +364,9 @@ def htsim_command(row: Row, binary: Path, cm: Path, seed: int) -> list[str]:
         return [str(binary), *common, "-mtu", str(MSS), *row.htsim_args]
     # -mtu counts the header (main_uec.cpp: _mss = _mtu - _hdr_size; its default 4150 would
     # leave 4086 B of payload)
+    queue = [] if row.queue_bdp == NONTRIM_QUEUE_BDP else ["-q", str(row.queue_bdp * bdp_packets())]
     return [str(binary), *common, "-mtu", str(MSS + UEC_HDR), "-sender_cc_only",
-            "-sender_cc_algo", "nscc", "-disable_trim", *row.htsim_args]  # fmt: skip
+            "-sender_cc_algo", "nscc", "-disable_trim", *queue, *row.htsim_args]  # fmt: skip
 
 
 FINISH = re.compile(r"finished at ([0-9.eE+-]+)")

@@ -113,3 +113,37 @@ def test_relative_error_se_combines_both_means(vh) -> None:
     assert vh.rel_se(100.0, 3.0, 100.0, 4.0) == pytest.approx(0.05)
     m1, se1 = vh.mean_se([1.0])
     assert m1 == 1.0 and se1 != se1  # one value: no standard error
+
+
+def test_every_link_takes_htsims_hop_latency(vh) -> None:
+    """htsim's -hop_latency (1 us) is all of a link's delay; podsim's link is fibre at 5 ns/m
+    plus its PHY's FEC latency, so each link's fibre is shortened by that: the two add up to
+    1 us on every link of every row (with 200 m of fibre each hop was 101 ns longer, 1.2 us on
+    a cross-pod flow's data and ACK)."""
+    from podsim.fabric.phy import PROPAGATION_S_PER_M, get_phy
+    from podsim.scenarios.build.cluster import build_cluster
+
+    for row in (vh.ROWS[0], next(r for r in vh.ROWS if r.roce)):
+        g = build_cluster(vh.podsim_scenario(row, seed=1), vh.HOSTS).graph
+        for _u, _v, d in g.edges(data=True):
+            delay = d["length_m"] * PROPAGATION_S_PER_M + get_phy(d["phy"]).fec_latency_s
+            assert delay == pytest.approx(1e-6, rel=1e-6), d
+
+
+def test_one_path_row_gives_both_sides_the_same_larger_queues(vh) -> None:
+    """perm-single runs htsim with -q (packets) and podsim with the same per-port buffer and
+    the RTO htsim derives from it; the other UEC rows keep htsim's default 5 x BDP (no -q)."""
+    bdp = vh.bdp_packets()
+    for row in vh.ROWS:
+        if row.roce:
+            continue
+        cmd = vh.htsim_command(row, Path("htsim_uec"), Path("m.cm"), 1)
+        sc = vh.podsim_scenario(row, seed=1)
+        q = row.queue_bdp * bdp * (vh.MSS + vh.UEC_HDR)
+        assert sc.cluster.switch.buffer_per_port == q
+        rto = 15e-6 + q * vh.DIAMETER_HOPS * 8 / vh.LINK_BPS  # main_uec.cpp _min_rto
+        assert sc.cluster.nic.rto == pytest.approx(rto, abs=1e-9)
+        if row.name == "perm-single":
+            assert row.queue_bdp == 10 and cmd[cmd.index("-q") + 1] == str(10 * bdp)
+        else:
+            assert row.queue_bdp == 5 and "-q" not in cmd
