@@ -62,13 +62,22 @@ fixed per port (neither drops in these rows, the drops column shows it); headers
 htsim and 82 B (RoCEv2 framing) in podsim, 0.4 % of serialisation at 4 KiB (htsim's RoCE packet
 is 4096 B on the wire: 2 % less than podsim's).
 
+Completion times are the sender's on both sides: htsim prints "finished at" when the
+cumulative ACK covers the flow (uec.cpp ``UecSrc::checkFinished``, roce.cpp ``processAck``),
+podsim's is ``qps.acked_s`` (``messages.end_s``, the receiver holding the last byte, is one ACK
+trip earlier). Each link is 1 us in all: podsim's fibre is shortened by the PHY's FEC latency.
+
 Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Rows
 whose flows take one path each (perm-single, perm-roce-pfc) depend on which flows the hash puts
-together: both simulators hash (flow, entropy) with a random key per switch, so on one seed
-they collide different flows (both as often as uniform random choices, checked on seed 1), and
-those rows are averaged over ``--seeds`` (default 10: the two simulators' difference on one
-seed has a standard deviation of about 8 % on perm-single, so a mean of 10 is known to about
-2.5 %) and the table says so.
+together: both simulators hash (flow, entropy) per hop with a random key per switch (htsim's
+``FatTreeSwitch::getNextHop``), which on a fat-tree is a uniform random path per connection
+(tests/fabric/test_routing.py checks podsim's), so on one seed they collide different flows
+as often as each other; those rows are averaged over ``--seeds`` (default 10) and the table
+gives each mean's standard error (perm-single's makespan varies by about 8 % between seeds).
+htsim's REPS ends its run on a retransmission timeout when trimming is off (uec_mp.cpp
+``UecMpReps::processEv``): a seed where that happens has no htsim time, is counted in the
+``htsim exited`` column and left out of htsim's mean; perm-single's 10 x BDP queues (htsim
+``-q``, podsim the same per-port buffer and RTO) keep every seed of 1-40 loss-free.
 """
 
 from __future__ import annotations
