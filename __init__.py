@@ -23,12 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podsim import compiled as _compiled
-
 __version__ = "0.2.0"
-
-# the packet engine's compiled modules, when built, run only if fresh and not switched off
-_compiled.install()
 
 __all__ = ["Results", "Scenario", "ScenarioError", "__version__", "load", "load_scenario", "run"]
 

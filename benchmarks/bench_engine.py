@@ -136,11 +136,6 @@ def main() -> None:
     rows = ["fat-tree-perm", "fat-tree-a2a"] + (["deepep-ep64"] if args.deepep else [])
     if args.only:
         rows = [r for r in [*rows, "deepep-ep64"] if r in args.only]
-    from podsim import compiled  # the child runs the same install, in the same environment
-
-    built = compiled.status()
-    print(f"packet engine: {sum(built.values())} of {len(built)} hot modules compiled "
-          f"({compiled.ENV_PURE}=1 runs pure Python)", flush=True)  # fmt: skip
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
