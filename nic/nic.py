@@ -214,6 +214,18 @@ class NicConfig:
         doc="out-of-order payload the NIC can hold, shared by its QPs (selective repeat)",
         source="[E] on-NIC SRAM of a few MiB to tens of MiB",
     )
+    sack_bits: int | None = param(
+        64,
+        key="sack_bitmap",
+        kind="int",
+        minimum=0,
+        optional=True,
+        doc="selective repeat: bits of the SACK bitmap an ACK carries (the window ends at the "
+        "PSN that triggered it); 0: cumulative ACKs only; null: unbounded (every held PSN). "
+        "Unused with go-back-n",
+        source="[S] UET 1.0 PDS ACK_CC (Table 3-36): 16-bit sack_psn_offset + 64-bit "
+        "sack_bitmap; uet-htsim 40ccb05 uec.cpp UecSink::buildSackBitmap (64 bits)",
+    )
     reo_factor: float = param(
         1.0,
         key="reorder_window",
@@ -313,6 +325,12 @@ class NicConfig:
             raise bad("qpc_parallel_fetches", "an int >= 1")
         if not self.reorder_buffer_bytes >= 0:
             raise bad("reorder_buffer_bytes", "bytes >= 0")
+        if self.sack_bits is not None and (
+            isinstance(self.sack_bits, bool)
+            or not isinstance(self.sack_bits, int)
+            or self.sack_bits < 0
+        ):
+            raise bad("sack_bits", "an int >= 0 (bits) or None (unbounded)")
         if not self.reo_factor > 0:
             raise bad("reo_factor", "a factor > 0")
         if not self.reo_min_s >= 0:
@@ -877,7 +895,7 @@ class SmartNic:
             if v == ACK:
                 pkt.kind = K_ACK
                 pkt.psn = rq.rcv_nxt
-                pkt.aux = rq.ooo_bits
+                pkt.aux = rq.sack_report(pkt.dpsn) if rq.sack_bits is not None else rq.ooo_bits
                 if rq.dup_pending:
                     rq.dup_pending = False
                     pkt.flags = F_DUP
@@ -1085,7 +1103,7 @@ class RdmaNetwork:
         )
         base_rtt, hops = self._base_rtt(src, dst, cfg.mtu)
         fcc = src.cc.new_flow(qid, line, base_rtt, cfg.mtu, hops, self.env.now)
-        rq = RecvQp(dst.mode, dst.rob, dst.config.ack_every)
+        rq = RecvQp(dst.mode, dst.rob, dst.config.ack_every, dst.config.sack_bits)
         qp = QueuePair(
             qid,
             src,
@@ -1102,6 +1120,7 @@ class RdmaNetwork:
             rto_min_s=cfg.rto_min_s,
             rto_max_s=cfg.rto_max_s,
             retry_limit=cfg.retry_limit,
+            sack_bits=dst.config.sack_bits,
         )
         qp.tc = tc
         qp.flow_key = qp_flow_key(src.card, dst.card, index, tc)

@@ -106,7 +106,9 @@ def qp_flow_key(src_card: int, dst_card: int, index: int, tc: int = 0) -> int:
 class RdmaPacket(Packet):
     """A :class:`podsim.fabric.packet.Packet` with the transport's extra header fields.
 
-    ``aux``: ACK: SACK bitmap (bit i = PSN ``psn + i`` held out of order); credit packets: bytes.
+    ``aux``: ACK: SACK bitmap (bit i = PSN ``psn + i`` held out of order; a bounded bitmap
+    covers only the window :func:`~podsim.nic.transport.reliability.sack_base` places from
+    ``psn`` and ``dpsn``); credit packets: bytes.
     ``dpsn``: ACK/NACK/CNP: PSN of the data packet that triggered it. ``flags``: F_* bits.
     ``meta`` is the sender's :class:`QueuePair`; ``rq`` on data packets its :class:`RecvQp`
     (the receiver's state, reached without touching the sender's QP object).
@@ -220,8 +222,10 @@ class RecvQp(ReceiverReliability):
 
     __slots__ = ("_next_delivered", "ack_pkts", "cnps", "nacks", "rx_bytes", "rx_hold", "rx_pkts")
 
-    def __init__(self, mode: int, rob: ReorderBuffer, ack_every: int) -> None:
-        super().__init__(mode, rob, ack_every)
+    def __init__(
+        self, mode: int, rob: ReorderBuffer, ack_every: int, sack_bits: int | None = None
+    ) -> None:
+        super().__init__(mode, rob, ack_every, sack_bits)
         self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0
@@ -323,6 +327,7 @@ class QueuePair:
         rto_min_s: float,
         rto_max_s: float,
         retry_limit: int | None = None,
+        sack_bits: int | None = None,
     ) -> None:
         self.id = qp_id
         #: the flow label its packets carry, which the switches' ECMP hash reads: a function of
@@ -348,7 +353,10 @@ class QueuePair:
         self._plain_fcc = type(fcc).may_send is FlowCC.may_send  # build() inlines may_send
         self.rx = rx
         self.rx_hold = 0.0  # RX pipeline ordering of the feedback arriving at this side
-        self.snd = SenderReliability(mode, reo_factor=reo_factor, reo_min_s=reo_min_s)
+        # sack_bits: the receiving NIC's SACK bitmap width (both ends agree on it at setup)
+        self.snd = SenderReliability(
+            mode, reo_factor=reo_factor, reo_min_s=reo_min_s, sack_bits=sack_bits
+        )
         self.snd.loss_cb = selector.on_loss
         self.msgs: deque[Message] = deque()  # posted, not yet complete (PSN order)
         self.undelivered: deque[Message] = deque()  # not yet fully held by the receiver
@@ -625,7 +633,7 @@ class QueuePair:
             return  # an ACK arriving after the QP failed (IB drops it in the error state)
         snd = self.snd
         una0 = snd.snd_una
-        newly = snd.on_ack(pkt.psn, pkt.aux, now)
+        newly = snd.on_ack(pkt.psn, pkt.aux, now, pkt.dpsn)
         if pkt.flags & F_DUP:
             snd.on_duplicate_report()
         rtt = now - pkt.ts_echo

@@ -19,6 +19,19 @@ later than the hole has been delivered. The window is ``reo_factor x srtt`` (at 
 different depth does not trigger needless resends. A NACK from the receiver (its reorder buffer
 was full) marks that one PSN lost at once.
 
+The SACK bitmap may be bounded (``sack_bits``, the NIC's ``sack_bitmap``): UEC 1.0's ACK_CC
+carries the cumulative PSN, a SACK base offset and a 64-bit bitmap (UET 1.0 PDS Table 3-36:
+``sack_psn_offset`` 16 b, ``sack_bitmap`` 64 b). Each ACK then reports only the window
+``[base, base + sack_bits)`` at ``base = max(cum + 1, psn - sack_bits + 1)`` for the data PSN
+``psn`` that triggered it (:func:`sack_base`: the window ends at the arriving packet, the rule of
+the UEC reference simulator's sink, uet-htsim 40ccb05 uec.cpp ``UecSink::sackBitmapBase``; its
+ECN-marked and AR ACKs start the window at the arriving PSN instead, which podsim does not
+model). The sender keeps what earlier ACKs SACKed (a receiver never reneges: it holds every
+out-of-order packet until it is delivered in order), and RACK declares lost only PSNs this ACK
+reports missing (the cumulative PSN and the zero bits inside its window): a PSN between
+``cum + 1`` and ``base`` is unknown, not a hole. ``sack_bits=None`` reports every held PSN;
+``0`` sends cumulative ACKs only (RACK never fires; NACKs, the tail probe and the RTO recover).
+
 Both modes fall back on a retransmission timeout: the queue pair calls
 :meth:`SenderReliability.on_timeout` when nothing was acknowledged for one RTO; ``gbn`` resends
 from the oldest unacknowledged PSN, ``sr`` resends every unacknowledged, un-SACKed PSN. In
@@ -49,6 +62,8 @@ __all__ = [
     "ReorderBuffer",
     "SenderReliability",
     "check_mode",
+    "check_sack_bits",
+    "sack_base",
 ]
 
 MODE_GBN = 0
@@ -88,6 +103,25 @@ def check_mode(mode: str | int) -> int:
     raise ValueError(f"reliability mode {mode!r} is unknown; expected 'gbn' or 'sr'")
 
 
+def check_sack_bits(sack_bits: int | None) -> int | None:
+    """``sack_bits`` as an int >= 0, or None (unbounded); ValueError otherwise."""
+    if sack_bits is None:
+        return None
+    if isinstance(sack_bits, bool) or not isinstance(sack_bits, int) or sack_bits < 0:
+        raise ValueError(f"SACK bitmap width {sack_bits!r}; expected an int >= 0 bits or None")
+    return sack_bits
+
+
+def sack_base(cum: int, psn: int, sack_bits: int) -> int:
+    """First PSN a ``sack_bits``-wide SACK bitmap covers in an ACK of cumulative PSN ``cum``
+    triggered by data PSN ``psn``: the window ends at ``psn`` and never starts below
+    ``cum + 1`` (PSN ``cum`` is missing by definition). Both ends use it: the receiver to build
+    the bitmap, the sender to know which PSNs the bitmap speaks for (UET carries the offset,
+    ``sack_psn_offset``; here it follows from ``cum`` and the ACK's ``dpsn``)."""
+    b = psn - sack_bits + 1
+    return b if b > cum else cum + 1
+
+
 class SenderReliability:
     """Requester-side PSN state of one QP.
 
@@ -116,6 +150,7 @@ class SenderReliability:
         "reo_min_s",
         "reo_steps",
         "retransmits",
+        "sack_bits",
         "sacked_rel",
         "snd_nxt",
         "snd_una",
@@ -123,8 +158,16 @@ class SenderReliability:
         "timeouts",
     )
 
-    def __init__(self, mode: str | int = "sr", reo_factor: float = 0.25, reo_min_s: float = 1e-6):
+    def __init__(
+        self,
+        mode: str | int = "sr",
+        reo_factor: float = 0.25,
+        reo_min_s: float = 1e-6,
+        sack_bits: int | None = None,
+    ):
         self.mode = check_mode(mode)
+        #: width of the receiver's SACK bitmap (None: unbounded), see the module docstring
+        self.sack_bits = check_sack_bits(sack_bits)
         if reo_factor <= 0 or reo_min_s < 0:
             raise ValueError(
                 f"reorder window reo_factor={reo_factor!r}, reo_min_s={reo_min_s!r}; "
@@ -224,8 +267,9 @@ class SenderReliability:
         if self.reo_steps < 16:
             self.reo_steps += 1
 
-    def on_ack(self, cum: int, bits: int, now: float) -> int:
-        """Cumulative PSN ``cum`` (all below received) and SACK ``bits`` (bit i = ``cum + i``).
+    def on_ack(self, cum: int, bits: int, now: float, psn: int = -1) -> int:
+        """Cumulative PSN ``cum`` (all below received) and SACK ``bits`` (bit i = ``cum + i``)
+        of an ACK triggered by data PSN ``psn`` (which places a bounded bitmap's window).
 
         Returns the payload bytes newly acknowledged by this ACK. Stale and duplicate ACKs
         are harmless.
@@ -301,7 +345,11 @@ class SenderReliability:
                         rack_ts = tx[i]
         self.acked_bytes += newly
         if rack_ts >= 0.0 and self.mode == MODE_SR and self.sacked_rel:
-            self._detect_losses(rack_ts - self.reorder_window(), now)
+            w = self.sack_bits
+            if w is None:
+                self._detect_losses(rack_ts - self.reorder_window(), now)
+            else:
+                self._detect_reported(rack_ts - self.reorder_window(), now, cum, psn, w)
         if una - base > _TRIM:
             self._trim()
         return newly
@@ -317,12 +365,35 @@ class SenderReliability:
 
     def _detect_losses(self, threshold: float, now: float) -> None:
         """Mark in-flight holes below the highest SACK that were sent before ``threshold``."""
+        start = self.snd_una - self._base
+        self._mark_holes(start, start + self.sacked_rel.bit_length(), threshold, now)
+
+    def _detect_reported(self, threshold: float, now: float, cum: int, psn: int, w: int) -> None:
+        """:meth:`_detect_losses` for a bounded bitmap: only the PSNs this ACK reports missing
+        (``cum`` itself, and the in-flight PSNs of its window ``[sack_base, + w)``) may be
+        declared lost; an in-flight PSN outside the window may have arrived unreported."""
+        base = self._base
+        una = self.snd_una
+        top = una + self.sacked_rel.bit_length()  # one past the highest SACKed PSN
+        lo = sack_base(cum, psn, w)
+        hi = min(lo + w, top)
+        if cum == una:
+            if lo == cum + 1:
+                lo = cum  # cum and the window touch: one range
+            else:
+                self._mark_holes(cum - base, cum - base + 1, threshold, now)
+        if lo < una:
+            lo = una  # a stale ACK's window may start below what is acknowledged since
+        if lo < hi:
+            self._mark_holes(lo - base, hi - base, threshold, now)
+
+    def _mark_holes(self, start: int, end: int, threshold: float, now: float) -> None:
+        """Declare lost the in-flight PSNs at array indices ``[start, end)`` (not SACKed)
+        last sent at or before ``threshold``."""
         state = self._state
         tx = self._tx_time
         size = self._size
         base = self._base
-        start = self.snd_una - base
-        end = start + self.sacked_rel.bit_length()
         # Originals go out in PSN order, so their send times rise with the PSN: stop at the
         # first one that is too recent. Resent copies are checked one by one.
         cb = self.loss_cb
@@ -480,10 +551,12 @@ class ReceiverReliability:
     """Responder-side PSN state of one QP.
 
     :meth:`on_data` classifies each arriving data packet and returns :data:`NONE`,
-    :data:`ACK` or :data:`NACK`; the ACK carries ``rcv_nxt`` (cumulative) and ``ooo_bits``
-    (bit i: PSN ``rcv_nxt + i`` is held out of order). ACKs are coalesced: one per
-    ``ack_every`` packets, but at once for the last packet of a message, an ECN-marked packet
-    (so congestion and path feedback are exact), a duplicate, or a packet that fills a hole.
+    :data:`ACK` or :data:`NACK`; the ACK carries ``rcv_nxt`` (cumulative) and
+    :meth:`sack_report` (bit i: PSN ``rcv_nxt + i`` is held out of order, within the
+    ``sack_bits`` window of the triggering PSN; ``ooo_bits`` holds every such PSN). ACKs are
+    coalesced: one per ``ack_every`` packets, but at once for the last packet of a message, an
+    ECN-marked packet (so congestion and path feedback are exact), a duplicate, or a packet
+    that fills a hole.
     ``delivered_bytes`` counts each PSN's payload exactly once.
     """
 
@@ -502,12 +575,18 @@ class ReceiverReliability:
         "pending",
         "rcv_nxt",
         "rob",
+        "sack_bits",
     )
 
     def __init__(
-        self, mode: str | int = "sr", rob: ReorderBuffer | None = None, ack_every: int = 1
+        self,
+        mode: str | int = "sr",
+        rob: ReorderBuffer | None = None,
+        ack_every: int = 1,
+        sack_bits: int | None = None,
     ) -> None:
         self.mode = check_mode(mode)
+        self.sack_bits = check_sack_bits(sack_bits)  # None: the bitmap reports every held PSN
         if ack_every < 1:
             raise ValueError(f"ack_every {ack_every!r}; expected an int >= 1")
         self.ack_every = int(ack_every)
@@ -585,3 +664,14 @@ class ReceiverReliability:
             self.pending = 0
             return ACK
         return NONE
+
+    def sack_report(self, psn: int) -> int:
+        """The SACK bitmap of an ACK triggered by data PSN ``psn`` (bit i: PSN ``rcv_nxt + i``
+        held): every held PSN, or with ``sack_bits`` only those in the window at
+        :func:`sack_base`."""
+        bits = self.ooo_bits
+        w = self.sack_bits
+        if w is None or not bits:
+            return bits
+        nxt = self.rcv_nxt
+        return bits & (((1 << w) - 1) << (sack_base(nxt, psn, w) - nxt))
