@@ -387,17 +387,20 @@ NIC_MODELS: Registry[Callable[[], NicConfig]] = Registry("NIC model")
     "+ selective repeat, DCQCN",
 )
 def _smartnic_400g() -> NicConfig:
+    # SACK bitmap: the NicConfig default, UEC's 64 bits [E]: no public figure for this card
     return NicConfig(selector="spray", reliability="sr", cc="dcqcn")
 
 
 @NIC_MODELS.register("roce", "classic RoCEv2 NIC: one ECMP path per QP, go-back-N, DCQCN")
 def _roce() -> NicConfig:
-    return NicConfig(selector="ecmp", reliability="gbn", cc="dcqcn")
+    # go-back-N has no SACK: the responder drops out-of-order packets (sack_bits unused)
+    return NicConfig(selector="ecmp", reliability="gbn", cc="dcqcn", sack_bits=None)
 
 
 @NIC_MODELS.register("uec", "Ultra Ethernet-style: REPS spraying, selective repeat, NSCC")
 def _uec() -> NicConfig:
-    return NicConfig(selector="reps", reliability="sr", cc="nscc")
+    # 64-bit SACK bitmap [S: UET 1.0 PDS ACK_CC, Table 3-36; uet-htsim 40ccb05 uec.cpp]
+    return NicConfig(selector="reps", reliability="sr", cc="nscc", sack_bits=64)
 
 
 @NIC_MODELS.register(
@@ -410,7 +413,11 @@ def _cx7_ib() -> NicConfig:
     # packets that arrive out of order (NVIDIA: ConnectX-6 Dx and later with AR), which
     # selective repeat models; one path per QP, the switches spread packets (adaptive routing).
     # Packet rate and QP cache keep the NicConfig defaults [E]: no ConnectX-7 figure is sourced.
-    return NicConfig(link_layer="infiniband", selector="ecmp", reliability="sr", cc="none")
+    # IB's ACK carries no SACK (AETH: syndrome + MSN, IBTA vol. 1 9.3.5): sack_bits 0,
+    # cumulative ACKs only; a loss is found by the tail probe or the timeout.
+    return NicConfig(
+        link_layer="infiniband", selector="ecmp", reliability="sr", cc="none", sack_bits=0
+    )
 
 
 def nic_model(name: str, **overrides: Any) -> NicConfig:
