@@ -507,6 +507,13 @@ class SenderReliability:
         i = psn - self._base
         return self._ev[i] if 0 <= i < len(self._ev) else -1
 
+    def is_acked(self, psn: int) -> bool:
+        """True if ``psn`` is acknowledged: below the cumulative PSN, or SACKed."""
+        if psn < self.snd_una:
+            return True
+        i = psn - self._base
+        return i < len(self._state) and self._state[i] == SACKED
+
     def outstanding(self) -> int:
         """PSNs sent and not yet cumulatively acknowledged."""
         return self.high_sent - self.snd_una
