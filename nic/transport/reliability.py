@@ -344,11 +344,14 @@ class SenderReliability:
                     if tx[i] > rack_ts:
                         rack_ts = tx[i]
         self.acked_bytes += newly
-        if rack_ts >= 0.0 and self.mode == MODE_SR and self.sacked_rel:
+        if rack_ts >= 0.0 and self.mode == MODE_SR:
             w = self.sack_bits
             if w is None:
-                self._detect_losses(rack_ts - self.reorder_window(), now)
-            else:
+                if self.sacked_rel:
+                    self._detect_losses(rack_ts - self.reorder_window(), now)
+            elif self.sacked_rel or cum == una < self.high_sent:
+                # a bounded bitmap may leave nothing SACKed while the cumulative PSN is a
+                # reported hole: a retransmission sent after it and delivered exposes it
                 self._detect_reported(rack_ts - self.reorder_window(), now, cum, psn, w)
         if una - base > _TRIM:
             self._trim()
@@ -374,7 +377,7 @@ class SenderReliability:
         declared lost; an in-flight PSN outside the window may have arrived unreported."""
         base = self._base
         una = self.snd_una
-        top = una + self.sacked_rel.bit_length()  # one past the highest SACKed PSN
+        top = una + max(1, self.sacked_rel.bit_length())  # past the highest SACK (or cum)
         lo = sack_base(cum, psn, w)
         hi = min(lo + w, top)
         if cum == una:

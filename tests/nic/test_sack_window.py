@@ -187,3 +187,21 @@ def test_packet_fabric_acks_stay_in_their_window_and_deliver_everything(monkeypa
     monkeypatch.undo()
     msgs2, qps2 = _spray_run(4)
     assert msgs.equals(msgs2) and qps.equals(qps2)
+
+
+def test_a_retransmission_exposes_the_next_cumulative_hole_with_nothing_sacked() -> None:
+    """PSNs 0..5, 0 and 5 lost, only the ACK of PSN 4 arrives: PSN 0 is resent. Its arrival
+    moves the cumulative PSN to 5 with nothing SACKed above it; PSN 0's retransmission, sent
+    after PSN 5 and delivered, shows PSN 5 lost at once (RACK on the cumulative PSN) rather than
+    after a tail probe or timeout."""
+    s = SenderReliability("sr", reo_factor=1.0, reo_min_s=5e-6, sack_bits=64)
+    r = ReceiverReliability("sr", sack_bits=64)
+    _send_range(s, 6)
+    for p in (1, 2, 3, 4):
+        r.on_data(p, 100, False, False)
+    _ack(s, r, 4, 20e-6)
+    assert s.n_lost == 1 and s.pick() == 0
+    s.on_send(0, 100, 21e-6)
+    r.on_data(0, 100, True, False)
+    _ack(s, r, 0, 23e-6)
+    assert s.snd_una == 5 and s.n_lost == 1 and s.pick() == 5
