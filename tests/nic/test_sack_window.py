@@ -194,7 +194,7 @@ def test_a_retransmission_exposes_the_next_cumulative_hole_with_nothing_sacked()
     moves the cumulative PSN to 5 with nothing SACKed above it; PSN 0's retransmission, sent
     after PSN 5 and delivered, shows PSN 5 lost at once (RACK on the cumulative PSN) rather than
     after a tail probe or timeout."""
-    s = SenderReliability("sr", reo_factor=1.0, reo_min_s=5e-6, sack_bits=64)
+    s = SenderReliability("sr", reo_factor=1.0, reo_min_s=1e-6, sack_bits=64)
     r = ReceiverReliability("sr", sack_bits=64)
     _send_range(s, 6)
     for p in (1, 2, 3, 4):
