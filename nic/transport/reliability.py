@@ -27,9 +27,12 @@ carries the cumulative PSN, a SACK base offset and a 64-bit bitmap (UET 1.0 PDS 
 the UEC reference simulator's sink, uet-htsim 40ccb05 uec.cpp ``UecSink::sackBitmapBase``; its
 ECN-marked and AR ACKs start the window at the arriving PSN instead, which podsim does not
 model). The sender keeps what earlier ACKs SACKed (a receiver never reneges: it holds every
-out-of-order packet until it is delivered in order), and RACK declares lost only PSNs this ACK
-reports missing (the cumulative PSN and the zero bits inside its window): a PSN between
-``cum + 1`` and ``base`` is unknown, not a hole. ``sack_bits=None`` reports every held PSN;
+out-of-order packet until it is delivered in order), and RACK declares lost only PSNs an ACK
+reported missing: the cumulative PSN, a zero bit inside the window at hand, or an original
+(never resent) PSN a zero bit of an earlier window reported, within the latest run of touching
+windows (so a hole that leaves the 64-PSN window before RACK's reordering window has passed is
+still found). A PSN no window covered is unknown, not a hole, and never declared lost from
+the missing bit. ``sack_bits=None`` reports every held PSN;
 ``0`` sends cumulative ACKs only (RACK never fires; NACKs, the tail probe and the RTO recover).
 
 Both modes fall back on a retransmission timeout: the queue pair calls
@@ -134,6 +137,8 @@ class SenderReliability:
 
     __slots__ = (
         "_base",
+        "_cov_hi",
+        "_cov_lo",
         "_ev",
         "_rtx",
         "_size",
@@ -193,6 +198,10 @@ class SenderReliability:
         self._size: list[int] = []
         self._ev: list[int] = []  # entropy value of each PSN's latest transmission
         self._rtx: deque[int] = deque()
+        # bounded SACK: PSNs [_cov_lo, _cov_hi) were each reported (held or missing) by some ACK
+        # after their original was sent (the latest run of touching windows)
+        self._cov_lo = 0
+        self._cov_hi = 0
         #: called as ``loss_cb(ev, now)`` for each PSN that loss detection (RACK or a NACK in
         #: selective-repeat mode) declares lost, so path selectors can penalise its path.
         self.loss_cb: Callable[[int, float], object] | None = None
@@ -352,7 +361,7 @@ class SenderReliability:
             elif self.sacked_rel or cum == una < self.high_sent:
                 # a bounded bitmap may leave nothing SACKed while the cumulative PSN is a
                 # reported hole: a retransmission sent after it and delivered exposes it
-                self._detect_reported(rack_ts - self.reorder_window(), now, cum, psn, w)
+                self._detect_reported(rack_ts - self.reorder_window(), now, cum, bits, psn, w)
         if una - base > _TRIM:
             self._trim()
         return newly
@@ -371,28 +380,53 @@ class SenderReliability:
         start = self.snd_una - self._base
         self._mark_holes(start, start + self.sacked_rel.bit_length(), threshold, now)
 
-    def _detect_reported(self, threshold: float, now: float, cum: int, psn: int, w: int) -> None:
-        """:meth:`_detect_losses` for a bounded bitmap: only the PSNs this ACK reports missing
-        (``cum`` itself, and the in-flight PSNs of its window ``[sack_base, + w)``) may be
-        declared lost; an in-flight PSN outside the window may have arrived unreported."""
+    def _detect_reported(
+        self, threshold: float, now: float, cum: int, bits: int, psn: int, w: int
+    ) -> None:
+        """:meth:`_detect_losses` for a bounded bitmap: only PSNs an ACK reported missing may be
+        declared lost, never one no window covered (it may have arrived unreported). Missing:
+        ``cum`` itself, and the un-SACKed PSNs of a window ``[sack_base, + w)``; an original's
+        report stays valid while it is not resent (the covered run of touching windows), a
+        retransmitted copy's only in the ACK at hand."""
         base = self._base
         una = self.snd_una
         top = una + max(1, self.sacked_rel.bit_length())  # past the highest SACK (or cum)
         lo = sack_base(cum, psn, w)
-        hi = min(lo + w, top)
-        if cum == una:
-            if lo == cum + 1:
-                lo = cum  # cum and the window touch: one range
+        hi = lo + w
+        # the window speaks only for PSNs sent before the receiver built the ACK: originals go
+        # out in PSN order, so those up to the highest PSN this ACK shows received
+        seen = max(psn + 1, cum + bits.bit_length())
+        cap = hi if hi < seen else seen
+        if lo < cap:
+            if lo <= self._cov_hi and cap >= self._cov_lo:
+                if lo < self._cov_lo:
+                    self._cov_lo = lo
+                if cap > self._cov_hi:
+                    self._cov_hi = cap
             else:
-                self._mark_holes(cum - base, cum - base + 1, threshold, now)
-        if lo < una:
-            lo = una  # a stale ACK's window may start below what is acknowledged since
-        if lo < hi:
-            self._mark_holes(lo - base, hi - base, threshold, now)
+                self._cov_lo, self._cov_hi = lo, cap
+        if cum == una:
+            self._mark_holes(cum - base, cum - base + 1, threshold, now)
+        a = self._cov_lo if self._cov_lo > una else una
+        b = self._cov_hi if self._cov_hi < top else top
+        if a < b:
+            self._mark_holes(a - base, b - base, threshold, now, resent=False)
+        a = lo if lo > una else una
+        b = hi if hi < top else top
+        if a < b:
+            self._mark_holes(a - base, b - base, threshold, now, sent=False)
 
-    def _mark_holes(self, start: int, end: int, threshold: float, now: float) -> None:
+    def _mark_holes(
+        self,
+        start: int,
+        end: int,
+        threshold: float,
+        now: float,
+        sent: bool = True,
+        resent: bool = True,
+    ) -> None:
         """Declare lost the in-flight PSNs at array indices ``[start, end)`` (not SACKed)
-        last sent at or before ``threshold``."""
+        last sent at or before ``threshold``: originals (``sent``), resent copies (``resent``)."""
         state = self._state
         tx = self._tx_time
         size = self._size
@@ -400,7 +434,7 @@ class SenderReliability:
         # Originals go out in PSN order, so their send times rise with the PSN: stop at the
         # first one that is too recent. Resent copies are checked one by one.
         cb = self.loss_cb
-        i = state.find(SENT, start, end)
+        i = state.find(SENT, start, end) if sent else -1
         while i >= 0 and tx[i] <= threshold:
             state[i] = LOST
             self.inflight_bytes -= size[i]
@@ -409,7 +443,7 @@ class SenderReliability:
             if cb is not None:
                 cb(self._ev[i], now)
             i = state.find(SENT, i + 1, end)
-        i = state.find(RESENT, start, end)
+        i = state.find(RESENT, start, end) if resent else -1
         while i >= 0:
             if tx[i] <= threshold:
                 state[i] = LOST

@@ -205,3 +205,29 @@ def test_a_retransmission_exposes_the_next_cumulative_hole_with_nothing_sacked()
     r.on_data(0, 100, True, False)
     _ack(s, r, 0, 23e-6)
     assert s.snd_una == 5 and s.n_lost == 1 and s.pick() == 5
+
+
+def test_a_hole_reported_missing_is_lost_once_rack_time_passes_outside_the_window() -> None:
+    """200 PSNs sent 50 ns apart, PSNs 10 and 20 lost, every other ACK arrives; RACK's window
+    is 5 us (100 PSNs here), more than 64 PSNs: PSN 20 has left the 64-bit window before a
+    packet sent 5 us after it arrives. The windows of PSNs 21..84 reported it missing, so it is
+    declared lost then (PSN 10 as the cumulative PSN), not only after PSN 10's repair; no
+    other PSN is resent."""
+    s = SenderReliability("sr", reo_factor=1.0, reo_min_s=5e-6, sack_bits=64)
+    r = ReceiverReliability("sr", sack_bits=64)
+    s.post(200)
+    for p in range(200):
+        s.on_send(s.pick(), 100, p * 50e-9)
+    for p in range(200):
+        if p not in (10, 20):
+            r.on_data(p, 100, False, False)
+            _ack(s, r, p, 20e-6)
+    assert s.n_lost == 2 and s.pick() == 10
+    s.on_send(10, 100, 21e-6)
+    assert s.pick() == 20
+    s.on_send(20, 100, 21e-6)
+    assert s.pick() == -1
+    for p in (10, 20):
+        r.on_data(p, 100, True, False)
+        _ack(s, r, p, 22e-6)
+    assert s.done() and s.retransmits == 2 and s.acked_bytes == r.delivered_bytes == 20000
