@@ -5,8 +5,9 @@ Usage: python benchmarks/validate_htsim.py [--htsim DIR] [--only ROW ...] [--see
        [--markdown] [--keep DIR]
 
 Without ``--htsim`` it prints podsim's side only. ``DIR`` is the folder holding the htsim
-binaries ``htsim_uec`` and ``htsim_roce`` the user built (benchmarks/README.md says how); the
-reference read for this script is github.com/ultraethernet/uet-htsim at commit 40ccb05
+binaries ``htsim_uec`` and ``htsim_roce`` the user built from the upstream repository
+(benchmarks/README.md names the commit); the reference read for this script is
+github.com/ultraethernet/uet-htsim at commit 40ccb05
 (``htsim/sim/datacenter/main_uec.cpp``, ``main_roce.cpp``).
 
 The scenario family is the one htsim's fat-tree generator builds: a 3-tier k=8 fat-tree of 128
