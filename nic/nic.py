@@ -224,7 +224,8 @@ class NicConfig:
         "PSN that triggered it); 0: cumulative ACKs only; null: unbounded (every held PSN). "
         "Unused with go-back-n",
         source="[S] UET 1.0 PDS ACK_CC (Table 3-36): 16-bit sack_psn_offset + 64-bit "
-        "sack_bitmap; uet-htsim 40ccb05 uec.cpp UecSink::buildSackBitmap (64 bits)",
+        "sack_bitmap; uet-htsim 40ccb05 uec.cpp UecSink::buildSackBitmap (64 bits); for a "
+        "non-UEC NIC without a published figure (smartnic-400g) the same 64 bits are [E]",
     )
     reo_factor: float = param(
         1.0,
