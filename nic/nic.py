@@ -70,7 +70,13 @@ from podsim.nic.transport.qp import (
     RecvQp,
     qp_flow_key,
 )
-from podsim.nic.transport.reliability import ACK, NONE, ReorderBuffer, check_mode
+from podsim.nic.transport.reliability import (
+    ACK,
+    NONE,
+    ReorderBuffer,
+    check_mode,
+    check_sack_bits,
+)
 from podsim.nic.transport.segmentation import check_mtu, check_opcode
 from podsim.nic.transport.selectors import make_selector, selector_class
 
@@ -326,12 +332,10 @@ class NicConfig:
             raise bad("qpc_parallel_fetches", "an int >= 1")
         if not self.reorder_buffer_bytes >= 0:
             raise bad("reorder_buffer_bytes", "bytes >= 0")
-        if self.sack_bits is not None and (
-            isinstance(self.sack_bits, bool)
-            or not isinstance(self.sack_bits, int)
-            or self.sack_bits < 0
-        ):
-            raise bad("sack_bits", "an int >= 0 (bits) or None (unbounded)")
+        try:
+            check_sack_bits(self.sack_bits)
+        except ValueError:
+            raise bad("sack_bits", "an int >= 0 (bits) or None (unbounded)") from None
         if not self.reo_factor > 0:
             raise bad("reo_factor", "a factor > 0")
         if not self.reo_min_s >= 0:

@@ -305,7 +305,8 @@ class DCQCN(CongestionControl):
         self.initial_alpha = float(v["initial_alpha"])
         self.clamp_target = v["clamp_target"]
         self._clamp_always = self.clamp_target == "always"
-        self._clamp_after_timer = self.clamp_target == "after-increase"
+        # with "after-increase" a timer increase counts too (clamp_tgt_rate_after_time_inc 1)
+        self._clamp_on_timer_increase = self.clamp_target == "after-increase"
         #: the receiving NIC's CNP interval when the scenario sets none (cluster.nic.cnp_interval)
         self.cnp_interval_s = float(base.get("cnp_interval_s", CNP_INTERVAL_S))
 
@@ -396,7 +397,11 @@ class DCQCN(CongestionControl):
         rc = flow.rate_bps
         # RT = RC unless the profile clamps only after an increase (NVIDIA's clamp_tgt_rate 0)
         # and none came since the previous cut: consecutive cuts then keep the target
-        if self._clamp_always or s.bc_stage > 0 or (self._clamp_after_timer and s.t_stage > 0):
+        if (
+            self._clamp_always
+            or s.bc_stage > 0
+            or (self._clamp_on_timer_increase and s.t_stage > 0)
+        ):
             s.target = rc
         flow.rate_bps = max(self.min_rate_bps, rc * (1.0 - s.alpha / 2.0))
         s.last_dec = now
