@@ -698,11 +698,23 @@ class Switch:
         """Adaptive routing's choice: the egress with the fewest bytes still to send (queued
         plus the rest of the frame on the wire; with ``adaptive_routing_quantum`` the whole
         quanta of that, the load band), ties broken uniformly at random by this switch's
-        seeded generator (as htsim's ``adaptive_route`` does among equal loads)."""
+        seeded generator (as htsim's ``adaptive_route`` does among equal loads).
+
+        An egress whose link is down is never chosen while another is up: the switch knows
+        its own port state (an Ethernet PCS reports the link down once it loses block lock
+        or alignment, IEEE 802.3 clause 119 for 200/400GBASE-R; an InfiniBand port whose
+        physical link is down leaves the Active state, InfiniBand Architecture Specification
+        Vol. 1 chapter 7, link layer), and a dead port drains its queue at once, so it
+        would otherwise look the least loaded of all and draw every packet into the failure.
+        The detection delay (microseconds of lost lock) is not modelled; the control plane's
+        update of the routing tables (``reconvergence_s``) is separate and still applies to
+        hashed (ECMP) routing and to the other switches."""
         now = self.env._now
         quantum = self._ar_q
         best, least, ties = hops[0], _INF, 0
         for p in hops:
+            if not p.up:
+                continue
             load = p.qbytes + (p._busy_until - now) / p._spb if p._busy_until > now else p.qbytes
             if quantum is not None:
                 load = load // quantum
@@ -712,7 +724,7 @@ class Switch:
                 ties += 1
                 if self._rng.random() * ties < 1.0:  # reservoir sampling: each tie 1/ties
                     best = p
-        return best
+        return best  # all down: hops[0], lost like any other choice
 
     # ---- credit flow control --------------------------------------------------------------
     def _credit_back(self, upstream: Port, wire: int) -> None:
