@@ -64,6 +64,7 @@ from podsim.nic.transport.qp import (
     F_DUP,
     F_LAST,
     F_PROBE_REPLY,
+    F_SEQ_ERR,
     Message,
     QueuePair,
     RdmaPacket,
@@ -73,6 +74,7 @@ from podsim.nic.transport.qp import (
 from podsim.nic.transport.reliability import (
     ACK,
     NONE,
+    SEQ_NAK,
     ReorderBuffer,
     check_mode,
     check_sack_bits,
@@ -232,6 +234,22 @@ class NicConfig:
         source="[S] UET 1.0 PDS ACK_CC (Table 3-36): 16-bit sack_psn_offset + 64-bit "
         "sack_bitmap; uet-htsim 40ccb05 uec.cpp UecSink::buildSackBitmap (64 bits); for a "
         "non-UEC NIC without a published figure (smartnic-400g) the same 64 bits are [E]",
+    )
+    seq_nak: bool = param(
+        False,
+        key="sequence_nak",
+        kind="bool",
+        doc="selective repeat: the responder places a packet that arrives above the expected "
+        "PSN and answers it with one PSN sequence error NAK per sequence error, as an "
+        "InfiniBand RC responder with out-of-order data placement; the requester goes back N "
+        "from the NAK'd PSN, at once on a path that keeps the QP's packets in order, else once "
+        "the PSN is overdue by the reordering window (RACK), so that reordering from "
+        "spraying or switch adaptive routing is not taken for loss. go-back-n always NAKs",
+        source="[S] IBTA vol. 1 ch. 9.7 'Reliable Service' (PSN sequence error NAK, AETH NAK "
+        "code 0, once per sequence error; the requester resends from the NAK'd PSN); NVIDIA "
+        "'Out-of-Order (OOO) Data Placement' (MLNX_OFED, DOCA: ConnectX-5 and later place "
+        "out-of-order RC packets instead of dropping them); the RACK wait is [E] (RFC 8985 "
+        "6.2): NVIDIA does not publish how its NICs tell reordering from loss",
     )
     reo_factor: float = param(
         1.0,
@@ -419,9 +437,15 @@ def _cx7_ib() -> NicConfig:
     # selective repeat models; one path per QP, the switches spread packets (adaptive routing).
     # Packet rate and QP cache keep the NicConfig defaults [E]: no ConnectX-7 figure is sourced.
     # IB's ACK carries no SACK (AETH: syndrome + MSN, IBTA vol. 1 9.3.5): sack_bits 0,
-    # cumulative ACKs only; a loss is found by the tail probe or the timeout.
+    # cumulative ACKs only. A loss is reported by the RC responder's PSN sequence error NAK
+    # (IBTA vol. 1 ch. 9.7; seq_nak), then the tail probe and the timeout.
     return NicConfig(
-        link_layer="infiniband", selector="ecmp", reliability="sr", cc="none", sack_bits=0
+        link_layer="infiniband",
+        selector="ecmp",
+        reliability="sr",
+        cc="none",
+        sack_bits=0,
+        seq_nak=True,
     )
 
 
@@ -919,7 +943,7 @@ class SmartNic:
                 pkt.kind = K_NACK
                 pkt.psn = rq.nack_psn
                 pkt.aux = 0
-                pkt.flags = 0
+                pkt.flags = F_SEQ_ERR if v == SEQ_NAK else 0
                 rq.nacks += 1
                 self.nacks_sent += 1
             # _send_ctrl, inlined (never inside a pull: deliveries are events)
@@ -1067,6 +1091,8 @@ class RdmaNetwork:
         self._pending = 0
         self._running = False  # inside run(until=None): the last completion ends the run
         self._rtt_cache: dict[tuple[int, int, bool], tuple[float, int]] = {}
+        #: a switch routes DATA packets adaptively: any QP's packets may arrive out of order
+        self._switch_ar = any(sw.config.adaptive for sw in network.switches.values())
         self._rr: dict[tuple[int, int], int] = {}
         self.on_done: list[Callable[[Message], object]] = []
         #: called with each message that failed (its QP exceeded the retry limit)
@@ -1115,7 +1141,9 @@ class RdmaNetwork:
         )
         base_rtt, hops = self._base_rtt(src, dst, cfg.mtu)
         fcc = src.cc.new_flow(qid, line, base_rtt, cfg.mtu, hops, self.env.now)
-        rq = RecvQp(dst.mode, dst.rob, dst.config.ack_every, dst.config.sack_bits)
+        rq = RecvQp(
+            dst.mode, dst.rob, dst.config.ack_every, dst.config.sack_bits, dst.config.seq_nak
+        )
         qp = QueuePair(
             qid,
             src,
@@ -1135,6 +1163,7 @@ class RdmaNetwork:
             sack_bits=dst.config.sack_bits,
         )
         qp.tc = tc
+        qp.reorders = qp.reorders or self._switch_ar
         qp.flow_key = qp_flow_key(src.card, dst.card, index, tc)
         self._qp_list.append(qp)
         return qp

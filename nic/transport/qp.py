@@ -19,7 +19,11 @@ One :class:`QueuePair` is the requester side of a reliable connection from one N
   posts to the QP fail at once, and late ACKs are ignored; and, in
   selective-repeat mode, a tail-loss probe (RFC 8985 TLP): once the last new PSN has left,
   2 x srtt without a delivery resends the highest in-flight PSN, whose SACK lets RACK find
-  the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO.
+  the lost tail without waiting for the RTO. Classic RoCE (go-back-N) has only the RTO
+  beside its NAKs. A PSN sequence error NAK at a selective-repeat QP (InfiniBand RC with
+  out-of-order placement, ``cx7-ib``) goes back N at once on an in-order path; if the QP's
+  packets may be reordered (``reorders``: spraying, switch adaptive routing) only once RACK's
+  reordering window has passed (``nak_deadline``, the same timer).
 
 The responder side (:class:`RecvQp`) lives on the destination NIC and is (a subclass of) the
 :class:`~podsim.nic.transport.reliability.ReceiverReliability`. Packets carry their QP object in
@@ -42,6 +46,7 @@ from podsim.fabric.packet import DATA as K_DATA
 from podsim.fabric.packet import Packet
 from podsim.nic.congestion.api import REQ_PATH_CHANGE, REQ_PROBE, CCEvent, CongestionControl, FlowCC
 from podsim.nic.transport.reliability import (
+    MODE_GBN,
     MODE_SR,
     SENT,
     ReceiverReliability,
@@ -64,6 +69,7 @@ __all__ = [
     "F_DUP",
     "F_LAST",
     "F_PROBE_REPLY",
+    "F_SEQ_ERR",
     "Message",
     "QueuePair",
     "RdmaPacket",
@@ -90,6 +96,10 @@ F_CREDIT_REFRESH = 32  # PROBE with F_CREDIT_REQ: aux is the sender's whole outs
 #: simulator's UecSrc sets it in the same cases: uet-htsim 40ccb05, uec.cpp sendNewPacket /
 #: sendRtxPacket).
 F_ACK_REQ = 64
+#: NACK: a "PSN sequence error" NAK (AETH syndrome NAK code 0, IBTA vol. 1 ch. 9.7): the PSN is
+#: the responder's expected one and the requester goes back N from it; without the flag a
+#: selective-repeat NACK names one PSN the receiver dropped (its reorder buffer was full)
+F_SEQ_ERR = 128
 
 _INF = math.inf
 
@@ -223,9 +233,14 @@ class RecvQp(ReceiverReliability):
     __slots__ = ("_next_delivered", "ack_pkts", "cnps", "nacks", "rx_bytes", "rx_hold", "rx_pkts")
 
     def __init__(
-        self, mode: int, rob: ReorderBuffer, ack_every: int, sack_bits: int | None = None
+        self,
+        mode: int,
+        rob: ReorderBuffer,
+        ack_every: int,
+        sack_bits: int | None = None,
+        seq_nak: bool = False,
     ) -> None:
-        super().__init__(mode, rob, ack_every, sack_bits)
+        super().__init__(mode, rob, ack_every, sack_bits, seq_nak)
         self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0
@@ -279,6 +294,8 @@ class QueuePair:
         "msgs",
         "mtu",
         "nacks_rcvd",
+        "nak_deadline",
+        "nak_psn",
         "next_ev",
         "next_plane",
         "next_time",
@@ -286,6 +303,7 @@ class QueuePair:
         "overhead",
         "planes",
         "queued",
+        "reorders",
         "retries",
         "retry_limit",
         "rto",
@@ -389,6 +407,12 @@ class QueuePair:
         self.tlp_deadline = _INF
         self._tlp_ok = mode == 1  # tail-loss probes in selective-repeat mode only
         self.tlp_probes = 0
+        #: the QP's packets may arrive out of order (spraying, switch adaptive routing; set by
+        #: RdmaNetwork): a PSN sequence error NAK then proves a loss only once RACK's
+        #: reordering window has passed (nak_deadline, for PSN nak_psn)
+        self.reorders = not selector.single_path
+        self.nak_deadline = _INF
+        self.nak_psn = -1
         self._timer_at = _INF  # when the NIC's timer wheel calls _on_rto next (inf: never)
         # one event object per NIC, refilled for every handler call (CCEvent's contract): a
         # per-QP one would be a cold cache line on every ACK
@@ -693,23 +717,55 @@ class QueuePair:
     def on_nack(self, pkt: RdmaPacket, now: float) -> None:
         if self.failed is not None:
             return
-        snd = self.snd
-        una0 = snd.snd_una
         self.nacks_rcvd += 1
         psn = pkt.psn
+        if pkt.flags & F_SEQ_ERR and self.mode == MODE_SR:
+            self._seq_nak(psn, now)
+        else:
+            self._nack(psn, now, self.mode == MODE_GBN)
+
+    def _nack(self, psn: int, now: float, seq: bool) -> None:
+        """Act on a NACK for ``psn``: go back N from it (``seq``: go-back-N, or a sequence
+        error NAK found to mean a loss) or resend it alone (a reorder-buffer NACK)."""
+        snd = self.snd
+        una0 = snd.snd_una
         ev = snd.ev_of(psn)
         before = snd.inflight_bytes
-        snd.on_nack(psn, now)
+        snd.on_nack(psn, now, seq)
         if ev >= 0:
             self.sel.on_nack(ev, now)
-        # selective repeat: the NACKed packet's payload (the bytes it declared lost); go-back-N's
-        # rewind also acknowledges, so its count is left to the algorithm (0 = unknown)
+        # selective repeat: the payload the NACK declared lost; go-back-N's rewind also
+        # acknowledges, so its count is left to the algorithm (0 = unknown)
         lost = before - snd.inflight_bytes if self.mode == MODE_SR else 0
         self.cc.handle_nack(self._event(now, lost, psn, path=ev), self.fcc)
         if self.fcc.requests:
             self._requests(now)
         if snd.snd_una > una0:
             self._progress(now)
+
+    def _seq_nak(self, psn: int, now: float) -> None:
+        """A PSN sequence error NAK at a selective-repeat (out-of-order placing) requester.
+
+        Everything below ``psn`` arrived (IBTA vol. 1 ch. 9.7). On a path that keeps the QP's
+        packets in order the NAK proves ``psn`` lost: go back N from it at once. If the path
+        may reorder (``reorders``), ``psn`` may only be late: go back only once it is overdue
+        by RACK's rule (:meth:`SenderReliability.nak_lost_at`), checked again by the timer if
+        that is later than now; if ``psn`` arrives meanwhile nothing is resent."""
+        snd = self.snd
+        if psn < snd.snd_una or psn >= snd.high_sent:
+            return  # stale: already acknowledged
+        if self.reorders:
+            una0 = snd.snd_una
+            snd.on_ack(psn, 0, now)  # the NAK's cumulative part
+            if snd.snd_una > una0:
+                self._progress(now)
+            due = snd.nak_lost_at(psn, snd.srtt if snd.srtt > 0.0 else self.fcc.base_rtt_s)
+            if now < due:
+                self.nak_psn = psn
+                self.nak_deadline = due
+                self._arm(due)
+                return
+        self._nack(psn, now, True)
 
     def on_cnp(self, pkt: RdmaPacket, now: float) -> None:
         self.cnps_rcvd += 1
@@ -827,6 +883,13 @@ class QueuePair:
             self.rto_deadline = _INF
             return  # nothing outstanding: disarm until the next send
         now = self.nic.env._now
+        if now >= self.nak_deadline:
+            self.nak_deadline = _INF
+            if snd.snd_una == self.nak_psn:  # still missing: the NAK meant a loss
+                self._nack(self.nak_psn, now, True)
+                if self.failed is not None:
+                    return
+                self.nic.activate(self)
         if self._tlp_ok and now >= self.tlp_deadline and snd.snd_nxt >= snd.end_psn:
             self._tlp_ok = False  # one probe per quiet period; an ACK re-enables it
             if snd.probe_tail():
@@ -835,6 +898,8 @@ class QueuePair:
         if now < self.rto_deadline:
             tlp = self.tlp_deadline
             self._arm(tlp if self._tlp_ok and now < tlp < self.rto_deadline else self.rto_deadline)
+            if self.nak_deadline < _INF:
+                self._arm(self.nak_deadline)
             return
         self.retries += 1
         if self.retry_limit is not None and self.retries > self.retry_limit:
@@ -843,6 +908,7 @@ class QueuePair:
         evs = snd.inflight_evs()
         lost = snd.inflight_bytes
         snd.on_timeout(now)
+        self.nak_deadline = _INF  # everything in flight is being resent anyway
         sel = self.sel
         for ev in evs or [snd.ev_of(snd.snd_una)]:
             sel.on_timeout(ev, now)
@@ -862,7 +928,7 @@ class QueuePair:
             f"(retry_limit {self.retry_limit}) on QP {self.id} nic{self.nic.card}->"
             f"nic{self.dst_nic.card}"
         )
-        self.rto_deadline = self.tlp_deadline = self.credit_deadline = _INF
+        self.rto_deadline = self.tlp_deadline = self.credit_deadline = self.nak_deadline = _INF
         msgs = list(self.msgs)
         self.msgs.clear()
         self._next_done = _INF

@@ -7,7 +7,24 @@ expected PSN; an out-of-order packet is dropped and answered with one "PSN seque
 per episode (no further NAK until the expected PSN arrives), duplicates are re-acknowledged.
 The requester rewinds to the NAK'd PSN and resends everything from there. Under per-packet
 spraying every reordering looks like a loss, which is the retransmission storm that keeps
-classic RoCE on one path per QP.
+classic RoCE on one path per QP. [S: IBTA vol. 1 rel. 1.x, ch. 9.7 "Reliable Service": the
+responder answers an out-of-sequence request with a "PSN sequence error" NAK (AETH syndrome
+0x60, NAK code 0) carrying the expected PSN, once per sequence error; the requester takes it as
+acknowledging every PSN below and resends from the NAK'd PSN, as the Linux ipath/qib
+requesters' ``do_rc_ack`` do (NAK code 0 "PSN sequence error": back up to that PSN).]
+
+``sr`` with ``seq_nak`` -- InfiniBand RC with out-of-order data placement (ConnectX-5 and later,
+NVIDIA "Out-of-Order (OOO) Data Placement", MLNX_OFED/DOCA docs: packets a QP receives out of
+order "are handled instead of being dropped, in order to avoid retransmission"): the responder
+places an out-of-order packet as selective repeat does and still reports the sequence error as
+ch. 9.7 says (one :data:`SEQ_NAK` per sequence error, carrying the expected PSN, none again
+until that PSN arrives); its ACKs carry no SACK (``sack_bits`` 0: the AETH is a syndrome and an
+MSN, 9.3.5). The requester goes back N from the NAK'd PSN (:meth:`SenderReliability.on_nack`
+with ``seq``). When the QP's packets may be reordered on the way (switch adaptive routing,
+spraying) the queue pair first waits until the NAK'd PSN is overdue by RACK's rule (RFC 8985
+6.2: lost once ``now >= xmit_ts + rtt + reo_wnd``, :meth:`SenderReliability.nak_lost_at`), so
+reordering alone never triggers a go-back-N; NVIDIA does not publish how an OOO-placing
+ConnectX tells reordering from loss, so this wait is an assumption [E].
 
 ``sr`` -- selective repeat, as in UEC's reliable-unordered delivery, AWS SRD and MP-RDMA:
 the receiver keeps out-of-order packets (bounded by a per-NIC :class:`ReorderBuffer`) and
@@ -61,6 +78,7 @@ __all__ = [
     "RESENT",
     "SACKED",
     "SENT",
+    "SEQ_NAK",
     "ReceiverReliability",
     "ReorderBuffer",
     "SenderReliability",
@@ -87,7 +105,10 @@ RESENT = 3  # a retransmitted copy is in flight
 # Receiver verdicts for one data packet.
 NONE = 0  # nothing to send now (coalescing)
 ACK = 1  # send an ACK (cumulative PSN + SACK bitmap)
-NACK = 2  # send a NACK for ``ReceiverReliability.nack_psn``
+NACK = 2  # send a NACK for ``ReceiverReliability.nack_psn`` (selective repeat: buffer full)
+#: send a "PSN sequence error" NAK for ``ReceiverReliability.nack_psn`` (the expected PSN):
+#: IBTA vol. 1 ch. 9.7, AETH syndrome NAK code 0; the requester goes back N from that PSN
+SEQ_NAK = 3
 
 _TRIM = 4096  # drop sender bookkeeping this many PSNs behind snd_una at a time
 
@@ -454,11 +475,13 @@ class SenderReliability:
                     cb(self._ev[i], now)
             i = state.find(RESENT, i + 1, end)
 
-    def on_nack(self, psn: int, now: float) -> None:
+    def on_nack(self, psn: int, now: float, seq: bool = False) -> None:
         """The receiver reports ``psn`` missing.
 
-        go-back-N: everything below ``psn`` arrived; rewind and resend from ``psn``.
-        selective repeat: the receiver dropped ``psn`` (reorder buffer full); resend it only.
+        go-back-N, or a PSN sequence error NAK (``seq``, IBTA vol. 1 ch. 9.7): everything below
+        ``psn`` arrived; rewind and resend every unacknowledged PSN from ``psn`` on.
+        selective repeat otherwise: the receiver dropped ``psn`` (reorder buffer full); resend
+        it only.
         """
         if psn < self.snd_una or psn >= self.high_sent:
             return
@@ -466,6 +489,10 @@ class SenderReliability:
             self.on_ack(psn, 0, now)
             self._mark_lost_from(psn)
             self.snd_nxt = psn
+        elif seq:
+            self.on_ack(psn, 0, now)
+            self._rtx.clear()  # nothing below psn is missing; _mark_lost_from re-queues the rest
+            self._mark_lost_from(psn)
         else:
             i = psn - self._base
             st = self._state[i]
@@ -474,6 +501,14 @@ class SenderReliability:
                 self.inflight_bytes -= self._size[i]
                 self.n_lost += 1
                 self._rtx.appendleft(psn)
+
+    def nak_lost_at(self, psn: int, rtt: float) -> float:
+        """When a PSN sequence error NAK for ``psn`` proves it lost rather than late, on a path
+        that may reorder: RACK's rule (RFC 8985 6.2), a packet is lost once
+        ``now >= xmit_ts + rtt + reo_wnd`` after a packet sent later was delivered (the NAK
+        shows one was). ``rtt``: the round trip to assume (the smoothed RTT)."""
+        i = psn - self._base
+        return self._tx_time[i] + rtt + self.reorder_window()
 
     def on_timeout(self, now: float) -> bool:
         """Retransmission timeout: declare every in-flight PSN lost. False if none was."""
@@ -620,6 +655,7 @@ class ReceiverReliability:
         "rcv_nxt",
         "rob",
         "sack_bits",
+        "seq_nak",
     )
 
     def __init__(
@@ -628,9 +664,13 @@ class ReceiverReliability:
         rob: ReorderBuffer | None = None,
         ack_every: int = 1,
         sack_bits: int | None = None,
+        seq_nak: bool = False,
     ) -> None:
         self.mode = check_mode(mode)
         self.sack_bits = check_sack_bits(sack_bits)  # None: the bitmap reports every held PSN
+        #: selective repeat: also NAK each sequence error (IB RC with out-of-order placement,
+        #: see the module docstring); go-back-N always does
+        self.seq_nak = bool(seq_nak)
         if ack_every < 1:
             raise ValueError(f"ack_every {ack_every!r}; expected an int >= 1")
         self.ack_every = int(ack_every)
@@ -666,6 +706,7 @@ class ReceiverReliability:
                 self.ooo_bits = b >> k
                 self.rcv_nxt = nxt + k
                 self.pending = 0
+                self.nak_sent = False  # the expected PSN arrived: the sequence error is over
                 return ACK  # a hole was filled: tell the sender now
             self.rcv_nxt = nxt + 1
             self.nak_sent = False
@@ -676,7 +717,9 @@ class ReceiverReliability:
             return NONE
         if psn < nxt:
             self.dup_pkts += 1
-            self.dup_pending = True
+            # an IB AETH (seq_nak) has no duplicate report, and go-back-N makes duplicates
+            # that say nothing about reordering
+            self.dup_pending = not self.seq_nak
             self.pending = 0
             return ACK
         # psn > rcv_nxt: out of order
@@ -687,11 +730,11 @@ class ReceiverReliability:
             self.nak_sent = True
             self.nack_psn = nxt
             self.pending = 0
-            return NACK
+            return SEQ_NAK
         off = psn - nxt
         if (self.ooo_bits >> off) & 1:
             self.dup_pkts += 1
-            self.dup_pending = True
+            self.dup_pending = not self.seq_nak
             self.pending = 0
             return ACK
         if not self.rob.take(payload):
@@ -703,6 +746,12 @@ class ReceiverReliability:
         self._sizes[psn] = payload
         self.ooo_pkts += 1
         self.delivered_bytes += payload
+        if self.seq_nak and not self.nak_sent:
+            # placed, and the sequence error reported once (IBTA vol. 1 ch. 9.7)
+            self.nak_sent = True
+            self.nack_psn = nxt
+            self.pending = 0
+            return SEQ_NAK
         self.pending += 1
         if last or ecn or self.pending >= self.ack_every:
             self.pending = 0

@@ -14,6 +14,7 @@ from podsim.nic.transport.reliability import (
     ACK,
     NACK,
     NONE,
+    SEQ_NAK,
     ReceiverReliability,
     ReorderBuffer,
     SenderReliability,
@@ -72,8 +73,8 @@ def _deliver(order, sender, receiver, payload=100, now=0.0, ack_loss=()):
             continue
         if v == ACK:
             sender.on_ack(receiver.rcv_nxt, receiver.ooo_bits, now)
-        elif v == NACK:
-            sender.on_nack(receiver.nack_psn, now)
+        elif v in (NACK, SEQ_NAK):
+            sender.on_nack(receiver.nack_psn, now, seq=v == SEQ_NAK)
 
 
 def _send_all(sender, now=0.0, size=100):
@@ -108,11 +109,11 @@ def test_ack_coalescing_every_n_and_on_last() -> None:
 def test_gbn_receiver_drops_out_of_order_and_naks_once() -> None:
     r = ReceiverReliability("gbn")
     assert r.on_data(0, 10, False, False) == ACK
-    assert r.on_data(2, 10, False, False) == NACK and r.nack_psn == 1
+    assert r.on_data(2, 10, False, False) == SEQ_NAK and r.nack_psn == 1
     assert r.on_data(3, 10, False, False) == NONE  # one NAK per sequence-error episode
     assert r.ooo_drops == 2 and r.delivered_bytes == 10
     assert r.on_data(1, 10, False, False) == ACK and r.rcv_nxt == 2
-    assert r.on_data(3, 10, False, False) == NACK  # a new episode
+    assert r.on_data(3, 10, False, False) == SEQ_NAK  # a new episode
 
 
 def test_gbn_sender_rewinds_on_nack() -> None:
@@ -147,6 +148,59 @@ def test_sr_reorder_buffer_full_naks_the_packet() -> None:
     assert r.on_data(1, 100, False, False) == ACK
     assert r.on_data(2, 100, False, False) == NACK and r.nack_psn == 2
     assert rob.drops == 1 and r.delivered_bytes == 100
+
+
+def test_sequence_nak_receiver_places_and_naks_once_per_sequence_error() -> None:
+    """InfiniBand RC with out-of-order placement (selective repeat + ``seq_nak``): an
+    out-of-order packet is held (not dropped) and the first of a sequence error is answered
+    with one PSN sequence error NAK for the expected PSN; none again until that PSN arrives
+    (IBTA vol. 1 ch. 9.7); then a new gap is a new sequence error. Bytes count once."""
+    r = ReceiverReliability("sr", sack_bits=0, seq_nak=True)
+    assert r.on_data(0, 10, False, False) == ACK
+    assert r.on_data(2, 10, False, False) == SEQ_NAK and r.nack_psn == 1
+    assert r.on_data(3, 10, False, False) == ACK  # placed; the same sequence error
+    assert r.on_data(5, 10, False, False) == ACK  # a second hole, still the same error
+    assert r.ooo_drops == 0 and r.ooo_pkts == 3 and r.delivered_bytes == 40
+    assert r.on_data(1, 10, False, False) == ACK and r.rcv_nxt == 4  # the expected PSN
+    assert r.on_data(6, 10, False, False) == SEQ_NAK and r.nack_psn == 4  # a new error
+    assert r.on_data(3, 10, False, False) == ACK and r.dup_pkts == 1  # duplicate: no NAK
+    assert r.on_data(4, 10, False, False) == ACK and r.rcv_nxt == 7
+    assert r.delivered_bytes == 70 and r.ooo_bits == 0
+    # without seq_nak the same arrivals never NAK (the selective-repeat NIC presets)
+    plain = ReceiverReliability("sr", sack_bits=0)
+    assert [plain.on_data(p, 10, False, False) for p in (0, 2, 3)] == [ACK, ACK, ACK]
+
+
+def test_sequence_nak_sender_goes_back_n_from_the_nakd_psn() -> None:
+    """A selective-repeat sender told of a PSN sequence error at PSN 2 acknowledges 0-1 and
+    resends 2, 3, 4, 5 in order (go-back-N, IBTA vol. 1 ch. 9.7); a reorder-buffer NACK
+    (no ``seq``) resends its one PSN only; a stale NAK changes nothing."""
+    s = SenderReliability("sr", sack_bits=0)
+    s.post(6)
+    _send_all(s)
+    s.on_nack(2, 1e-6, seq=True)
+    assert s.snd_una == 2 and s.acked_bytes == 200 and s.inflight_bytes == 0
+    assert _send_all(s) == [2, 3, 4, 5] and s.retransmits == 4
+    s.on_nack(1, 2e-6, seq=True)  # stale: below snd_una
+    assert s.pick() == -1
+    s2 = SenderReliability("sr", sack_bits=0)
+    s2.post(6)
+    _send_all(s2)
+    s2.on_nack(4, 1e-6)  # the receiver's buffer was full for PSN 4
+    assert _send_all(s2) == [4] and s2.snd_una == 0
+
+
+def test_nak_lost_at_is_racks_deadline() -> None:
+    """RFC 8985 6.2: lost once now >= xmit_ts + rtt + reo_wnd (latest transmission)."""
+    s = SenderReliability("sr", reo_factor=0.5, reo_min_s=1e-6, sack_bits=0)
+    s.post(3)
+    for psn, t in ((0, 0.0), (1, 1e-6), (2, 2e-6)):
+        s.on_send(psn, 100, t)
+    s.srtt = 10e-6
+    assert s.nak_lost_at(1, 10e-6) == pytest.approx(1e-6 + 10e-6 + 5e-6)
+    s.on_nack(1, 3e-6, seq=True)
+    s.on_send(1, 100, 20e-6)  # the resend moves the deadline
+    assert s.nak_lost_at(1, 10e-6) == pytest.approx(20e-6 + 15e-6)
 
 
 def test_sr_sender_retransmits_only_holes() -> None:
@@ -197,7 +251,7 @@ def test_duplicate_report_widens_reorder_window() -> None:
 
 @settings(max_examples=250, deadline=None)
 @given(
-    mode=st.sampled_from(["gbn", "sr"]),
+    mode=st.sampled_from(["gbn", "sr", "sr+nak"]),
     bits=st.sampled_from([0, 1, 3, 8, 64, None]),
     n=st.integers(1, 200),
     seed=st.integers(0, 10**6),
@@ -211,10 +265,16 @@ def test_random_loss_and_reordering_deliver_every_byte_once(
     data loss, ACK loss and any SACK bitmap width (``bits``, None: unbounded): after every ACK
     no PSN the receiver does not hold is acknowledged (cumulatively or SACKed), the sender's
     acknowledged bytes are exactly those PSNs', and in the end every PSN is delivered exactly
-    once and the sender's accounting closes (no byte lost or counted twice)."""
+    once and the sender's accounting closes (no byte lost or counted twice). ``sr+nak``:
+    selective repeat whose receiver also NAKs each sequence error (InfiniBand RC with
+    out-of-order placement), the sender going back N on every such NAK."""
     rng = random.Random(seed)
+    seq_nak = mode == "sr+nak"
+    mode = "sr" if seq_nak else mode
     s = SenderReliability(mode, reo_factor=0.5, reo_min_s=0.0, sack_bits=bits)
-    r = ReceiverReliability(mode, rob=ReorderBuffer(rng.choice([300, 10**9])), sack_bits=bits)
+    r = ReceiverReliability(
+        mode, rob=ReorderBuffer(rng.choice([300, 10**9])), sack_bits=bits, seq_nak=seq_nak
+    )
     s.post(n)
     now = 0.0
     sizes = {p: 1 + (p * 37) % 100 for p in range(n)}
@@ -243,8 +303,8 @@ def test_random_loss_and_reordering_deliver_every_byte_once(
                     p < held and (p < r.rcv_nxt or r.ooo_bits >> (p - r.rcv_nxt) & 1) for p in acked
                 )
                 assert s.acked_bytes == sum(sizes[p] for p in acked)
-            elif v == NACK:
-                s.on_nack(r.nack_psn, now)
+            elif v in (NACK, SEQ_NAK):
+                s.on_nack(r.nack_psn, now, seq=v == SEQ_NAK)
         assert s.inflight_bytes >= 0 and s.n_lost >= 0
         if s.done():
             break

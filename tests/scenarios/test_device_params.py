@@ -35,6 +35,7 @@ EXPLICIT = {
     "adaptive_routing_quantum": ("64KiB", 65_536),
     "credit_buffer": ("256KiB", 262_144),
     "link_layer": ("infiniband", "infiniband"),
+    "sequence_nak": ("true", True),
     "ecn.enabled": ("false", False),
     "pfc.enabled": ("true", True),
     "pfc.hold_until_sent": ("true", True),
