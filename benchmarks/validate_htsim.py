@@ -68,13 +68,19 @@ cumulative ACK covers the flow (uec.cpp ``UecSrc::checkFinished``, roce.cpp ``pr
 podsim's is ``qps.acked_s`` (``messages.end_s``, the receiver holding the last byte, is one ACK
 trip earlier). Each link is 1 us in all: podsim's fibre is shortened by the PHY's FEC latency.
 
-Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Rows
-whose flows take one path each (perm-single, perm-roce-pfc) depend on which flows the hash puts
-together: both simulators hash (flow, entropy) per hop with a random key per switch (htsim's
-``FatTreeSwitch::getNextHop``), which on a fat-tree is a uniform random path per connection
-(tests/fabric/test_routing.py checks podsim's), so on one seed they collide different flows
-as often as each other; those rows are averaged over ``--seeds`` (default 10) and the table
-gives each mean's standard error (perm-single's makespan varies by about 8 % between seeds).
+Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Every
+row depends on the seed: both simulators hash (flow, entropy) per hop with a random key per
+switch (htsim's ``FatTreeSwitch::getNextHop``), which on a fat-tree is a uniform random path per
+connection (tests/fabric/test_routing.py checks podsim's), so on one seed they collide different
+flows as often as each other; rows whose flows take one path each (perm-single,
+perm-roce-pfc) vary most (perm-single's makespan by about 8 % between seeds), but a sprayed
+flow's entropy values also land on paths unevenly and the makespan, the slowest of 128 flows,
+varies by about 3 % between seeds (perm-oblivious). Each row is averaged over ``--seeds``
+(default 10) and the table gives each mean's standard error.
+
+Neither side models a QP-context cache here: htsim has none, so podsim's NIC gets
+``qp_miss_penalty: 0`` (its default fetches each QP's context over PCIe on first use, 1 us,
+which delayed a2a-reps, 127 QPs per NIC at time 0, by about 8 us).
 htsim's REPS ends its run on a retransmission timeout when trimming is off (uec_mp.cpp
 ``UecMpReps::processEv``): a seed where that happens has no htsim time, is counted in the
 ``htsim exited`` column and left out of htsim's mean; perm-single's 10 x BDP queues (htsim
@@ -139,7 +145,6 @@ class Row:
     nic: dict[str, Any]
     roce: bool = False
     adaptive: bool = False  # switches route adaptively
-    hashed: bool = False  # one path per flow: the result depends on the hash; average seeds
     one_ev: bool = False  # htsim's source has one entropy value: NSCC cannot move the flow
     queue_bdp: int = NONTRIM_QUEUE_BDP  # each switch queue, in BDPs (htsim -q in packets)
     notes: str = ""
@@ -152,10 +157,10 @@ ROWS = (
         {"model": "uec", "multipath": {"selector": "spray"}}),
     Row("perm-single", "permutation", "htsim_uec",
         ("-load_balancing_algo", "reps", "-paths", "1"),
-        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True, one_ev=True,
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, one_ev=True,
         queue_bdp=ONE_PATH_QUEUE_BDP),
     Row("perm-roce-pfc", "permutation", "htsim_roce", ("-strat", "ecmp_host", "-paths", "1"),
-        {"model": "roce", "cc": {"name": "none"}}, roce=True, hashed=True),
+        {"model": "roce", "cc": {"name": "none"}}, roce=True),
     Row("perm-switch-ar", "permutation", "htsim_uec", ("-strat", "ecmp_ar"),
         {"model": "uec", "multipath": {"selector": "ecmp"}}, adaptive=True, one_ev=True),
     Row("a2a-reps", "all-to-all", "htsim_uec", ("-load_balancing_algo", "reps"),
@@ -276,6 +281,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
     """The row's podsim scenario as a document (``workload`` replaces the placeholder; the
     comparison itself hands the engine the trace directly)."""
     nic = {**row.nic, "mtu": f"{MSS}B", "multipath": {**row.nic.get("multipath", {})}}
+    nic["qp_miss_penalty"] = "0s"  # htsim models no QP-context cache (docstring)
     nic["multipath"]["paths"] = EVS
     if not row.roce:
         nic["ack_coalesce"] = UEC_ACK_EVERY
@@ -448,7 +454,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--htsim", type=Path, default=None, help="folder of htsim_uec / htsim_roce")
     ap.add_argument("--only", nargs="*", default=None, choices=[r.name for r in ROWS])
-    ap.add_argument("--seeds", type=int, default=10, help="seeds averaged on one-path rows")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds averaged on each row")
     ap.add_argument("--seed", type=int, default=1, help="first seed")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--keep", type=Path, default=None, help="keep htsim's logs and matrices")
@@ -460,7 +466,7 @@ def main() -> None:
     )
     table = []
     for row in rows:
-        seeds = range(args.seed, args.seed + (args.seeds if row.hashed else 1))
+        seeds = range(args.seed, args.seed + args.seeds)
         ps, hs = [], []
         for seed in seeds:
             p, cm = run_podsim(row, seed)

@@ -223,9 +223,14 @@ class RecvQp(ReceiverReliability):
     __slots__ = ("_next_delivered", "ack_pkts", "cnps", "nacks", "rx_bytes", "rx_hold", "rx_pkts")
 
     def __init__(
-        self, mode: int, rob: ReorderBuffer, ack_every: int, sack_bits: int | None = None
+        self,
+        mode: int,
+        rob: ReorderBuffer,
+        ack_every: int,
+        sack_bits: int | None = None,
+        ack_gap_fill: bool = True,
     ) -> None:
-        super().__init__(mode, rob, ack_every, sack_bits)
+        super().__init__(mode, rob, ack_every, sack_bits, ack_gap_fill)
         self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0
