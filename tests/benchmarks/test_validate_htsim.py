@@ -64,6 +64,7 @@ def test_every_row_builds_a_valid_podsim_scenario_with_hosts_in_htsim_order(vh) 
         assert sc.cluster.switch.adaptive_routing is row.adaptive
         # htsim models no QP-context cache: podsim's first-use fetch (1 us) is off
         assert sc.cluster.nic.qp_miss_penalty == 0, row.name
+        assert sc.cluster.switch.store_and_forward, row.name  # as htsim's queues
         if not row.roce:
             assert sc.cluster.nic.ack_coalesce == vh.UEC_ACK_EVERY
             # one entropy value in htsim: NSCC must not move the flow to another path
