@@ -39,7 +39,9 @@ serialisation per hop), passed to podsim's NSCC as ``network_rtt_s``; 64 entropy
 ``UecSink::_bytes_unacked_threshold``: podsim's ``ack_coalesce: 4``) and at once on an ECN mark
 or a reordering; without trimming (and without its optional SLEEK loss detection) htsim's UEC
 source finds a loss only by its timeout, 15 us plus draining a full queue at each of 6 hops (391
-us here): podsim gets that RTO and a reordering window no gap outlives. RoCE: PFC pauses an
+us here): podsim gets that RTO, a reordering window no gap outlives and no tail-loss probe
+before the RTO (``reorder_window_min``, the probe's floor: with the UEC ACK rules a2a-reps had
+sent 157 spurious probes on 6 seeds). RoCE: PFC pauses an
 input above 15 packets queued and resumes below 12 (main_roce.cpp defaults), an input counting a
 frame until its last bit has left the egress (LosslessInputQueue releases it in completedService;
 podsim's ``pfc.hold_until_sent``): it pauses one frame earlier and resumes with one frame less
@@ -295,6 +297,9 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
         # its RTO, and a reordering window no gap outlives
         nic["rto"] = f"{uec_min_rto_s(row.queue_bdp) * 1e9:.0f}ns"
         nic["reorder_window"] = NO_REORDER_LOSS
+        # and no tail-loss probe before it (its floor is the reordering window's): htsim's UEC
+        # source without SLEEK sends none, and podsim's fired spuriously behind deep incasts
+        nic["reorder_window_min"] = nic["rto"]
         cc: dict[str, Any] = {"network_rtt_s": network_rtt_s()}
         if row.one_ev:
             # htsim's -paths 1 (and ecmp_ar) gives the source one entropy value, so an ECN
