@@ -39,7 +39,9 @@ serialisation per hop), passed to podsim's NSCC as ``network_rtt_s``; 64 entropy
 ``UecSink::_bytes_unacked_threshold``: podsim's ``ack_coalesce: 4``) and at once on an ECN mark
 or a reordering; without trimming (and without its optional SLEEK loss detection) htsim's UEC
 source finds a loss only by its timeout, 15 us plus draining a full queue at each of 6 hops (391
-us here): podsim gets that RTO and a reordering window no gap outlives. RoCE: PFC pauses an
+us here): podsim gets that RTO, a reordering window no gap outlives and no tail-loss probe
+before the RTO (``reorder_window_min``, the probe's floor: with the UEC ACK rules a2a-reps had
+sent 157 spurious probes on 6 seeds). RoCE: PFC pauses an
 input above 15 packets queued and resumes below 12 (main_roce.cpp defaults), an input counting a
 frame until its last bit has left the egress (LosslessInputQueue releases it in completedService;
 podsim's ``pfc.hold_until_sent``): it pauses one frame earlier and resumes with one frame less
@@ -68,13 +70,23 @@ cumulative ACK covers the flow (uec.cpp ``UecSrc::checkFinished``, roce.cpp ``pr
 podsim's is ``qps.acked_s`` (``messages.end_s``, the receiver holding the last byte, is one ACK
 trip earlier). Each link is 1 us in all: podsim's fibre is shortened by the PHY's FEC latency.
 
-Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Rows
-whose flows take one path each (perm-single, perm-roce-pfc) depend on which flows the hash puts
-together: both simulators hash (flow, entropy) per hop with a random key per switch (htsim's
-``FatTreeSwitch::getNextHop``), which on a fat-tree is a uniform random path per connection
-(tests/fabric/test_routing.py checks podsim's), so on one seed they collide different flows
-as often as each other; those rows are averaged over ``--seeds`` (default 10) and the table
-gives each mean's standard error (perm-single's makespan varies by about 8 % between seeds).
+Target (issue 14): every row within 5 % on the makespan (the last flow's completion). Every
+row depends on the seed: both simulators hash (flow, entropy) per hop with a random key per
+switch (htsim's ``FatTreeSwitch::getNextHop``), which on a fat-tree is a uniform random path per
+connection (tests/fabric/test_routing.py checks podsim's), so on one seed they collide different
+flows as often as each other; rows whose flows take one path each (perm-single,
+perm-roce-pfc) vary most (perm-single's makespan by about 8 % between seeds), but a sprayed
+flow's entropy values also land on paths unevenly and the makespan, the slowest of 128 flows,
+varies by about 3 % between seeds (perm-oblivious). Each row is averaged over ``--seeds``
+(default 10) and the table gives each mean's standard error.
+
+Switches store and forward on both sides: an htsim queue hands a packet to the next pipe
+when its last bit is out (podsim's default cuts through, which shortened each hop by a
+packet's serialisation: a single idle 4 MiB flow across pods finished 0.4 us earlier than with
+store-and-forward, just cancelling its 18 B longer headers). Neither side models a QP-context
+cache here: htsim has none, so podsim's NIC gets
+``qp_miss_penalty: 0`` (its default fetches each QP's context over PCIe on first use, 1 us,
+which delayed a2a-reps, 127 QPs per NIC at time 0, by about 8 us).
 htsim's REPS ends its run on a retransmission timeout when trimming is off (uec_mp.cpp
 ``UecMpReps::processEv``): a seed where that happens has no htsim time, is counted in the
 ``htsim exited`` column and left out of htsim's mean; perm-single's 10 x BDP queues (htsim
@@ -139,7 +151,6 @@ class Row:
     nic: dict[str, Any]
     roce: bool = False
     adaptive: bool = False  # switches route adaptively
-    hashed: bool = False  # one path per flow: the result depends on the hash; average seeds
     one_ev: bool = False  # htsim's source has one entropy value: NSCC cannot move the flow
     queue_bdp: int = NONTRIM_QUEUE_BDP  # each switch queue, in BDPs (htsim -q in packets)
     notes: str = ""
@@ -152,10 +163,10 @@ ROWS = (
         {"model": "uec", "multipath": {"selector": "spray"}}),
     Row("perm-single", "permutation", "htsim_uec",
         ("-load_balancing_algo", "reps", "-paths", "1"),
-        {"model": "uec", "multipath": {"selector": "ecmp"}}, hashed=True, one_ev=True,
+        {"model": "uec", "multipath": {"selector": "ecmp"}}, one_ev=True,
         queue_bdp=ONE_PATH_QUEUE_BDP),
     Row("perm-roce-pfc", "permutation", "htsim_roce", ("-strat", "ecmp_host", "-paths", "1"),
-        {"model": "roce", "cc": {"name": "none"}}, roce=True, hashed=True),
+        {"model": "roce", "cc": {"name": "none"}}, roce=True),
     Row("perm-switch-ar", "permutation", "htsim_uec", ("-strat", "ecmp_ar"),
         {"model": "uec", "multipath": {"selector": "ecmp"}}, adaptive=True, one_ev=True),
     Row("a2a-reps", "all-to-all", "htsim_uec", ("-load_balancing_algo", "reps"),
@@ -209,6 +220,7 @@ def uec_switch(bdps: int = NONTRIM_QUEUE_BDP) -> dict[str, Any]:
     bdp = bdp_packets()
     return {
         "latency": "0ns",
+        "store_and_forward": True,  # htsim's queue serialises a whole packet before its pipe
         "buffer": None,  # per-port buffer x ports, shared (htsim: fixed per port)
         "buffer_per_port": f"{queue_bytes(bdps)}B",
         "ecn": {
@@ -225,6 +237,7 @@ def roce_switch() -> dict[str, Any]:
     """htsim's RoCE fat-tree: lossless input queues pausing at 15 packets, resuming at 12."""
     return {
         "latency": "0ns",
+        "store_and_forward": True,  # htsim's queue serialises a whole packet before its pipe
         "ecn": {"enabled": False},
         "pfc": {
             "enabled": True,
@@ -276,6 +289,7 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
     """The row's podsim scenario as a document (``workload`` replaces the placeholder; the
     comparison itself hands the engine the trace directly)."""
     nic = {**row.nic, "mtu": f"{MSS}B", "multipath": {**row.nic.get("multipath", {})}}
+    nic["qp_miss_penalty"] = "0s"  # htsim models no QP-context cache (docstring)
     nic["multipath"]["paths"] = EVS
     if not row.roce:
         nic["ack_coalesce"] = UEC_ACK_EVERY
@@ -283,6 +297,9 @@ def podsim_doc(row: Row, seed: int, workload: dict[str, Any] | None = None) -> d
         # its RTO, and a reordering window no gap outlives
         nic["rto"] = f"{uec_min_rto_s(row.queue_bdp) * 1e9:.0f}ns"
         nic["reorder_window"] = NO_REORDER_LOSS
+        # and no tail-loss probe before it (its floor is the reordering window's): htsim's UEC
+        # source without SLEEK sends none, and podsim's fired spuriously behind deep incasts
+        nic["reorder_window_min"] = nic["rto"]
         cc: dict[str, Any] = {"network_rtt_s": network_rtt_s()}
         if row.one_ev:
             # htsim's -paths 1 (and ecmp_ar) gives the source one entropy value, so an ECN
@@ -448,7 +465,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--htsim", type=Path, default=None, help="folder of htsim_uec / htsim_roce")
     ap.add_argument("--only", nargs="*", default=None, choices=[r.name for r in ROWS])
-    ap.add_argument("--seeds", type=int, default=10, help="seeds averaged on one-path rows")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds averaged on each row")
     ap.add_argument("--seed", type=int, default=1, help="first seed")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--keep", type=Path, default=None, help="keep htsim's logs and matrices")
@@ -460,7 +477,7 @@ def main() -> None:
     )
     table = []
     for row in rows:
-        seeds = range(args.seed, args.seed + (args.seeds if row.hashed else 1))
+        seeds = range(args.seed, args.seed + args.seeds)
         ps, hs = [], []
         for seed in seeds:
             p, cm = run_podsim(row, seed)

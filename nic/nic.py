@@ -137,6 +137,17 @@ class NicConfig:
         doc="data packets acknowledged per ACK (plus the immediate cases: last packet, ECN, loss)",
         source="[E] no source gives a RoCE NIC's coalescing; 1 = an ACK per packet",
     )
+    ack_gap_fill: bool = param(
+        True,
+        key="ack_on_gap_fill",
+        kind="bool",
+        doc="selective repeat: acknowledge at once a packet that fills a gap in the received "
+        "PSNs (false: it counts towards ack_coalesce, and an ACK request that found a gap "
+        "open is answered again when the gaps close)",
+        source="[S] true: TCP, RFC 5681 section 4.2 (an immediate ACK for a segment that fills "
+        "a gap); false: the UEC reference simulator, uet-htsim 40ccb05 uec.cpp "
+        "UecSink::processData",
+    )
     selector: str = param(
         "spray",
         key="multipath.selector",
@@ -423,7 +434,9 @@ def _roce() -> NicConfig:
 @NIC_MODELS.register("uec", "Ultra Ethernet-style: REPS spraying, selective repeat, NSCC")
 def _uec() -> NicConfig:
     # 64-bit SACK bitmap [S: UET 1.0 PDS ACK_CC, Table 3-36; uet-htsim 40ccb05 uec.cpp]
-    return NicConfig(selector="reps", reliability="sr", cc="nscc", sack_bits=64)
+    # ACKs as the reference simulator's UecSink::processData (uet-htsim 40ccb05 uec.cpp): a
+    # packet filling a gap is not acknowledged at once (NicConfig.ack_gap_fill)
+    return NicConfig(selector="reps", reliability="sr", cc="nscc", sack_bits=64, ack_gap_fill=False)
 
 
 @NIC_MODELS.register(
@@ -1141,9 +1154,8 @@ class RdmaNetwork:
         )
         base_rtt, hops = self._base_rtt(src, dst, cfg.mtu)
         fcc = src.cc.new_flow(qid, line, base_rtt, cfg.mtu, hops, self.env.now)
-        rq = RecvQp(
-            dst.mode, dst.rob, dst.config.ack_every, dst.config.sack_bits, dst.config.seq_nak
-        )
+        dc = dst.config
+        rq = RecvQp(dst.mode, dst.rob, dc.ack_every, dc.sack_bits, dc.seq_nak, dc.ack_gap_fill)
         qp = QueuePair(
             qid,
             src,

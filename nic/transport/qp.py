@@ -239,8 +239,9 @@ class RecvQp(ReceiverReliability):
         ack_every: int,
         sack_bits: int | None = None,
         seq_nak: bool = False,
+        ack_gap_fill: bool = True,
     ) -> None:
-        super().__init__(mode, rob, ack_every, sack_bits, seq_nak)
+        super().__init__(mode, rob, ack_every, sack_bits, seq_nak, ack_gap_fill)
         self.rx_hold = 0.0  # RX pipeline: this QP's packets wait at least until then
         self.rx_pkts = 0
         self.rx_bytes = 0

@@ -633,15 +633,26 @@ class ReceiverReliability:
     :data:`ACK` or :data:`NACK`; the ACK carries ``rcv_nxt`` (cumulative) and
     :meth:`sack_report` (bit i: PSN ``rcv_nxt + i`` is held out of order, within the
     ``sack_bits`` window of the triggering PSN; ``ooo_bits`` holds every such PSN). ACKs are
-    coalesced: one per ``ack_every`` packets, but at once for the last packet of a message, an
-    ECN-marked packet (so congestion and path feedback are exact), a duplicate, or a packet
-    that fills a hole.
+    coalesced: one per ``ack_every`` packets, but at once for the last packet of a message (or
+    the sender's ACK request), an ECN-marked packet (so congestion and path feedback are
+    exact), a duplicate, or -- with ``ack_gap_fill`` -- a packet that fills a hole.
+
+    ``ack_gap_fill`` True is TCP's rule: an immediate ACK when a segment fills all or part of a
+    gap (RFC 5681 section 4.2). False is the UEC reference simulator's (uet-htsim 40ccb05
+    ``uec.cpp`` ``UecSink::processData``): a packet that fills a gap counts towards the
+    coalescing like any other, and an ACK request that found a gap open is remembered and
+    answered when the last gap closes (``_ack_request``), so the sender still learns that its
+    window's last packet arrived. Under packet spraying the packet that fills a gap is the one
+    that took a slow path; an immediate ACK for it feeds that path back as an uncongested one
+    (REPS recycles the entropy of every unmarked ACK).
     ``delivered_bytes`` counts each PSN's payload exactly once.
     """
 
     __slots__ = (
         "_sizes",
         "ack_every",
+        "ack_gap_fill",
+        "ack_req",
         "delivered_bytes",
         "dup_pending",
         "dup_pkts",
@@ -665,6 +676,7 @@ class ReceiverReliability:
         ack_every: int = 1,
         sack_bits: int | None = None,
         seq_nak: bool = False,
+        ack_gap_fill: bool = True,
     ) -> None:
         self.mode = check_mode(mode)
         self.sack_bits = check_sack_bits(sack_bits)  # None: the bitmap reports every held PSN
@@ -674,6 +686,8 @@ class ReceiverReliability:
         if ack_every < 1:
             raise ValueError(f"ack_every {ack_every!r}; expected an int >= 1")
         self.ack_every = int(ack_every)
+        self.ack_gap_fill = bool(ack_gap_fill)
+        self.ack_req = False  # without ack_gap_fill: an ACK request waits for the gaps to close
         self.rob = rob if rob is not None else ReorderBuffer(1 << 62)
         self.rcv_nxt = 0
         self.ooo_bits = 0
@@ -705,9 +719,22 @@ class ReceiverReliability:
                 self.ooo_pkts -= k - 1
                 self.ooo_bits = b >> k
                 self.rcv_nxt = nxt + k
-                self.pending = 0
                 self.nak_sent = False  # the expected PSN arrived: the sequence error is over
-                return ACK  # a hole was filled: tell the sender now
+                if self.ack_gap_fill:
+                    self.pending = 0
+                    return ACK  # a hole was filled: tell the sender now
+                # uec.cpp UecSink::processData: an ACK request is answered now and, if gaps
+                # remain, again when the last one closes; a filled gap is otherwise no reason
+                if last:
+                    self.ack_req = True
+                if self.ack_req and not self.ooo_bits:
+                    self.ack_req = False
+                    last = True
+                self.pending += 1
+                if last or ecn or self.pending >= self.ack_every:
+                    self.pending = 0
+                    return ACK
+                return NONE
             self.rcv_nxt = nxt + 1
             self.nak_sent = False
             self.pending += 1
@@ -743,6 +770,8 @@ class ReceiverReliability:
             self.pending = 0
             return NACK
         self.ooo_bits |= 1 << off
+        if last and not self.ack_gap_fill:
+            self.ack_req = True  # answered now, and again when the gaps close
         self._sizes[psn] = payload
         self.ooo_pkts += 1
         self.delivered_bytes += payload

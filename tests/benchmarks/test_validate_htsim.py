@@ -62,8 +62,13 @@ def test_every_row_builds_a_valid_podsim_scenario_with_hosts_in_htsim_order(vh) 
     for row in vh.ROWS:
         sc = vh.podsim_scenario(row, seed=1)
         assert sc.cluster.switch.adaptive_routing is row.adaptive
+        # htsim models no QP-context cache: podsim's first-use fetch (1 us) is off
+        assert sc.cluster.nic.qp_miss_penalty == 0, row.name
+        assert sc.cluster.switch.store_and_forward, row.name  # as htsim's queues
         if not row.roce:
             assert sc.cluster.nic.ack_coalesce == vh.UEC_ACK_EVERY
+            # loss by timeout only, as htsim without SLEEK: no tail-loss probe before the RTO
+            assert sc.cluster.nic.reorder_window_min >= sc.cluster.nic.rto, row.name
             # one entropy value in htsim: NSCC must not move the flow to another path
             moves = sc.cluster.nic.cc.params.get("path_change_on_ecn", True)
             assert moves is not row.one_ev, row.name

@@ -106,6 +106,33 @@ def test_ack_coalescing_every_n_and_on_last() -> None:
     assert r2.on_data(0, 10, last=False, ecn=True) == ACK  # ECN forces an ACK
 
 
+def _verdicts(r: ReceiverReliability, arrivals: list[tuple[int, bool]]) -> list[int]:
+    return [r.on_data(p, 10, last=last, ecn=False) for p, last in arrivals]
+
+
+def test_gap_fill_acks_at_once_only_with_ack_gap_fill() -> None:
+    # PSN 0 goes missing behind 1, 2; it arrives third and fills the gap
+    order = [(1, False), (2, False), (0, False), (3, False)]
+    tcp = _verdicts(ReceiverReliability("sr", ack_every=4), order)
+    assert tcp == [NONE, NONE, ACK, NONE]  # RFC 5681: the gap-filling segment is ACKed now
+    uec = _verdicts(ReceiverReliability("sr", ack_every=4, ack_gap_fill=False), order)
+    assert uec == [NONE, NONE, NONE, ACK]  # htsim UecSink: it only counts to the coalescing
+
+
+def test_ack_request_across_a_gap_is_answered_again_when_the_gap_closes() -> None:
+    # the last packet (an ACK request) overtakes PSNs 1 and 2: ACKed at once, and once more when
+    # the gap closes, else the sender would wait for its timer (uec.cpp _ack_request)
+    r = ReceiverReliability("sr", ack_every=8, ack_gap_fill=False)
+    got = _verdicts(r, [(0, False), (3, True), (1, False), (2, False)])
+    assert got == [NONE, ACK, NONE, ACK] and r.rcv_nxt == 4 and not r.ack_req
+    # an ACK request that fills part of a gap: now, and again when the rest closes
+    r = ReceiverReliability("sr", ack_every=8, ack_gap_fill=False)
+    assert _verdicts(r, [(1, False), (3, False), (0, True), (2, False)]) == [NONE, NONE, ACK, ACK]
+    # without a request, closing the gap is no reason to ACK
+    r = ReceiverReliability("sr", ack_every=8, ack_gap_fill=False)
+    assert _verdicts(r, [(1, False), (2, False), (0, False)]) == [NONE, NONE, NONE]
+
+
 def test_gbn_receiver_drops_out_of_order_and_naks_once() -> None:
     r = ReceiverReliability("gbn")
     assert r.on_data(0, 10, False, False) == ACK
