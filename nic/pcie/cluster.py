@@ -425,6 +425,15 @@ class ClusterPcie:
         return f"ClusterPcie({self.layout!r}: {len(self.nodes)} servers, {self.num_ranks} ranks)"
 
 
+def _parameters(builder: Callable[..., PcieTree]) -> list[str]:
+    """The keyword parameters of a layout builder: a registered
+    :class:`~podsim.nic.pcie.layouts.NodeLayout` declares them; a plain function's signature."""
+    declared = getattr(builder, "parameters", None)
+    if declared is not None:
+        return list(declared)
+    return list(inspect.signature(builder).parameters)
+
+
 def _build_tree(
     layout: str,
     builder: Callable[..., PcieTree],
@@ -444,9 +453,9 @@ def _build_tree(
         tree = builder(**kw)
     except TypeError as exc:
         # name the key and what the layout takes, not Python's "f() got an unexpected ..."
-        sig = inspect.signature(builder).parameters
+        sig = _parameters(builder)
         bad = [k for k in user if k not in sig]
-        if bad and not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+        if bad:
             close = difflib.get_close_matches(bad[0], list(sig), n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
             raise ParamError(

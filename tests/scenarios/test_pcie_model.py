@@ -119,7 +119,7 @@ def test_no_layout_means_no_tree():
         ({"gpus": 8}, "cluster.layout_params.gpus"),
         ({"gpus_per_nic": 1}, "cluster.layout_params.gpus_per_nic"),
         ({"nics": 4}, "cluster.layout_params.nics"),
-        ({"gpu_lanes": 3}, "cluster.layout_params"),
+        ({"gpu_lanes": 3}, "cluster.layout_params.gpu_lanes"),
         ({"wings": 2}, "cluster.layout_params.wings"),
     ],
 )
