@@ -15,10 +15,11 @@ This module is standard-library only, so every layer may use it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "ParamSpec", "from_mapping", "param", "params_of"]
+__all__ = ["KINDS", "ParamSpec", "from_mapping", "param", "params_of", "section"]
 
 #: value kinds -> (SI unit, how a scenario file writes one)
 KINDS: dict[str, tuple[str, str]] = {
@@ -35,6 +36,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "choice": ("", "a listed value"),
     "name": ("", "a registered name"),
     "params": ("", "{key: value}"),
+    "section": ("", "{key: value} of another device config"),
 }
 
 
@@ -57,6 +59,9 @@ class ParamSpec:
     #: lower bound (inclusive unless ``exclusive``) for numbers
     minimum: float | None = None
     exclusive: bool = False
+    #: ``section``: the device config (a dataclass declared with :func:`param`) whose
+    #: parameters the value holds, e.g. a node layout's ``nic_dma`` -> ``NicDma``
+    section: type | None = None
 
 
 def param(
@@ -72,20 +77,29 @@ def param(
     minimum: float | None = None,
     exclusive: bool = False,
     default_factory: Any = dataclasses.MISSING,
+    section: type | None = None,
 ) -> Any:
     """A dataclass field with its parameter declaration in ``metadata["param"]``."""
     if kind not in KINDS:
         raise ValueError(f"unknown parameter kind {kind!r}; expected one of {sorted(KINDS)}")
+    if (kind == "section") != (section is not None):
+        raise ValueError("a 'section' parameter names its device config (section=...), only it")
     meta = {
         "param": {
             "key": key, "kind": kind, "doc": doc, "source": source, "choices": choices,
             "registry": registry, "optional": optional, "minimum": minimum,
-            "exclusive": exclusive,
+            "exclusive": exclusive, "section": section,
         }
     }  # fmt: skip
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def section(cls: type, key: str, doc: str, source: str) -> Any:
+    """A parameter whose value is device config ``cls`` (a mapping of its keys in a file; a
+    fresh default ``cls()`` per instance), e.g. a node layout's ``nic_dma``."""
+    return param(default_factory=cls, key=key, kind="section", section=cls, doc=doc, source=source)
 
 
 def params_of(cls: type) -> list[ParamSpec]:
@@ -109,10 +123,15 @@ def params_of(cls: type) -> list[ParamSpec]:
 def from_mapping(cls: type, values: Any, what: str) -> Any:
     """Build device config ``cls`` from a mapping of field names to values, where quantities
     may be human strings (``"150KB"``, ``"600ns"``, ``"400Mpps"``), parsed by each field's
-    declared kind. An unknown field is a ValueError naming ``what`` and the fields."""
+    declared kind; a ``section`` parameter given as a mapping builds its device config the same
+    way. An unknown field is a ValueError naming ``what`` and the fields."""
     from podsim.fabric import units
 
     specs = {p.field: p for p in params_of(cls)}
+    if not isinstance(values, Mapping):
+        raise ValueError(
+            f"the {what} must be a mapping of its fields ({', '.join(specs)}); got {values!r}"
+        )
     unknown = sorted(set(values) - set(specs))
     if unknown:
         raise ValueError(f"unknown {what} key(s) {unknown}; expected some of {sorted(specs)}")
@@ -121,6 +140,10 @@ def from_mapping(cls: type, values: Any, what: str) -> Any:
              "length": units.parse_length}  # fmt: skip
     out: dict[str, Any] = {}
     for key, val in values.items():
-        kind = specs[key].kind
+        spec = specs[key]
+        if spec.section is not None and isinstance(val, Mapping):
+            out[key] = from_mapping(spec.section, val, f"{what} {key}")
+            continue
+        kind = spec.kind
         out[key] = parse[kind](val) if kind in parse and isinstance(val, str) else val
     return cls(**out)

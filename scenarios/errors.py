@@ -155,7 +155,12 @@ def is_model(tp: Any) -> bool:
 
 
 def kind_tags(model: type[BaseModel]) -> list[str]:
-    """The ``kind`` values that select ``model`` in a list of several entry types (faults)."""
+    """The ``kind`` values that select ``model`` in a list of several entry types (faults), or
+    the ``union_tag`` of a section whose model another key selects (``cluster.layout_params``
+    by ``cluster.layout``): the label pydantic puts in an error's location."""
+    tag = getattr(model, "union_tag", None)
+    if isinstance(tag, str):
+        return [tag]
     field = model.model_fields.get("kind")
     if field is None:
         return []
@@ -253,6 +258,10 @@ def _describe(err: Mapping[str, Any], root: type[BaseModel]) -> tuple[list[Any],
         close = difflib.get_close_matches(str(key), valid, n=2, cutoff=0.5)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         where = dotted(parent) if parent else "the top level"
+        picked = [t for tp in types_ for alt in _unwrap(tp) if is_model(alt)
+                  for t in [getattr(alt, "union_tag", None)] if isinstance(t, str)]  # fmt: skip
+        if len(set(picked)) == 1:  # a section another key picks: say which one
+            where += f" ({picked[0]})"
         choices = f" Valid keys here: {', '.join(valid)}." if valid else ""
         return [*parent, key], f"unknown key {key!r} in {where}.{hint}{choices}"
     clean, _ = _walk(root, loc)

@@ -13,8 +13,10 @@ same GPUs as the tree's ``nic{j}``. Servers that look alike share one tree and o
 What the engines use:
 
 - per rank, the GPUDirect RDMA stream keys (``tx``: GPU -> its NIC on the rank's server;
-  ``rx``: NIC -> GPU) and their idle path latencies (switch hops 115 ns each, the root
-  complex's extra latency; docs/physics.md "PCIe 5.0", :mod:`podsim.nic.pcie.devices`);
+  ``rx``: NIC -> GPU) and their idle latencies: a receive's path latency (switch hops 115 ns
+  each, the root complex's extra latency; docs/physics.md "PCIe 5.0",
+  :mod:`podsim.nic.pcie.devices`), a transmit's DMA read round trip (request path, the GPU's
+  ``nic_dma.read_latency_s``, completion path);
 - for two ranks behind one NIC card, the GPU -> GPU P2P path through the tree;
 - for GPUDirect Storage, the SSD each GPU reads from (one of its nearest, GPUs that share
   their nearest SSDs spread over them: :attr:`PcieTree.storage_map`);
@@ -132,14 +134,23 @@ class ClusterPcie:
             node = self.node(int(self.rank_server[r]))
             self.rank_gpu_dev.append(node.gpu[int(self.rank_gpu[r])])
             self.rank_nic_dev.append(node.nic[int(self.rank_nic[r])])
-        #: idle path latency GPU -> NIC (transmit) and NIC -> GPU (receive) of every rank, s
-        self.tx_latency_s = np.array(
-            [self._tree(r).latency(self.rank_gpu_dev[r], self.rank_nic_dev[r]) for r in range(n)]
-        )
+        #: idle latency of every rank's transmit DMA and receive DMA, s. A transmit is the NIC
+        #: reading the payload from GPU memory: a Memory Read is a non-posted request, answered
+        #: by Completions with Data (PCIe Base Specification, Transaction Layer: non-posted
+        #: requests and completions), so the payload reaches the NIC one read round trip after
+        #: the message is posted: request NIC -> GPU, the GPU's read latency, completion GPU ->
+        #: NIC (:meth:`PcieTree.read_round_trip`). A receive is a posted write (one way).
+        self.tx_latency_s = np.array([self._tx_latency(r) for r in range(n)])
         self.rx_latency_s = np.array(
             [self._tree(r).latency(self.rank_nic_dev[r], self.rank_gpu_dev[r]) for r in range(n)]
         )
         self._constraints: tuple[list[str], np.ndarray, dict[int, int]] | None = None
+
+    def _tx_latency(self, rank: int) -> float:
+        tree, gpu, nic = self._tree(rank), self.rank_gpu_dev[rank], self.rank_nic_dev[rank]
+        if "tx" in READ_LABELS:
+            return tree.read_round_trip(gpu, nic)
+        return tree.latency(gpu, nic)
 
     # ------------------------------------------------------------------ building
 
@@ -395,7 +406,8 @@ class ClusterPcie:
         """JSON-friendly facts for the run summary: layout, sizes, the GPU-NIC path classes,
         ``nic_dma_cap_bps`` (the PCIe share of the worst NIC and direction with every GPU
         driving its NIC at once, before the NIC's own goodput: :func:`nic.pcie.nic_dma_caps`),
-        the NIC goodput and the largest GPU -> NIC / NIC -> GPU path latencies."""
+        the NIC goodput, the largest transmit DMA latency (the read round trip) and the largest
+        NIC -> GPU path latency."""
         from podsim.nic.pcie.streams import nic_dma_caps
 
         trees = {id(n.tree): n.tree for n in self.nodes.values()}
@@ -425,6 +437,15 @@ class ClusterPcie:
         return f"ClusterPcie({self.layout!r}: {len(self.nodes)} servers, {self.num_ranks} ranks)"
 
 
+def _parameters(builder: Callable[..., PcieTree]) -> list[str]:
+    """The keyword parameters of a layout builder: a registered
+    :class:`~podsim.nic.pcie.layouts.NodeLayout` declares them; a plain function's signature."""
+    declared = getattr(builder, "parameters", None)
+    if declared is not None:
+        return list(declared)
+    return list(inspect.signature(builder).parameters)
+
+
 def _build_tree(
     layout: str,
     builder: Callable[..., PcieTree],
@@ -444,9 +465,9 @@ def _build_tree(
         tree = builder(**kw)
     except TypeError as exc:
         # name the key and what the layout takes, not Python's "f() got an unexpected ..."
-        sig = inspect.signature(builder).parameters
+        sig = _parameters(builder)
         bad = [k for k in user if k not in sig]
-        if bad and not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+        if bad:
             close = difflib.get_close_matches(bad[0], list(sig), n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
             raise ParamError(

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from podsim.fabric.units import parse_rate, parse_size, parse_time
+from podsim.fabric.params import from_mapping, param
 
 __all__ = [
     "InterSocket",
@@ -51,30 +51,11 @@ T = TypeVar("T")
 
 
 def _from_dict(cls: type[T], d: Mapping[str, Any], what: str) -> T:
-    """Build a spec dataclass from a YAML mapping; ``*_bps`` keys parse rates, ``*_s`` times."""
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    if not isinstance(d, Mapping):
-        raise ValueError(
-            f"the {what} must be a mapping of its fields ({', '.join(sorted(known))}); got {d!r}"
-        )
-    unknown = set(d) - known
-    if unknown:
-        raise ValueError(
-            f"unknown {what} key(s) {sorted(unknown)}; expected some of {sorted(known)}"
-        )
-    kw: dict[str, Any] = {}
-    for k, v in d.items():
-        if v is None:
-            kw[k] = None
-        elif k.endswith("_bps"):
-            kw[k] = parse_rate(v)
-        elif k.endswith("_s"):
-            kw[k] = parse_time(v)
-        elif k.endswith("_bytes"):
-            kw[k] = parse_size(v)
-        else:
-            kw[k] = v
-    return cls(**kw)
+    """Build a spec dataclass from a YAML mapping, quantities parsed by each field's declared
+    kind (:func:`podsim.fabric.params.from_mapping`); a spec object passes through."""
+    if isinstance(d, cls):
+        return d
+    return from_mapping(cls, d, what)  # type: ignore[no-any-return]
 
 
 def _check_rate(value: float | None, name: str, allow_none: bool = False) -> None:
@@ -99,9 +80,32 @@ class PcieSwitch:
     rates of the switch's ports. ``on_card`` marks a switch that sits on a NIC card.
     """
 
-    hop_latency_s: float = 115e-9
-    capacity_bps: float | None = None
-    on_card: bool = False
+    hop_latency_s: float = param(
+        115e-9,
+        key="hop_latency_s",
+        kind="time",
+        minimum=0,
+        doc="latency of one hop through the switch",
+        source="[S] Broadcom PEX89144 (Gen5) about 115 ns; docs/physics.md 'PCIe 5.0'",
+    )
+    capacity_bps: float | None = param(
+        None,
+        key="capacity_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        optional=True,
+        doc="switching capacity shared by all its ports; null: non-blocking (the sum of its "
+        "ports' per-direction rates)",
+        source="[E] switches of this class are non-blocking",
+    )
+    on_card: bool = param(
+        False,
+        key=None,
+        kind="bool",
+        doc="the switch sits on a NIC card (priced as part of the card); set by the "
+        "on-card-switch layout",
+    )
 
     def __post_init__(self) -> None:
         _check_time(self.hop_latency_s, "switch hop_latency_s")
@@ -121,9 +125,33 @@ class RootComplex:
     P2P limit of each root port (ingress), an optional aggregate P2P capacity, and extra
     latency (defaults are estimates [E], see the module doc)."""
 
-    p2p_limit_bps: float = 32e9 * 8
-    p2p_capacity_bps: float | None = None
-    latency_s: float = 250e-9
+    p2p_limit_bps: float = param(
+        32e9 * 8,
+        key="p2p_limit_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        doc="peer-to-peer traffic that may enter the CPU from one root port and leave by another",
+        source="[E] about half a Gen5 x16 direction (32 GB/s)",
+    )
+    p2p_capacity_bps: float | None = param(
+        None,
+        key="p2p_capacity_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        optional=True,
+        doc="aggregate peer-to-peer capacity over all root ports; null: no aggregate limit",
+        source="[E] set it to model a congested I/O fabric",
+    )
+    latency_s: float = param(
+        250e-9,
+        key="latency_s",
+        kind="time",
+        minimum=0,
+        doc="extra latency of a path that crosses the root complex (the CPU's I/O fabric)",
+        source="[E] about two switch hops",
+    )
 
     def __post_init__(self) -> None:
         _check_rate(self.p2p_limit_bps, "root p2p_limit_bps")
@@ -142,8 +170,23 @@ class RootComplex:
 class InterSocket:
     """The link between two CPU sockets (UPI/xGMI class): per-direction rate, latency [E]."""
 
-    rate_bps: float = 64e9 * 8
-    latency_s: float = 150e-9
+    rate_bps: float = param(
+        64e9 * 8,
+        key="rate_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        doc="per-direction rate of the link between two sockets",
+        source="[E] a UPI/xGMI-class link, 64 GB/s",
+    )
+    latency_s: float = param(
+        150e-9,
+        key="latency_s",
+        kind="time",
+        minimum=0,
+        doc="latency of crossing to the other socket",
+        source="[E] UPI/xGMI class",
+    )
 
     def __post_init__(self) -> None:
         _check_rate(self.rate_bps, "inter_socket rate_bps")
@@ -161,9 +204,32 @@ class InterSocket:
 class Ssd:
     """A Gen5 NVMe SSD's own limits (Micron 9550 class, docs/physics.md [S])."""
 
-    read_bps: float = 14e9 * 8
-    write_bps: float = 10e9 * 8
-    read_latency_s: float = 60e-6
+    read_bps: float = param(
+        14e9 * 8,
+        key="read_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        doc="sequential read rate of one SSD",
+        source="[S] Micron 9550 class Gen5 NVMe, 14 GB/s; docs/physics.md",
+    )
+    write_bps: float = param(
+        10e9 * 8,
+        key="write_bps",
+        kind="rate",
+        minimum=0,
+        exclusive=True,
+        doc="sequential write rate of one SSD",
+        source="[S] Micron 9550 class Gen5 NVMe, 10 GB/s; docs/physics.md",
+    )
+    read_latency_s: float = param(
+        60e-6,
+        key="read_latency_s",
+        kind="time",
+        minimum=0,
+        doc="read latency of one SSD",
+        source="[S] Micron 9550 class, about 60 us; docs/physics.md",
+    )
 
     def __post_init__(self) -> None:
         _check_rate(self.read_bps, "ssd read_bps")
@@ -194,10 +260,42 @@ class NicDma:
     arrival to its data leaving (memory read latency). Defaults and sources: module doc.
     """
 
-    max_read_request_bytes: int = 512
-    read_tags: int = 256
-    completion_bytes: int | None = None
-    read_latency_s: float = 1e-6
+    max_read_request_bytes: int = param(
+        512,
+        key="max_read_request_bytes",
+        kind="size",
+        doc="Max_Read_Request_Size: bytes one Memory Read request asks for (128, 256, 512, 1024, "
+        "2048 or 4096)",
+        source="[S] the PCIe Device Control register's reset value (lspci 'MaxReadReq 512 "
+        "bytes'); Linux pcie_set_readrq allows 128..4096",
+    )
+    read_tags: int = param(
+        256,
+        key="read_tags",
+        kind="count",
+        minimum=1,
+        doc="read requests the NIC keeps outstanding at once (1..1024)",
+        source="[S] the 8-bit Extended Tag space; how many a NIC uses [E]",
+    )
+    completion_bytes: int | None = param(
+        None,
+        key="completion_bytes",
+        kind="size",
+        optional=True,
+        doc="payload of each Completion-with-Data the GPU returns; null: the link's MPS (64 "
+        "or 128 B models a completer that splits at its Read Completion Boundary)",
+        source="[E] whole MPS chunks of an aligned request; RCB 64/128 B: Intel AN 855",
+    )
+    read_latency_s: float = param(
+        1e-6,
+        key="read_latency_s",
+        kind="time",
+        minimum=0,
+        exclusive=True,
+        doc="time from a read request reaching the GPU to its data leaving it (GPU memory "
+        "read latency through the BAR)",
+        source="[E]",
+    )
 
     def __post_init__(self) -> None:
         if self.max_read_request_bytes not in READ_REQUEST_SIZES:

@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from podsim.fabric.units import fmt_rate, parse_size, parse_time
+from podsim.fabric.params import from_mapping, param
+from podsim.fabric.units import fmt_rate
 
 __all__ = [
     "ENCODING",
@@ -60,14 +61,65 @@ class PcieLink:
     latencies that matter sit in switches and the root complex).
     """
 
-    lanes: int = 16
-    gen: int = 5
-    mps: int = 256
-    header_bytes: int = 24
-    completion_header_bytes: int = 20
-    ecrc: bool = False
-    dllp_overhead: float = 0.0
-    latency_s: float = 0.0
+    lanes: int = param(
+        16,
+        key=None,
+        kind="count",
+        doc="link width; set by the node layout per link (its gpu_lanes, nic_lanes, ...)",
+    )
+    gen: int = param(
+        5,
+        key="gen",
+        kind="int",
+        doc="PCIe generation: 3, 4 or 5 (8, 16, 32 GT/s per lane, 128b/130b)",
+        source="[S] PCIe Base Specification; Gen5: the SmartNIC's host side (docs/physics.md)",
+    )
+    mps: int = param(
+        256,
+        key="mps",
+        kind="size",
+        doc="Max Payload Size of a TLP (128..4096 B, a power of two)",
+        source="[E] a common negotiated value; docs/physics.md 'PCIe 5.0' (256 and 512 B)",
+    )
+    header_bytes: int = param(
+        24,
+        key="header_bytes",
+        kind="size",
+        doc="wire overhead of a request TLP with framing, sequence number and LCRC (20: 3-DW "
+        "header, 24: 4-DW for 64-bit addresses)",
+        source="[S] 4-DW header for GPU BARs; docs/physics.md 'PCIe 5.0'",
+    )
+    completion_header_bytes: int = param(
+        20,
+        key="completion_header_bytes",
+        kind="size",
+        doc="wire overhead of a Completion-with-Data TLP (3-DW header with framing, sequence "
+        "number and LCRC)",
+        source="[S] Intel AN 855 'Throughput for Reads'",
+    )
+    ecrc: bool = param(
+        False,
+        key="ecrc",
+        kind="bool",
+        doc="end-to-end CRC on every TLP (+4 B)",
+        source="[S] optional in the PCIe spec, usually off",
+    )
+    dllp_overhead: float = param(
+        0.0,
+        key="dllp_overhead",
+        kind="fraction",
+        doc="share of a direction's rate taken by DLLPs (ACK/NAK, flow-control updates)",
+        source="[E] DLLPs mostly travel against a one-way DMA stream; raise it for "
+        "bidirectional loads",
+    )
+    latency_s: float = param(
+        0.0,
+        key="latency_s",
+        kind="time",
+        minimum=0,
+        doc="per-link delay (PHY and controller)",
+        source="[E] the hop latencies that matter sit in switches and the root complex",
+    )
 
     def __post_init__(self) -> None:
         if self.gen not in GT_PER_S:
@@ -151,21 +203,8 @@ class PcieLink:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PcieLink:
         """From a YAML-style mapping; ``mps`` may be ``"256B"``, ``latency_s`` ``"5ns"``."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(
-                f"unknown PCIe link key(s) {sorted(unknown)}; expected some of {sorted(known)}"
-            )
-        kw = dict(d)
-        if "mps" in kw:
-            kw["mps"] = parse_size(kw["mps"])
-        for key in ("header_bytes", "completion_header_bytes"):
-            if key in kw:
-                kw[key] = parse_size(kw[key])
-        if "latency_s" in kw:
-            kw["latency_s"] = parse_time(kw["latency_s"])
         for key in ("lanes", "gen"):
-            if key in kw and (isinstance(kw[key], bool) or not isinstance(kw[key], int)):
-                raise ValueError(f"PCIe {key} must be an integer, got {kw[key]!r}")
-        return cls(**kw)
+            v = d.get(key) if isinstance(d, Mapping) else None
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ValueError(f"PCIe {key} must be an integer, got {v!r}")
+        return from_mapping(cls, d, "PCIe link")  # type: ignore[no-any-return]

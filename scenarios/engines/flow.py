@@ -502,7 +502,8 @@ class FlowCluster:
             net = lat[rows].copy()
             rx_lat = 0.0
             if pc is not None:
-                # the NIC reads the payload from GPU memory and writes it into the receiver's
+                # the NIC reads the payload from GPU memory (a read round trip) and writes it
+                # into the receiver's
                 rx_lat = self.pcie_rx_lat[d]
                 lat[rows] += self.pcie_tx_lat[s] + rx_lat
             if self.endpoint == "nic":

@@ -143,7 +143,8 @@ class _Transport:
         return t if self.ff is None else self.ff.virt(t)
 
     def tx_latency(self, rank: int) -> float:
-        """GPU -> NIC PCIe path latency of ``rank`` (0 without a node layout)."""
+        """Idle latency of ``rank``'s transmit DMA: its NIC's PCIe read round trip to the GPU
+        (:attr:`podsim.nic.pcie.cluster.ClusterPcie.tx_latency_s`; 0 without a node layout)."""
         return float(self.cluster.pcie.tx_latency_s[rank]) if self.pcie is not None else 0.0
 
     def rx_latency(self, rank: int) -> float:

@@ -4,8 +4,10 @@ A device config (``podsim.nic.nic.NicConfig``, ``podsim.fabric.switch.SwitchConf
 each parameter once with :func:`podsim.fabric.params.param`. :func:`section_model` turns those
 declarations into the pydantic model of the scenario section (``cluster.nic``,
 ``cluster.switch``): one field per declared scenario key, nested sections for dotted keys
-(``ecn.kmin``), the value type from the parameter's kind (so quantities take ``"150KB"``), the
-default from the dataclass and a description that ends with the default's source. After
+(``ecn.kmin``) and for parameters that hold another device config (kind ``section``, e.g. a
+node layout's ``nic_dma``), the value type from the parameter's kind (so quantities take
+``"150KB"``), the default from the dataclass and a description that ends with the default's
+source. After
 parsing, the section builds the device config itself, so the device's own checks are the
 section's checks and their messages name the scenario key. :func:`device_config` maps a parsed
 section to the device object; :func:`section_values` maps a device object (e.g. a NIC preset)
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from podsim.fabric.params import ParamSpec, params_of
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 
 __all__ = ["device_config", "section_model", "section_values", "settable"]
 
@@ -91,6 +93,11 @@ def section_model(
         )  # fmt: skip
         top[group] = (sub, Field(default_factory=sub, description=group_doc.splitlines()[0]))
     for p in specs:
+        if p.section is not None:  # a nested device config: its own generated section
+            sub_name = name.removesuffix("Config") + "".join(w.title() for w in p.key.split("_"))
+            sub = section_model(p.section, sub_name, p.doc, types=types, base=base)
+            top[p.key] = (sub, Field(default_factory=sub, description=_description(p)))
+            continue
         if "." in p.key:
             if p.key.split(".", 1)[0] not in groups:
                 raise ValueError(f"{cls.__name__}.{p.field}: no group for key {p.key!r}")
@@ -102,13 +109,31 @@ def section_model(
             top[p.key] = (types(p), Field(default, description=_description(p)))
 
     def _builds(self: BaseModel) -> BaseModel:
-        device_config(cls, self)  # the device's own checks, messages naming scenario keys
+        try:
+            device_config(cls, self)  # the device's own checks, messages naming scenario keys
+        except ValueError as exc:
+            raise _at_key(exc, self, [p.key for p in specs]) from None
         return self
 
     vals = {**validators, "_device_builds": model_validator(mode="after")(_builds)}
     return create_model(  # type: ignore[call-overload]
         name, __base__=base, __doc__=doc, __validators__=vals, **top
     )
+
+
+def _at_key(exc: ValueError, section: BaseModel, keys: list[str]) -> ValueError:
+    """A device check's error located at the one key its message names (so the scenario error
+    names ``cluster.layout_params.nic_dma.read_tags``, not the section), else as it is."""
+    text = str(exc)
+    named = [k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", text)]
+    if len(named) != 1:
+        return exc
+    key = named[0]
+    return ValidationError.from_exception_data(
+        type(section).__name__,
+        [{"type": "value_error", "loc": tuple(key.split(".")), "input": _value(section, key),
+          "ctx": {"error": text}}],
+    )  # fmt: skip
 
 
 def _value(section: Any, key: str) -> Any:
@@ -125,7 +150,9 @@ def device_config(cls: type, section: Any, **runtime: Any) -> Any:
     specs = settable(cls)
     for p in specs:
         v = _value(section, p.key)
-        if p.kind == "choice" and p.choices:
+        if p.section is not None:
+            v = device_config(p.section, v)
+        elif p.kind == "choice" and p.choices:
             v = p.choices[v]
         elif isinstance(v, Mapping):
             v = dict(v)
@@ -149,7 +176,8 @@ def section_values(cls: type, config: Any) -> dict[str, Any]:
         *parents, leaf = p.key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = _to_file(p, getattr(config, p.field))
+        value = getattr(config, p.field)
+        node[leaf] = section_values(p.section, value) if p.section else _to_file(p, value)
     return out
 
 

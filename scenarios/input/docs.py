@@ -247,16 +247,18 @@ def _rows(
 
 
 def _entry_rows(models: list[type[BaseModel]], prefix: str) -> Iterator[KeyDoc]:
-    """A list whose entries are one of several models (told apart by ``kind``): one row per
-    key, with the kinds that have it."""
-    seen: dict[str, tuple[KeyDoc, list[str]]] = {}
+    """A list whose entries are one of several models (told apart by ``kind``), or a section
+    whose model another key selects: one row per key (and default, where they differ), with
+    the kinds that have it."""
+    seen: dict[tuple[str, str], tuple[KeyDoc, list[str]]] = {}
     for model in models:
         tags = kind_tags(model) or [model.__name__]
         for row in _rows(model, prefix):
-            if row.path in seen:
-                seen[row.path][1].extend(t for t in tags if t not in seen[row.path][1])
+            key = (row.path, row.default)
+            if key in seen:
+                seen[key][1].extend(t for t in tags if t not in seen[key][1])
             else:
-                seen[row.path] = (row, list(tags))
+                seen[key] = (row, list(tags))
     all_tags = [t for m in models for t in (kind_tags(m) or [m.__name__])]
     for row, tags in seen.values():
         if row.path.endswith(".kind"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from podsim.fabric.params import ParamSpec
 from podsim.fabric.phy import PhyProfile
@@ -57,6 +57,8 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PlainValidator,
+    ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
@@ -552,6 +554,79 @@ PhyOverride = section_model(
 )
 
 
+def _layout_params_models() -> dict[str, type[BaseModel]]:
+    """Per built-in node layout, the model of its ``cluster.layout_params``: generated from the
+    dataclass that declares the layout's parameters (``podsim.nic.pcie.layouts.NodeLayout``),
+    tagged with the layout's name (``union_tag``, the label of an error's location)."""
+    from podsim.nic.pcie.layouts import NODE_LAYOUTS
+
+    out: dict[str, type[BaseModel]] = {}
+    for name, description in NODE_LAYOUTS.describe():
+        camel = "".join(w.title() for w in name.split("-"))
+        base = type(f"{camel}Tagged", (Strict,),
+                    {"__annotations__": {"union_tag": ClassVar[str]}, "union_tag": name,
+                     "__module__": __name__})  # fmt: skip
+        out[name] = section_model(
+            NODE_LAYOUTS.get(name).params,
+            f"{camel}LayoutParams",
+            f"Parameters of node layout {name} ({description}).",
+            types=_param_type,
+            base=base,
+        )
+    return out
+
+
+#: node layout name -> the model of its parameters (``cluster.layout_params``)
+LAYOUT_PARAMS: dict[str, type[BaseModel]] = _layout_params_models()
+
+
+def _tagged(exc: ValidationError, tag: str) -> ValidationError:
+    """``exc`` with ``tag`` in front of every error's location (what pydantic does for a
+    tagged union), so that :mod:`podsim.scenarios.errors` finds the model the tag names."""
+    lines = []
+    for e in exc.errors(include_url=False):
+        line: dict[str, Any] = {"type": e["type"], "loc": (tag, *e["loc"]), "input": e["input"]}
+        if e.get("ctx"):
+            line["ctx"] = e["ctx"]
+        lines.append(line)
+    return ValidationError.from_exception_data(exc.title, lines)  # type: ignore[arg-type]
+
+
+def _check_layout_params(v: Any, info: ValidationInfo) -> dict[str, Any]:
+    """``cluster.layout_params`` checked against the parameters ``cluster.layout`` declares;
+    kept as the keys the file gives (dumped in the file's form), so that the build knows which
+    of gpus/nics the file repeats (the topology sets them)."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"layout_params must be a mapping of the layout's parameters, got {v!r}")
+    if not v:
+        return {}
+    layout = info.data.get("layout")
+    if layout is None:
+        if "layout" in info.data:
+            raise ValueError(
+                "layout parameters need a node layout: set cluster.layout (podsim list layouts)"
+            )
+        return dict(v)  # the layout itself is invalid; its own error says why
+    model = LAYOUT_PARAMS.get(layout)
+    if model is None:  # a layout registered after the schema was built: its builder checks
+        return dict(v)
+    try:
+        parsed = model.model_validate(v)
+    except ValidationError as exc:
+        raise _tagged(exc, layout) from None
+    return parsed.model_dump(mode="json", exclude_unset=True)
+
+
+#: ``cluster.layout_params``: one generated model per layout, the layout picking which
+LayoutParams = Annotated[
+    Union[tuple(LAYOUT_PARAMS.values())],  # type: ignore[valid-type]  # noqa: UP007
+    PlainValidator(_check_layout_params),
+    PlainSerializer(lambda v: v),
+]
+
+
 class RoutingConfig(Strict):
     """How the fabric routes: how long static routes take to reconverge after a failure
     (50 ms is a typical BGP/BFD datacentre figure [E]). Switches always hash the 5-tuple, whose
@@ -713,9 +788,10 @@ class ClusterConfig(Strict):
     layout: LayoutName | None = Field(
         None, description="PCIe node layout (podsim list layouts); none: no PCIe model"
     )
-    layout_params: Params = Field(
+    layout_params: LayoutParams = Field(
         default_factory=dict,
-        description="more arguments of the node layout (ssds, lane widths, ...)",
+        description="parameters of the node layout (cluster.layout picks which; GPUs and NICs "
+        "per server come from the topology)",
     )
     rank_map: RankMapName | list[NonNegInt] = Field(
         "contiguous",

@@ -105,7 +105,10 @@ def test_cluster_trees_follow_the_topology():
     assert p.ssd_of(2) == "ssd1"  # the SSD on its own NIC card
     assert cl.extra["pcie"]["gpu_nic_path_classes"] == ["PIX"]
     assert cl.extra["pcie"]["nic_goodput_bps"] == pytest.approx(GOODPUT)
-    assert np.allclose(p.tx_latency_s, 115e-9) and np.allclose(p.rx_latency_s, 115e-9)
+    # a receive is a posted write (one hop, 115 ns); a transmit is the NIC's read: request
+    # NIC -> switch -> GPU, the GPU's 1 us read latency, completion GPU -> switch -> NIC
+    assert np.allclose(p.rx_latency_s, 115e-9)
+    assert np.allclose(p.tx_latency_s, 115e-9 + 1e-6 + 115e-9)
 
 
 def test_no_layout_means_no_tree():
@@ -119,7 +122,7 @@ def test_no_layout_means_no_tree():
         ({"gpus": 8}, "cluster.layout_params.gpus"),
         ({"gpus_per_nic": 1}, "cluster.layout_params.gpus_per_nic"),
         ({"nics": 4}, "cluster.layout_params.nics"),
-        ({"gpu_lanes": 3}, "cluster.layout_params"),
+        ({"gpu_lanes": 3}, "cluster.layout_params.gpu_lanes"),
         ({"wings": 2}, "cluster.layout_params.wings"),
     ],
 )

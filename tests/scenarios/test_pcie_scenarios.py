@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from podsim.fabric.packet import ROCE_OVERHEAD
-from podsim.nic.pcie.devices import PcieSwitch, RootComplex, Ssd
+from podsim.fabric.packet import RETH_BYTES, ROCE_OVERHEAD
+from podsim.fabric.phy import get_phy
+from podsim.nic.pcie.devices import NicDma, PcieSwitch, RootComplex, Ssd
 from podsim.nic.transport.qp import ACK_WIRE_EXTRA
+from podsim.scenarios.input.loader import load_scenario
 from podsim.scenarios.runner import run
 
 MTU = 4096
 NIC_MAC_BPS = 400e9
-B = 4 << 20  # bytes per bulk message: long enough that latencies are < 2 % of its time
+#: bytes per bulk message: long enough that its idle latency (about 3.3 us on the on-card
+#: switch: the transmit's read round trip, cold-QP misses, the switch, FEC) is < 2 % of its time
+B = 8 << 20
 TOL = 0.03
 
 
@@ -105,14 +109,47 @@ def test_root_complex_is_slower_than_on_card_switch_by_the_p2p_cap(
 
 
 @ENGINES
-def test_pcie_path_latency_is_added_at_message_start_and_end(tmp_path: Path, engine: str) -> None:
+def test_pcie_latency_is_a_read_round_trip_at_the_start_and_a_write_at_the_end(
+    tmp_path: Path, engine: str
+) -> None:
+    """Transmit: the NIC reads the payload (request NIC -> GPU, the GPU's read latency,
+    completion GPU -> NIC); receive: a posted write NIC -> GPU, one way."""
     tr = write_trace(tmp_path / "t.csv", [(0, 1, 64)])
     bare = fct(run(scenario(tr, STAR2, None, 2, engine=engine)))[0]
     hop = PcieSwitch().hop_latency_s  # 115 ns (Broadcom PEX89144 Gen5 [S])
+    read = NicDma().read_latency_s  # 1 us [E]
     on_card = fct(run(scenario(tr, STAR2, "on-card-switch", 2, engine=engine)))[0]
-    assert on_card - bare == pytest.approx(2 * hop, abs=1e-12)  # GPU -> NIC, then NIC -> GPU
+    assert on_card - bare == pytest.approx((hop + read + hop) + hop, abs=1e-12)
     rc = fct(run(scenario(tr, STAR2, "root-complex", 2, engine=engine)))[0]
-    assert rc - bare == pytest.approx(2 * RootComplex().latency_s, abs=1e-12)
+    cpu = RootComplex().latency_s  # GPU and NIC on root ports: the CPU's extra latency
+    assert rc - bare == pytest.approx((cpu + read + cpu) + cpu, abs=1e-12)
+    slow = {"nic_dma": {"read_latency_s": "3us"}}
+    later = fct(run(scenario(tr, STAR2, "on-card-switch", 2, layout_params=slow, engine=engine)))
+    assert later[0] - on_card == pytest.approx(2e-6, abs=1e-12)
+
+
+@ENGINES
+def test_one_small_message_by_hand(tmp_path: Path, engine: str) -> None:
+    """64 B from GPU 0 to GPU 1, each behind an on-card switch, across one Ethernet switch:
+    the read round trip, then the network (one frame's serialisation, propagation and FEC on
+    both links, the switch's cut-through latency, the cold QP's context misses), then the
+    receive's write."""
+    tr = write_trace(tmp_path / "t.csv", [(0, 1, 64)])
+    doc = scenario(tr, STAR2, "on-card-switch", 2, engine=engine)
+    got = fct(run(doc))[0]
+    sc, _ = load_scenario(doc)
+    hop, read = PcieSwitch().hop_latency_s, NicDma().read_latency_s
+    tx_dma = hop + read + hop  # request NIC -> switch -> GPU, read, completion back
+    frame = 64 + ROCE_OVERHEAD + RETH_BYTES  # one RDMA WRITE frame (RETH on the first)
+    serialise = 8 * frame / NIC_MAC_BPS
+    phy = get_phy("400GbE")
+    links = 2 * (2.0 * 5e-9 + phy.fec_latency_s)  # two 2 m links, 5 ns/m, RS-FEC each
+    switch = sc.cluster.switch.latency  # 600 ns [E], cut-through
+    # a cold QP: the sender waits one QP-context miss, the receiver one more (nothing behind
+    # the only frame to hide it)
+    qp = 2 * sc.cluster.nic.qp_miss_penalty
+    rx_dma = hop  # NIC -> switch -> GPU, posted write
+    assert got == pytest.approx(tx_dma + serialise + links + switch + qp + rx_dma, rel=1e-9)
 
 
 @pytest.mark.parametrize("nic_lanes", [8, 16])
