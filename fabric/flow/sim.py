@@ -24,7 +24,9 @@ headroom; a flow alone on its path is not slowed (CC starts at line rate).
 
 Batching (``rtol`` > 0, a fidelity knob for very large runs): after a solve at time ``t`` no
 other solve happens before ``t + rtol x (t - t_a)``, ``t_a`` being the start of the oldest
-flow still active (so the window scales with the age of the current communication phase);
+flow still active (so the window scales with the age of the current communication phase;
+*background* flows, such as storage reads that run through many phases, are left out: their
+age says nothing about the phase, and counting it would widen every window after them);
 flows that finish inside that window finish at their exact times under the rates of ``t``, and
 flows posted inside it start at its end. The number of solves per phase is then at most about
 ``ln(T / t_1) / rtol`` whatever the number of flows, and completion times come out late by a
@@ -131,6 +133,7 @@ class FlowSim:
         self.t_deliver = np.full(n, np.nan)
         self.committed = np.zeros(n, dtype=bool)
         self.watched = np.zeros(n, dtype=bool)
+        self.background = np.zeros(n, dtype=bool)
 
     def _grow(self, need: int, k: int) -> None:
         cur_n, cur_k = self.idx.shape
@@ -158,6 +161,7 @@ class FlowSim:
                 "t_deliver",
                 "committed",
                 "watched",
+                "background",
             )
         }
         self._alloc(new_n, new_k)
@@ -182,6 +186,7 @@ class FlowSim:
         caps: np.ndarray | float | None = None,
         weights: np.ndarray | float | None = None,
         ctrl: np.ndarray | None = None,
+        background: bool = False,
     ) -> np.ndarray:
         """Post flows now; returns their ids (consecutive ints).
 
@@ -191,7 +196,8 @@ class FlowSim:
         ``idx >= 0``), ``packets`` packets per flow, ``caps`` per-flow rate caps (bit/s of
         payload), ``weights`` max-min weights, ``ctrl`` (n, K) entries that are control traffic
         (ACKs): they load their constraint but do not make it a queue shared by two flows
-        (CC efficiency ``eta``: control packets are not congestion-controlled).
+        (CC efficiency ``eta``: control packets are not congestion-controlled);
+        ``background`` flows do not set the origin of the batching window (module docstring).
         """
         idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
         coef = np.atleast_2d(np.asarray(coef, dtype=float))
@@ -222,6 +228,7 @@ class FlowSim:
         self.cap[ids] = np.inf if caps is None else np.broadcast_to(np.asarray(caps, float), (n,))
         self.weight[ids] = 1.0 if weights is None else np.broadcast_to(weights, (n,))
         self.t_post[ids] = self.env.now
+        self.background[ids] = background
         self.n += n
         self._pending.append(ids)
         self._request(max(self.env.now, self._gap_until))
@@ -241,12 +248,14 @@ class FlowSim:
     def set_caps(self, ids: np.ndarray, caps: np.ndarray | float) -> None:
         """Change the rate caps (bit/s of payload) of flows ``ids`` now and re-solve: an
         engine whose caps depend on which flows are active (e.g. a PCIe share) updates them
-        when that set changes. Bytes already sent stay sent."""
+        when that set changes. Bytes already sent stay sent. Caps equal to the present ones
+        change no rate and ask for no solve (one at once would fall inside the batching
+        window)."""
         ids = np.asarray(ids, dtype=np.int64)
         v = np.broadcast_to(np.asarray(caps, dtype=float), ids.shape)
         if np.isnan(v).any() or (v < 0).any():
             raise ValueError("caps must be >= 0")
-        if not ids.size:
+        if not ids.size or np.array_equal(self.cap[ids], v):
             return
         self.cap[ids] = v
         self._request(self.env.now)
@@ -335,7 +344,11 @@ class FlowSim:
         with np.errstate(divide="ignore", invalid="ignore"):
             t_fin = now + 8.0 * rem / rate
         t_fin = np.where(np.isnan(t_fin), np.inf, t_fin)
-        origin = max(self.t0, float(self.t_start[act].min())) if self.rtol > 0 else now
+        origin = now
+        if self.rtol > 0:
+            fg = act[~self.background[act]]
+            if fg.size:
+                origin = max(self.t0, float(self.t_start[fg].min()))
         window = now + self.rtol * max(now - origin, 0.0)
         commit = t_fin <= window + 1e-12 * max(window, 1e-9)
         if commit.any():

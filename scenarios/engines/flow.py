@@ -88,7 +88,7 @@ or :data:`OPTIONS` override it.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -601,11 +601,18 @@ class StorageShares:
 
     Keeps, per rank, how many RDMA flows it sends and receives right now (its GPUDirect
     ``tx``/``rx`` streams are active while that count is > 0) and the storage reads running,
-    and after every change (once per simulated instant) solves each server with reads as the
-    packet engine's :class:`podsim.nic.pcie.runtime.PcieRuntime` does
+    and whenever a server with reads sees its set of active streams or reads change (once per
+    simulated instant) solves that server as the packet engine's
+    :class:`podsim.nic.pcie.runtime.PcieRuntime` does
     (:meth:`podsim.nic.pcie.cluster.ClusterPcie.rates`: one weight per GPUDirect stream, NICs
     greedy up to their goodput, a read key weighted by its reads) and caps each read at its
     key's rate over its reads.
+
+    A flow posted or delivered while its rank's streams stay active changes no share, so it
+    touches nothing: the caps are a function of each server's stream set and reads alone, and
+    re-solving an unchanged server would only ask the fluid solver for a re-solve at once, out
+    of its batching window (one solve per posted message on a pipelined DeepEP layer).
+    ``updates`` counts the server solves.
     """
 
     def __init__(self, env: simpy.Environment, sim: FlowSim, pcie: Any) -> None:
@@ -620,6 +627,9 @@ class StorageShares:
         self.server_ranks: dict[int, np.ndarray] = {
             int(s): np.flatnonzero(pcie.rank_server == s) for s in np.unique(pcie.rank_server)
         }
+        self._server = np.asarray(pcie.rank_server, dtype=np.int64)
+        self._dirty: set[int] = set()  # servers whose streams or reads may have changed
+        self._state: dict[int, tuple[bytes, bytes, tuple[int, ...]]] = {}  # as last solved
         self._due = False
         self.updates = 0
 
@@ -627,42 +637,65 @@ class StorageShares:
         """RDMA flows ``ids`` from ranks ``src`` to ``dst`` were posted."""
         for f, a, b in zip(ids.tolist(), src.tolist(), dst.tolist(), strict=True):
             self.flows[f] = (a, b)
+        # servers where a stream starts: a rank that sent (received) nothing until now
+        started = np.concatenate([src[self.tx[src] == 0], dst[self.rx[dst] == 0]])
         np.add.at(self.tx, src, 1)
         np.add.at(self.rx, dst, 1)
-        self._touch()
+        if started.size:
+            self._touch(np.unique(self._server[started]).tolist())
 
     def add_reads(self, ids: np.ndarray, ranks: np.ndarray) -> None:
         """Storage reads ``ids`` into ranks ``ranks`` started."""
         for f, r in zip(ids.tolist(), ranks.tolist(), strict=True):
-            self.reads[int(self.pcie.rank_server[r])][f] = r
-        self._touch()
+            self.reads[int(self._server[r])][f] = r
+        self._touch(np.unique(self._server[ranks]).tolist())
 
     def done(self, fid: int) -> None:
         """Flow ``fid`` was delivered (an RDMA flow or a read)."""
         ab = self.flows.pop(fid, None)
         if ab is not None:
-            self.tx[ab[0]] -= 1
-            self.rx[ab[1]] -= 1
-            self._touch()
+            a, b = ab
+            self.tx[a] -= 1
+            self.rx[b] -= 1
+            if self.tx[a] == 0:  # the rank's stream ends
+                self._touch((int(self._server[a]),))
+            if self.rx[b] == 0:
+                self._touch((int(self._server[b]),))
             return
-        for reads in self.reads.values():
+        for server, reads in self.reads.items():
             if reads.pop(fid, None) is not None:
-                self._touch()
+                self._touch((server,))
                 return
 
-    def _touch(self) -> None:
-        if not self._due and any(self.reads.values()):
+    def _touch(self, servers: Iterable[int]) -> None:
+        for s in servers:
+            if self.reads.get(s):
+                self._dirty.add(s)
+            elif s in self._state:  # its last read left: nothing to cap any more
+                del self._state[s]
+        if not self._due and self._dirty:
             self._due = True
             call_at(self.env, self.env.now, self._update)
 
     def _update(self, _arg: object) -> None:
         self._due = False
         pc = self.pcie
-        for server, reads in self.reads.items():
+        dirty, self._dirty = sorted(self._dirty), set()
+        for server in dirty:
+            reads = self.reads.get(server)
             if not reads:
                 continue
+            ranks = self.server_ranks[server]
+            state = (
+                (self.tx[ranks] > 0).tobytes(),
+                (self.rx[ranks] > 0).tobytes(),
+                tuple(reads),
+            )
+            if self._state.get(server) == state:
+                continue  # streams stopped and started again within the instant
+            self._state[server] = state
             active: dict[Any, float] = {}
-            for r in self.server_ranks[server].tolist():
+            for r in ranks.tolist():
                 if self.tx[r] > 0:
                     active[pc.tx_key(r)[1]] = 1.0
                 if self.rx[r] > 0:
@@ -677,7 +710,7 @@ class StorageShares:
             ids = np.fromiter(keys, dtype=np.int64, count=len(keys))
             caps = np.array([res.rate_bps[k] / count[k] for k in keys.values()])
             self.sim.set_caps(ids, caps)
-        self.updates += 1
+            self.updates += 1
 
 
 class FlowTransport:
@@ -960,7 +993,11 @@ class FlowTransport:
         frac = (idx >= 0).astype(float)
         b = np.full(ranks.size, nbytes, dtype=np.int64)
         self.injected_bytes += float(b.sum())
-        ids = self.sim.add(idx, frac, b, latency_s=lat, frac=frac, weights=STORAGE_WEIGHT)
+        # background: a read outlives the communication phases, so it does not set the
+        # origin of the solver's batching window
+        ids = self.sim.add(
+            idx, frac, b, latency_s=lat, frac=frac, weights=STORAGE_WEIGHT, background=True
+        )
         self._grow(int(ids.max()) + 1)
         self.flow_msg[ids] = -1  # not a trace message
         self.flow_src[ids] = -1

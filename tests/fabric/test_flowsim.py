@@ -120,6 +120,69 @@ def test_batching_error_is_small_and_never_early():
     assert sim.solves < 0.7 * ref.solves
 
 
+def _capped_run(calls: list[tuple[float, float]]) -> FlowSim:
+    """Two flows sharing a link, the first capped at 100 Gb/s; ``calls`` (time, cap) set
+    the first flow's cap again at those times."""
+    env = simpy.Environment()
+    sim = FlowSim(env, np.array([400e9]))
+    sim.add(np.array([[0], [0]]), np.ones((2, 1)), [1e6, 2e6], caps=np.array([100e9, np.inf]))
+    for t, cap in calls:
+        env.timeout(t).callbacks.append(lambda _e, cap=cap: sim.set_caps(np.array([0]), cap))
+    env.run()
+    return sim
+
+
+def test_unchanged_caps_ask_for_no_solve():
+    # an engine that re-states a flow's cap (the flow engine's storage shares, once per
+    # posted message before) must not cost a solve per call: nothing changed
+    ref = _capped_run([])
+    same = _capped_run([(t, 100e9) for t in np.linspace(1e-6, 5e-5, 40)])
+    assert same.solves == ref.solves
+    assert np.array_equal(same.t_deliver[:2], ref.t_deliver[:2])
+    changed = _capped_run([(1e-5, 50e9)])  # a real change is solved at once
+    assert changed.solves == ref.solves + 1
+    assert changed.t_deliver[0] > ref.t_deliver[0]
+
+
+def _with_background(background: bool | None) -> FlowSim:
+    """Bursts of flows on links 0-9 under batching; with ``background`` not None, one long
+    flow on link 10 alone, posted first (a storage read running through every phase)."""
+    rng = np.random.default_rng(5)
+    n = 120
+    idx = np.stack([rng.choice(10, 2, replace=False) for _ in range(n)])
+    sizes = rng.integers(10_000, 1_000_000, n).astype(float)
+    at = rng.choice(np.linspace(1e-4, 1e-3, 6), n)
+    env = simpy.Environment()
+    sim = FlowSim(env, np.full(11, 100e9), rtol=0.01)
+    if background is not None:
+        sim.add(np.array([[10]]), np.ones((1, 1)), [1e9], background=background)
+    for t in sorted(set(at)):
+        sel = np.flatnonzero(at == t)
+
+        def post(_e, sel=sel):
+            sim.add(idx[sel], np.ones(idx[sel].shape), sizes[sel])
+
+        env.timeout(t).callbacks.append(post)
+    env.run()
+    return sim
+
+
+def test_background_flow_leaves_the_batching_window_alone():
+    # the window scales with the age of the oldest active flow of the phase; a background
+    # flow on a link of its own must change neither that window nor any foreground time
+    ref = _with_background(None)
+    bg = _with_background(True)
+    off = 1  # the background flow is flow 0
+    fg = bg.t_deliver[off : bg.n]
+    assert np.allclose(fg, ref.t_deliver[: ref.n], rtol=1e-12, atol=0.0)
+    assert bg.solves <= ref.solves + 2  # its own start and end
+    # counted as foreground, its age (from t = 0) widens every later window: fewer solves,
+    # later deliveries
+    fg_wide = _with_background(False)
+    assert fg_wide.solves < ref.solves
+    assert not np.allclose(fg_wide.t_deliver[off : fg_wide.n], ref.t_deliver[: ref.n], rtol=1e-9)
+
+
 def test_cc_efficiency_only_on_shared_switch_queues():
     eff = cc_efficiency("dcqcn")
     assert 0 < eff < 1
