@@ -32,9 +32,12 @@ constraints, 4 per flow, random capacities and caps: about 0.25 s and 90 passes 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = [
     "CAP",
@@ -108,6 +111,8 @@ def build_incidence(
             raise ValueError(
                 f"flow_idx out of range [0, {n_flows}): {flow_idx.min()}..{flow_idx.max()}"
             )
+    import scipy.sparse as sp  # imported when first used: a packet run may never need it
+
     m = sp.csc_array((fraction, (link_idx, flow_idx)), shape=(n_links, n_flows))
     m.sum_duplicates()
     return m
@@ -222,6 +227,8 @@ def maxmin_rates(
     A flow that crosses no constraint gets its cap (``inf`` and :data:`UNCONSTRAINED` when the
     cap is infinite too).
     """
+    import scipy.sparse as sp  # imported when first used: a packet run may never need it
+
     a = sp.csc_array(incidence, dtype=float, copy=True)
     if a.ndim != 2:
         raise ValueError(f"incidence must be 2-D (links x flows), got {a.ndim}-D")

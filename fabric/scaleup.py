@@ -39,7 +39,6 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-import scipy.sparse as sps
 import simpy
 from podsim.fabric.kernel import Callback, call_at, call_later
 from podsim.fabric.maxmin import maxmin_pairs, maxmin_rates
@@ -263,6 +262,8 @@ class ScaleUpPipes:
             rates = maxmin_pairs(src, dst, capacity)
         else:
             # three constraints a transfer (egress, ingress, copy): the general solver
+            import scipy.sparse as sps  # imported when first used (fabric.maxmin)
+
             f = np.arange(src.size)
             inc = sps.csc_array(
                 (np.ones(3 * f.size), (np.concatenate([src, dst, cp]), np.tile(f, 3))),

@@ -274,9 +274,12 @@ def run(
     (:mod:`scenarios.build.limits`) unless ``force``. ``stage`` is told what the run does once the
     engine is done ("writing results", "drawing plots"), for a progress display.
     """
+    from podsim.scenarios.execution.collector import run_scope
+
     sc, doc = _as_scenario(scenario, overrides, seed)
     try:
-        return _run(sc, out, write, progress, allow_plugins, force, stage)
+        with run_scope():  # long-lived objects frozen for the collector (issue 18)
+            return _run(sc, out, write, progress, allow_plugins, force, stage)
     except ScenarioError as exc:
         raise (doc.locate(exc) if doc is not None else exc) from None
 

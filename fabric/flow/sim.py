@@ -41,7 +41,6 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 import simpy
 from podsim.fabric.kernel import call_at
 from podsim.fabric.maxmin import maxmin_rates, maxmin_rows
@@ -430,6 +429,8 @@ class FlowSim:
         indptr = np.zeros(act.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         rows = idx[valid]
+        import scipy.sparse as sp  # imported when first used: a packet run never needs it
+
         a = sp.csc_array(
             (self.coef[act][valid], rows, indptr), shape=(self.capacity.size, act.size)
         )

@@ -289,6 +289,12 @@ def run(
     # refuse before simulating, not after: the results could not be written
     check_output_dir(folder, "--out" if out is not None else "outputs.dir")
     bar = _ProgressBar(not quiet, f"{sc.name} ({sc.engine})")
+    if _console["process"]:
+        # the process exits after this run: what the run froze stays frozen (the collector
+        # never walks it again; scenarios.execution.collector)
+        from podsim.scenarios.execution.collector import process_ends_with_run
+
+        process_ends_with_run()
     try:
         with _located(doc):
             res = run_scenario(
@@ -723,7 +729,13 @@ def configure_logging(verbose: int, quiet: bool) -> None:
         log.addHandler(handler)
 
 
+#: true in the ``podsim`` process itself (:func:`main`), false when a test or a notebook
+#: invokes the commands (typer's test runner calls ``app``)
+_console = {"process": False}
+
+
 def main() -> None:  # pragma: no cover - console entry (`podsim`, `python -m podsim`)
+    _console["process"] = True
     app(prog_name="podsim")
 
 

@@ -505,8 +505,10 @@ def run_packet(ctx: RunContext) -> EngineOutput:
             queue_bytes=sampler.queue_bytes,
             interval_s=sampler.interval_s,
         )
-        names, t0, t1, per_link = transport.scaleup.link_transfers()
-        if names:  # the fluid scale-up pipes: each transfer over its sending time
+        if any(transport.scaleup.links.values()):  # (a cluster without scale-up links skips
+            # link_transfers and the SciPy import it needs)
+            names, t0, t1, per_link = transport.scaleup.link_transfers()
+            # the fluid scale-up pipes: each transfer over its sending time
             series = JoinedLinkBytes(series, SpreadLinkBytes(names, t0, t1, per_link))
     links = link_table(ctx.cluster.graph, transport.link_counters())
     keep = max(16, 4 * sc.outputs.hottest_ports)

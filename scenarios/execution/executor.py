@@ -38,6 +38,7 @@ from typing import Protocol
 import numpy as np
 import simpy
 from podsim.fabric.invariants import run_checked
+from podsim.scenarios.execution.collector import checkpoint
 from podsim.workloads.graph import COMPUTE, JOIN, OpGraph
 
 __all__ = ["PROGRESS_EVENTS", "GraphRun", "Transport", "execute"]
@@ -260,7 +261,15 @@ def execute(
             if time_limit is not None and time_limit <= clock_():
                 status = "time-limit" if left[0] else status
             elif left[0] or env._queue:
-                run_checked(env, time_limit, check_every=max(1, int(progress_every)), stop=report)
+                # the network and the posted messages live until the run ends, and the loop
+                # leaves garbage the collector need not walk (scenarios.execution.collector)
+                checkpoint()
+                try:
+                    run_checked(
+                        env, time_limit, check_every=max(1, int(progress_every)), stop=report
+                    )
+                finally:
+                    checkpoint()
                 # the loop ran dry or reached the limit before the last node ended (if it
                 # ended exactly at the limit, its event is left unprocessed)
                 if left[0]:

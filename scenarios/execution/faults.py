@@ -329,10 +329,18 @@ class RdmaEndpoints:
         self.injector = injector
         self.name = name
         self._done: dict[int, int] = {}
+        self._repeats = 0  # completions after a message's first
+        # bytes posted per QP, over rdma.messages[: self._counted] (the list only grows):
+        # each check adds the messages posted since the last one
+        self._posted: dict[int, int] = {}
+        self._counted = 0
         rdma.on_done.append(self._count)
 
     def _count(self, msg: Any) -> None:
-        self._done[msg.id] = self._done.get(msg.id, 0) + 1
+        n = self._done.get(msg.id, 0) + 1
+        self._done[msg.id] = n
+        if n > 1:
+            self._repeats += 1
 
     def sent_bytes(self) -> int:
         return sum(q.tx_bytes for q in self.rdma._qp_list)
@@ -344,10 +352,16 @@ class RdmaEndpoints:
         return 0  # the receive pipeline's deferred packets are found on the event heap
 
     def duplicates(self) -> list[str]:
-        out = [f"message {mid} completed {n} times" for mid, n in self._done.items() if n > 1]
-        posted: dict[int, int] = {}
-        for m in self.rdma.messages:
+        out = (
+            [f"message {mid} completed {n} times" for mid, n in self._done.items() if n > 1]
+            if self._repeats
+            else []
+        )
+        posted = self._posted
+        messages = self.rdma.messages
+        for m in messages[self._counted :]:
             posted[m.qp.id] = posted.get(m.qp.id, 0) + m.size
+        self._counted = len(messages)
         for q in self.rdma._qp_list:
             got = q.rx.rel.delivered_bytes
             if got > posted.get(q.id, 0):

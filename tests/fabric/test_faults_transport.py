@@ -185,3 +185,38 @@ def test_a_qp_set_up_during_an_outage_completes_after_it():
     assert net.paths("nic0.p0", "nic1.p0") and msgs[0].done
     assert net.static_path("nic0.p0", "nic1.p0") == ["nic0.p0", "leaf0", "nic1.p0"]
     assert msgs[0].done_s > 20e-6
+
+
+def _duplicates_from_scratch(ep: RdmaEndpoints) -> list[str]:
+    """RdmaEndpoints.duplicates recomputed over every message and completion (its readable
+    twin: the method itself counts the posted bytes incrementally)."""
+    out = [f"message {mid} completed {n} times" for mid, n in ep._done.items() if n > 1]
+    posted: dict[int, int] = {}
+    for m in ep.rdma.messages:
+        posted[m.qp.id] = posted.get(m.qp.id, 0) + m.size
+    for q in ep.rdma._qp_list:
+        got = q.rx.rel.delivered_bytes
+        if got > posted.get(q.id, 0):
+            out.append(f"QP {q.id}: {got} B delivered in order of {posted.get(q.id, 0)} posted")
+    return out
+
+
+def test_duplicate_check_counts_posted_bytes_incrementally_and_agrees_with_a_recount():
+    """Messages posted between two checks are counted once; a message completed twice and a QP
+    that delivered more than was posted are reported as a recount reports them."""
+    env = simpy.Environment()
+    net = Network(env, build_topology("leaf-spine", hosts_per_leaf=2, leaves=2), seed=1)
+    rdma = RdmaNetwork(net, NicConfig(), seed=1)
+    ep = RdmaEndpoints(rdma)
+    first = [rdma.post(0, 2, 64 << 10), rdma.post(1, 3, 32 << 10)]
+    env.run(until=2e-6)
+    assert ep.duplicates() == _duplicates_from_scratch(ep) == []
+    rdma.post(0, 2, 16 << 10)  # after the first check, on an existing QP
+    rdma.post(2, 0, 8 << 10)  # and on a new one
+    env.run()
+    assert ep.duplicates() == _duplicates_from_scratch(ep) == []
+    assert ep._counted == len(rdma.messages) == 4
+    ep._count(first[1])  # a second completion
+    first[0].qp.rx.rel.delivered_bytes += 1  # one byte more than was posted
+    want = _duplicates_from_scratch(ep)
+    assert ep.duplicates() == want and len(want) == 2

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from podsim.scenarios.results import trace_events as te_mod
 from podsim.scenarios.results.tables import Results
-from podsim.scenarios.results.trace_events import PID_MESSAGES, PID_RANKS, trace_events
+from podsim.scenarios.results.trace_events import (
+    PID_MESSAGES,
+    PID_RANKS,
+    trace_events,
+    write_trace_events,
+)
 
 _NUM = {"type": "number"}
 _ID = {"type": "integer", "minimum": 0}
@@ -105,3 +111,18 @@ def test_message_cap_keeps_the_longest_and_says_how_many_it_left_out(quickstart_
     assert fct.loc[sorted(kept)].min() >= fct.drop(index=sorted(kept)).max()
     with pytest.raises(ValueError, match="max_messages"):
         trace_events(res, max_messages=-1)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 10**9])
+def test_written_text_is_the_compact_json_of_the_document(
+    quickstart_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The file, encoded in chunks of events by the C encoder, is byte for byte what
+    ``json.dump`` with compact separators writes of the same document (chunk of one event,
+    chunks that do not divide the events, one chunk)."""
+    res = Results.read(quickstart_dir)
+    monkeypatch.setattr(te_mod, "_CHUNK", chunk)
+    for cap in (0, 3, 10**6):
+        path = write_trace_events(res, tmp_path / f"t{cap}.json", max_messages=cap)
+        want = json.dumps(trace_events(res, max_messages=cap), separators=(",", ":")) + "\n"
+        assert path.read_text(encoding="utf-8") == want
