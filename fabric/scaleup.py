@@ -127,7 +127,7 @@ class ScaleUpPipes:
         self.rx_bytes[gpu_b] += nbytes
         lat = self.latency[gpu_a] + self.latency[gpu_b]
         if nbytes <= 0:
-            call_later(self.env, lat, done, arg)
+            call_later(self.env, lat, self._deliver, (done, arg))
             return
         n, b = self._n, self._index[gpu_b]
         cp = 2 * n + b if self.copy_rate_bps is not None else 3 * n
@@ -140,7 +140,7 @@ class ScaleUpPipes:
         if self.copy_rate_bps is None:
             raise ValueError("a GPU's copies to itself take time only with the SMs' copy path")
         if nbytes <= 0:
-            call_later(self.env, 0.0, done, arg)
+            call_later(self.env, 0.0, self._deliver, (done, arg))
             return
         n = self._n
         self._post(-1, gpu, nbytes, (3 * n, 3 * n, 2 * n + self._index[gpu]), 0.0, done, arg)
@@ -179,6 +179,22 @@ class ScaleUpPipes:
         self._capacity[i] = self._capacity[self._n + i] = total
         self._merge()
         self._reschedule(0.0)
+
+    def skip(self, dt: float) -> None:
+        """Let ``dt`` seconds of transfer pass with no event, for the packet engine's
+        fast-forward (:mod:`podsim.nic.fastforward`), whose jumps move these pipes' pending
+        events ``dt`` earlier: every active transfer carries its rate x ``dt`` (the rates are
+        constant between events, so this is exact). ``dt`` must end at or before the next
+        finish."""
+        self._advance()
+        if dt > 0 and self._rem.size:
+            self._rem -= self._rate * dt / 8.0
+
+    def _deliver(self, done_arg: tuple[Callable[[object], None], object]) -> None:
+        """A transfer's last byte arrived: ``done(arg)`` (a method of the pipes, so that the
+        fast-forward knows whose event it is)."""
+        done, arg = done_arg
+        done(arg)
 
     def _resolve(self, _arg: object) -> None:
         self._dirty = False
@@ -288,8 +304,7 @@ class ScaleUpPipes:
             now = self.env.now
             cb = self._cb
             for i in np.flatnonzero(done).tolist():
-                fn, arg = cb[i]
-                call_at(self.env, now + float(self._lat[i]), fn, arg)
+                call_at(self.env, now + float(self._lat[i]), self._deliver, cb[i])
                 self.t_end[int(self._id[i])] = now
             keep = ~done
             self._cb = cb[keep]

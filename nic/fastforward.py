@@ -21,10 +21,21 @@ holding by construction). Instead
   packets and bytes: per QP at its rate, per link at its measured rate (kept apart in
   :attr:`FastForward.link_extra` so that the per-switch conservation check stays exact);
 - events that belong to the world outside the steady flows keep their virtual time: executor
-  timeouts (compute, delayed releases), message posts, fault starts and ends, and the time
-  limit move earlier on the event clock by the jump, and no jump crosses one of them. Events
-  of models with a clock of their own (the scale-up pipes, the PCIe fluid copies, link-level
-  retries) block jumps while they are pending.
+  timeouts (compute, delayed releases), message posts, fault starts and ends, the time limit
+  and the events of fluid models registered as ``fluids`` (the scale-up pipes, which a jump
+  advances in closed form: their rates are constant between their events) move earlier on
+  the event clock by the jump. A jump *crosses* those that cannot change what the steady
+  flows see: executor timeouts, fluid events and posts to a QP that is sending (the message
+  queues behind the current one, which the jump does not finish) run one by one at their
+  virtual time inside the jump (the event clock stands still; the fabric and NICs are held),
+  and the jump ends right there if one of them scheduled anything else (an event of the
+  fabric or NICs, a post to an idle QP, i.e. a new flow, an event of unknown kind) or changed
+  a NIC's PCIe cap. A fault's start or end, the time limit and a pending post to an idle QP
+  are never crossed: the jump ends one sampling tick before them. Events of other models
+  with a clock of their own (the PCIe fluid copies, link-level retries) block jumps while
+  they are pending.
+- a message posted to a sending QP inside a jump has the jump's end as its NIC post time in
+  the QP table (the executor's post time in the messages table is exact).
 
 When a jump is taken (:meth:`FastForward.plan`): every round trip of the slowest active QP
 (its base RTT) the controller samples; over the last ``stable_rtts`` round trips the same QPs
@@ -37,10 +48,11 @@ by at most ``tolerance`` between the two halves of the window, and each port's m
 at most one MTU frame or ``tolerance`` of what the port sent in the window. The
 jump is the longest that keeps, for every QP, two windows' worth of packets of its current
 message unsent (its completion stays packet-level) and ends one sampling tick before the next
-shiftable event and before the time limit. No jump while a congestion control holds a QP below
-line rate with a timer pending (a CC event: DCQCN's rate recovery; a jump of any length would
-delay it, since the NICs' timers stay on the event clock), while a CNP or NACK is on a wire,
-in a queue or in a NIC's receive pipeline, or with credit-based congestion control.
+outside event it may not cross and before the time limit. No jump while a congestion control
+holds a QP below line rate with a timer pending (a CC event: DCQCN's rate recovery; a jump of
+any length would delay it, since the NICs' timers stay on the event clock), while a CNP or
+NACK is on a wire, in a queue or in a NIC's receive pipeline, or with credit-based congestion
+control.
 
 Approximated (documented fidelity knob): during a jump the rates, queues and congestion
 state are held (their oscillation inside the window is averaged); time-integrated counters
@@ -52,7 +64,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from heapq import heapify
+from collections.abc import Sequence
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -101,6 +114,7 @@ class FastForward:
         stable_rtts: int = 8,
         tolerance: float = 0.02,
         time_limit: float | None = None,
+        fluids: Sequence[Any] = (),
     ) -> None:
         if int(stable_rtts) != stable_rtts or stable_rtts < 2:
             raise ValueError(f"stable_rtts={stable_rtts!r}: expected an int >= 2")
@@ -116,6 +130,13 @@ class FastForward:
         self.stable_rtts = int(stable_rtts)
         self.tolerance = float(tolerance)
         self.time_limit = time_limit
+        #: fluid models with a clock of their own that a jump advances in closed form (their
+        #: ``skip(dt)``; the scale-up pipes): their events belong to the outside world
+        self.fluids = tuple(fluids)
+        #: outside-world events run at their virtual time inside jumps so far
+        self.crossed = 0
+        #: why jumps ended before their planned length, by reason
+        self.ends: dict[str, int] = {}
         #: virtual clock - event clock (seconds skipped so far)
         self.offset = 0.0
         self._jump_at: list[float] = []  # event time of each jump
@@ -233,6 +254,8 @@ class FastForward:
                 return NEUTRAL
             if isinstance(owner, self._internal):
                 return INTERNAL
+            if owner is not None and any(owner is f for f in self.fluids):
+                return SHIFT
             if isinstance(owner, self._rdma_type) or (
                 isinstance(owner, FaultInjector) and fn.__name__ in ("_start", "_end")
             ):
@@ -241,6 +264,23 @@ class FastForward:
         if isinstance(ev, Timeout):
             return SHIFT
         return BLOCK
+
+    def crossable(self, ev: Any, active: set[int]) -> bool:
+        """Whether an outside-world event (:meth:`classify` SHIFT) may run inside a jump, at its
+        virtual time: an executor timeout, an event of a fluid model, a message posted to a
+        QP of ``active`` (it queues behind the QP's current message, which the jump does not
+        finish). Not a fault's start or end, the time limit, or a post to an idle QP (a new
+        flow): a jump ends one sampling tick before those."""
+        if isinstance(ev, Timeout):
+            return True
+        if not isinstance(ev, Callback):
+            return False
+        owner = getattr(ev.fn, "__self__", None)
+        if owner is not None and any(owner is f for f in self.fluids):
+            return True
+        if isinstance(owner, self._rdma_type) and ev.fn.__name__ == "_post_now":
+            return ev.arg.qp.id in active
+        return False
 
     def plan(self, qps: list[QueuePair]) -> tuple[float, str, list[tuple[Any, ...]]]:
         """The jump the full window allows now: (seconds, "", per-QP plan) or (0, reason, [])."""
@@ -296,14 +336,16 @@ class FastForward:
                 return 0.0, "cc", []
             plan.append((qp, m, r, avail))
         t_ext = _INF
+        active = {q.id for q in qps}
         for e in self.env._queue:
             c = self.classify(e[3])
             if c == BLOCK:
                 return 0.0, "pending", []
-            if c == SHIFT and e[0] < t_ext:
+            if c == SHIFT and e[0] < t_ext and not self.crossable(e[3], active):
                 t_ext = e[0]
         # the jump ends a sampling tick (one window / stable_rtts) before the next event of
-        # the outside world, and is worth taking if it skips at least one tick
+        # the outside world that it may not cross, and is worth taking if it skips at least
+        # one tick
         tick = span / (len(w) - 1)
         dt = min(dt, t_ext - now - tick)
         if self.time_limit is not None:
@@ -336,6 +378,119 @@ class FastForward:
 
     # ------------------------------------------------------------------ the jump
     def _jump(self, dt: float, qps: list[QueuePair], plan: list[tuple[Any, ...]]) -> None:
+        """Skip up to ``dt`` seconds: the outside world's events leave the heap; those the
+        jump may cross run one by one at their virtual time (the event clock stands still,
+        the offset grows to each), and the jump ends early where one of them changes what the
+        steady flows see (:meth:`_cross`). Then the skipped packets and link bytes are
+        accounted and the outside world's events go back, moved earlier by what was skipped."""
+        env = self.env
+        now = env._now
+        heap = env._queue
+        base = self.offset
+        outside: list[tuple[Any, ...]] = []
+        inside: list[tuple[Any, ...]] = []
+        for e in heap:
+            (outside if self.classify(e[3]) == SHIFT else inside).append(e)
+        if outside:
+            heap[:] = inside  # the same list: the ports and switches hold it
+            heapify(heap)
+            heapify(outside)
+        active = {q.id for q in qps}
+        caps = self._caps()
+        nmsg = len(self.rdma.messages)
+        skipped = 0.0  # seconds skipped so far; ``outside`` is keyed by its event time then
+        stopped = False
+        while outside and outside[0][0] - now <= dt:
+            ev = outside[0][3]
+            if isinstance(ev, Callback) and ev.fn is _noop:  # cancelled while out of the heap
+                heappop(outside)
+                ev.callbacks = None
+                continue
+            if not self.crossable(ev, active):
+                self.ends["not crossable"] = self.ends.get("not crossable", 0) + 1
+                stopped = True
+                break
+            e = heappop(outside)
+            step = e[0] - now - skipped
+            if step > 0:
+                for f in self.fluids:
+                    f.skip(step)
+                skipped += step
+            self.offset = base + skipped
+            stopped = self._cross(e[3], outside, skipped, active, caps, nmsg)
+            nmsg = len(self.rdma.messages)
+            if stopped:
+                break
+        if not stopped and dt > skipped:
+            for f in self.fluids:
+                f.skip(dt - skipped)
+            skipped = dt
+        self.offset = base
+        if skipped > 0:
+            self._account(skipped, qps, plan)
+        for e in outside:  # the outside world keeps its virtual time
+            heap.append((e[0] - skipped, e[1], e[2], e[3]))
+        heapify(heap)
+        self._window.clear()
+
+    def _cross(
+        self,
+        ev: Any,
+        outside: list[tuple[Any, ...]],
+        skipped: float,
+        active: set[int],
+        caps: list[tuple[Any, Any]],
+        nmsg: int,
+    ) -> bool:
+        """Run the outside-world event ``ev`` inside a jump (the virtual clock at its time);
+        True if it changed what the steady flows see, so the jump must end here: it
+        scheduled an event of the fabric or the NICs, of unknown kind or one a jump may not
+        cross (a post to an idle QP: a new flow), posted a message to an idle QP, or changed
+        a NIC's PCIe cap. The events it scheduled that a jump may cross join ``outside``."""
+        env = self.env
+        heap = env._queue
+        n = len(heap)
+        new: list[tuple[Any, ...]] = []
+        env._queue = new  # what it schedules through the kernel's helpers lands here
+        try:
+            cbs = ev.callbacks
+            ev.callbacks = None
+            for cb in cbs:
+                cb(ev)
+        finally:
+            env._queue = heap
+        self.crossed += 1
+        why = "fabric" if len(heap) != n else ""  # a port or switch scheduled onto its heap
+        for e in new:
+            if self.classify(e[3]) == SHIFT and self.crossable(e[3], active):
+                heappush(outside, (e[0] + skipped, e[1], e[2], e[3]))
+            else:
+                heappush(heap, e)
+                why = why or f"scheduled {self._kind_name(e[3])}"
+        msgs = self.rdma.messages
+        if any(msgs[i].qp.id not in active for i in range(nmsg, len(msgs))):
+            why = why or "new flow"
+        if not why and self._caps() != caps:
+            why = "pcie cap"
+        if why:
+            self.ends[why] = self.ends.get(why, 0) + 1
+        return bool(why)
+
+    @staticmethod
+    def _kind_name(ev: Any) -> str:
+        fn = getattr(ev, "fn", None)
+        if fn is None:
+            return type(ev).__name__
+        owner = getattr(fn, "__self__", None)
+        return f"{type(owner).__name__}.{fn.__name__}" if owner is not None else fn.__name__
+
+    def _caps(self) -> list[tuple[Any, Any]]:
+        """Every NIC's PCIe DMA caps (the node's PCIe tree sets them as messages come and go)."""
+        return [(n.pcie_rate_cap_bps, n.pcie_rx_cap_bps) for n in self.rdma.nics.values()]
+
+    def _account(self, dt: float, qps: list[QueuePair], plan: list[tuple[Any, ...]]) -> None:
+        """Book ``dt`` skipped seconds: each QP's packets at its rate, each port's counters at
+        its rate over the window, the virtual clock and the jump's record."""
         env = self.env
         w = self._window
         span = w[-1][0] - w[0][0]
@@ -350,12 +505,6 @@ class FastForward:
         c0, c1 = w[0][3], w[-1][3]
         for k in _RATED:
             self.link_extra[k] += np.rint((c1[k] - c0[k]) * (dt / span)).astype(np.int64)
-        # the outside world keeps its virtual time: its timers move earlier by dt
-        queue = env._queue
-        for i, e in enumerate(queue):
-            if self.classify(e[3]) == SHIFT:
-                queue[i] = (e[0] - dt, e[1], e[2], e[3])
-        heapify(queue)
         self.windows.append((self.now(), dt))
         self.offset += dt
         self._jump_at.append(env._now)
@@ -364,7 +513,6 @@ class FastForward:
         if self.time_limit is not None and self._limit_cb is None:
             # from now on the time limit is an event of the outside world (moved by jumps)
             self._limit_cb = call_at(env, self.time_limit - self.offset, _stop_run)
-        self._window.clear()
 
     def _skip(self, qp: QueuePair, m: Any, k: int, mtu: int) -> None:
         """Take ``k`` full-MTU packets out of ``m`` (the QP's current message) as sent,
@@ -405,5 +553,7 @@ class FastForward:
             "stable_rtts": self.stable_rtts,
             "tolerance": self.tolerance,
             "refusals": dict(sorted(self.refusals.items())),
+            "crossed_events": self.crossed,
+            "ended_early": dict(sorted(self.ends.items())),
             "windows_s": [[t, t + dt] for t, dt in self.windows],
         }

@@ -231,6 +231,7 @@ class NicTransport(_Transport):
                 stable_rtts=ff.stable_rtts,
                 tolerance=ff.tolerance,
                 time_limit=ctx.scenario.sim.time_limit,
+                fluids=(self.scaleup,),
             )
         self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
         self._msg_dst: dict[int, int] = {}

@@ -98,3 +98,26 @@ def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
     assert len(full) > 150 and part.keys() == full.keys()
     assert all(part[k] == pytest.approx(full[k], rel=1e-9, abs=0) for k in full)
     assert min(solved) < max(solved)  # some finishes re-solved only part of the transfers
+
+
+def test_skip_carries_each_transfer_at_its_rate_for_a_fast_forward_jump() -> None:
+    """A fast-forward jump of d seconds (podsim.nic.fastforward): skip(d) and the pipes'
+    pending events moved d earlier give the same finish times, d earlier on the event clock,
+    as running through the d seconds."""
+    nbytes = 1 << 20
+
+    def run(jump: float) -> dict[object, float]:
+        env, pipes = _pipes(16)
+        done: dict[object, float] = {}
+        pipes.send(0, 1, nbytes, lambda a: done.__setitem__(a, env.now), "small")
+        pipes.send(0, 2, 2 * nbytes, lambda a: done.__setitem__(a, env.now), "big")
+        env.run(until=2e-6)  # the first finish is at ~13 us
+        if jump:
+            pipes.skip(jump)
+            q = env._queue
+            q[:] = [(t - jump, p, i, ev) for t, p, i, ev in q]
+        env.run()
+        return {k: v + jump for k, v in done.items()}
+
+    full, fast = run(0.0), run(5e-6)
+    assert fast == pytest.approx(full, rel=1e-9)

@@ -77,12 +77,22 @@ def steady():
     return env, rdma, ff, qps, dt
 
 
-def test_plan_ends_before_a_pending_release(steady):
+def test_plan_ends_before_a_pending_new_flow(steady):
+    """A message pending for an idle QP (a new flow) ends the jump a tick before its post."""
     env, rdma, ff, qps, dt = steady
     at = env.now + dt / 2
-    rdma.post(0, 1, 1 << 20, at=at)
+    rdma.post(0, 1, 1 << 20, at=at, qp=1)  # QP index 1 of 0 -> 1 has sent nothing yet
     dt2, reason, _ = ff.plan(qps)
     assert reason == "" and 0 < dt2 < at - env.now
+
+
+def test_plan_crosses_a_post_behind_an_active_qps_message(steady):
+    """A message pending for a QP that is sending queues behind its current message, which
+    the jump does not finish: the jump may run through its post."""
+    env, rdma, ff, qps, dt = steady
+    ev_at = env.now + dt / 2
+    rdma.post(0, 1, 1 << 20, at=ev_at, qp=0)
+    assert ff.plan(qps)[0] == pytest.approx(dt)
 
 
 def test_plan_refuses_while_a_cnp_is_in_flight(steady):
@@ -129,5 +139,29 @@ def test_outside_world_timers_keep_their_virtual_time():
     to.callbacks.append(lambda _e: fired.append(ff.now()))
     assert ff.classify(to) == SHIFT
     rdma.run()
-    assert ff.jumps >= 1 and ff.windows[0][0] + ff.windows[0][1] < 300e-6
+    t0, dt = ff.windows[0]
+    assert ff.jumps >= 1 and t0 < 300e-6 < t0 + dt and ff.crossed >= 1  # run inside the jump
     assert fired == [pytest.approx(300e-6, rel=1e-12)]
+
+
+def test_a_crossed_event_that_starts_a_new_flow_ends_the_jump_there():
+    """An executor-style timeout inside a jump posts a message to an idle QP: the jump ends
+    at the timeout's virtual time (the new flow is simulated packet by packet from its post),
+    and the run still agrees with the full run."""
+
+    def run(ff_on: bool):
+        env, _, rdma, ff = all_to_all(ff_on)
+        to = env.timeout(300e-6)
+        new = []
+        to.callbacks.append(lambda _e: new.append(rdma.post(0, 1, 1 << 20, qp=1)))
+        rdma.run()
+        return rdma, ff, new[0]
+
+    full_rdma, _, full_msg = run(False)
+    _, ff, msg = run(True)
+    ends = [t0 + dt for t0, dt in ff.windows]
+    assert any(e == pytest.approx(300e-6, rel=1e-12) for e in ends)
+    assert not any(t0 < 300e-6 - 1e-12 and t0 + dt > 300e-6 + 1e-12 for t0, dt in ff.windows)
+    assert ff.virt(msg.post_s) == pytest.approx(300e-6, rel=1e-12) == full_msg.post_s
+    t_full = max(m.done_s for m in full_rdma.messages)
+    assert abs(ff.virt(msg.done_s) - full_msg.done_s) <= 0.02 * t_full
