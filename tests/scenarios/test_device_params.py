@@ -36,6 +36,7 @@ EXPLICIT = {
     "credit_buffer": ("256KiB", 262_144),
     "link_layer": ("infiniband", "infiniband"),
     "sequence_nak": ("true", True),
+    "ack_on_gap_fill": ("false", False),
     "ecn.enabled": ("false", False),
     "pfc.enabled": ("true", True),
     "pfc.hold_until_sent": ("true", True),
