@@ -23,7 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from podsim.fabric import compiled as _compiled
+
 __version__ = "0.2.0"
+
+# the optional compiled packet engine runs only while built from the current sources
+# (podsim.fabric.compiled; PODSIM_PURE_PYTHON=1 forces pure Python)
+_compiled.install()
 
 __all__ = ["Results", "Scenario", "ScenarioError", "__version__", "load", "load_scenario", "run"]
 

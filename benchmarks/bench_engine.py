@@ -154,6 +154,11 @@ def main() -> None:
     rows = ["fat-tree-perm", "fat-tree-a2a"] + (["deepep-ep64"] if args.deepep else [])
     if args.only:
         rows = [r for r in [*rows, "deepep-ep64"] if r in args.only]
+    from podsim.fabric import compiled  # the child runs the same install, in the same environment
+
+    done = compiled.compiled_modules()
+    print(f"packet engine: {len(done)} of {len(compiled.MODULES)} modules compiled "
+          f"({compiled.ENV_PURE}=1 runs pure Python)", flush=True)  # fmt: skip
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)

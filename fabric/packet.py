@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """Packets: the small objects that move through ports and switches.
 
 One :class:`Packet` is one frame on the wire (or, with a ``cell`` above the MTU, one burst of

@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """Egress ports: one direction of a full-duplex link, with its transmit queue.
 
 Timing model (docs/physics.md, "400GbE over 112G PAM4"):

@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """Output-queued switches: shared buffer, dynamic thresholds, ECN, PFC, ECMP.
 
 Model (what it assumes):

@@ -77,6 +77,7 @@ def test_a_link_short_of_credits_runs_at_credits_per_credit_round_trip() -> None
     assert net.dropped_packets() == 0
 
 
+@pytest.mark.pure_python  # swaps in the readable hot paths
 def test_fat_tree_permutation_with_credits_is_lossless_and_deterministic() -> None:
     """Credits on every switch input of a k=4 fat-tree, hashed single paths colliding: no drop
     anywhere, every input within its grant, and the same seed gives the same result, on the

@@ -7,6 +7,9 @@ import podsim
 import pytest
 from podsim.fabric.hotpaths import INLINED, readable_paths
 
+#: the twins are swapped in by patching classes: pure Python only (tests/conftest.py)
+pytestmark = pytest.mark.pure_python
+
 SMALL = ["outputs.plots=false"]
 CASES = {
     "quickstart": ["workload.moe.tokens_per_rank=16"],

@@ -145,6 +145,7 @@ def _infect(port: SwitchPort, cls: type) -> None:
     port._txcb = (port._tx_done,)
 
 
+@pytest.mark.pure_python  # changes a port's class
 @pytest.mark.parametrize("cls", [_LeakyPort, _NegativePort])
 def test_buffer_or_queue_accounting_bug_stops_the_run(cls: type):
     env, net, _hosts, _msgs, checker = incast()

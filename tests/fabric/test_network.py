@@ -229,6 +229,7 @@ def test_fat_tree_permutation_with_switch_adaptive_routing_reaches_line_rate():
     assert hashed.min() < 0.75, hashed.min()  # the control: ECMP collides on this permutation
 
 
+@pytest.mark.pure_python  # swaps in the readable hot paths
 def test_adaptive_routing_is_deterministic_and_the_readable_route_agrees():
     """The same seed gives bit-identical runs with adaptive routing, and the readable routing
     path (``Switch._route``) takes the same decisions as the inlined hot path."""

@@ -151,6 +151,7 @@ def test_no_checks_flag_and_key(fdir: Path):
     assert info["invariant_checks"] == "off"
 
 
+@pytest.mark.pure_python  # patches Switch.receive
 def test_a_broken_model_stops_the_scenario_run_with_a_report(fdir: Path, monkeypatch):
     """A switch that silently loses one packet: the run stops, the CLI prints the invariant
     report and exits 1 (a model bug, not bad input)."""

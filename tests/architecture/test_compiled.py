@@ -1,0 +1,128 @@
+"""The optional compiled packet engine (podsim.fabric.compiled, pyproject.toml ext-modules): one
+list of compiled modules, each with its augmenting .pxd; an extension is used only when all of
+them are built from the current sources and pure Python is not forced; compiled and pure runs
+give the same result files, bit for bit."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
+from podsim.fabric import compiled
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: small packet runs through every compiled path: REPS spraying, selective repeat and NSCC on
+#: the UEC NIC (quickstart), DCQCN with ECN marking on an incast, PFC pauses, InfiniBand credit
+#: flow control, a link failure
+CASES = ("quickstart", "incast-dcqcn", "incast-pfc", "incast-cx7", "link-failure-spray")
+
+
+def test_pyproject_compiles_exactly_the_listed_modules_each_with_its_pxd() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    exts = doc["tool"]["setuptools"]["ext-modules"]
+    assert [e["sources"] for e in exts] == [[m] for m in compiled.MODULES]
+    for e, m in zip(exts, compiled.MODULES, strict=True):
+        assert e["name"] == "podsim." + m[: -len(".py")].replace("/", ".")
+        assert e["optional"] is True  # no Cython or no compiler: that module stays Python
+        assert (ROOT / m).is_file()
+        assert compiled._pxds(ROOT / m), f"{m} has no augmenting .pxd"
+
+
+def _fake_tree(root: Path, *, built: bool, edited: bool = False) -> tuple[str, ...]:
+    mods = ("fabric/a.py", "fabric/b.py")
+    (root / "fabric").mkdir()
+    for i, m in enumerate(mods):
+        src = root / m
+        src.write_text("x = 1\n")
+        os.utime(src, (1000 + i, 1000 + i))
+        if built:
+            ext = src.with_name(src.stem + EXTENSION_SUFFIXES[0])
+            ext.write_bytes(b"not loaded")
+            os.utime(ext, (2000, 2000))
+    if edited:
+        os.utime(root / mods[1], (3000, 3000))
+    return mods
+
+
+def test_extensions_newer_than_every_source_are_used(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+    assert compiled.usable(tmp_path, _fake_tree(tmp_path, built=True))
+
+
+def test_one_edited_source_makes_every_extension_unusable(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+    assert not compiled.usable(tmp_path, _fake_tree(tmp_path, built=True, edited=True))
+
+
+def test_a_missing_extension_means_pure_python(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+    assert not compiled.usable(tmp_path, _fake_tree(tmp_path, built=False))
+
+
+def test_the_environment_variable_forces_pure_python(tmp_path, monkeypatch) -> None:
+    mods = _fake_tree(tmp_path, built=True)
+    monkeypatch.setenv(compiled.ENV_PURE, "1")
+    assert not compiled.usable(tmp_path, mods)
+
+
+def test_the_finder_shadows_an_unused_extension_with_its_source(tmp_path) -> None:
+    _fake_tree(tmp_path, built=True)
+    finder = compiled._PureFinder()
+    finder._use = False
+    spec = finder.find_spec("podsim.fabric.packet", [str(tmp_path / "fabric")])
+    assert spec is None  # no packet.py there: nothing to shadow
+    (tmp_path / "fabric" / "packet.py").write_text("x = 1\n")
+    (tmp_path / "fabric" / f"packet{EXTENSION_SUFFIXES[0]}").write_bytes(b"not loaded")
+    spec = finder.find_spec("podsim.fabric.packet", [str(tmp_path / "fabric")])
+    assert spec is not None and spec.origin == str(tmp_path / "fabric" / "packet.py")
+    assert finder.find_spec("podsim.fabric.routing", [str(tmp_path / "fabric")]) is None
+    finder._use = True
+    assert finder.find_spec("podsim.fabric.packet", [str(tmp_path / "fabric")]) is None
+
+
+def _loaded(pure: bool) -> list[str]:
+    env = {**os.environ, compiled.ENV_PURE: "1" if pure else ""}
+    code = "import json, podsim.fabric.compiled as c; print(json.dumps(c.compiled_modules()))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    return json.loads(out.stdout)
+
+
+def test_forcing_pure_python_loads_every_module_from_its_source() -> None:
+    assert _loaded(pure=True) == []
+
+
+def _same_results():
+    spec = importlib.util.spec_from_file_location(
+        "same_results", ROOT / "benchmarks" / "same_results.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_compiled_and_pure_python_runs_are_identical(tmp_path, monkeypatch) -> None:
+    if _loaded(pure=False) == []:
+        pytest.skip(
+            "the compiled packet engine is not built in this install (README, 'Compiled "
+            "packet engine')"
+        )
+    same = _same_results()
+    cases = [c for c in CASES if c in same.CASES]
+    assert cases == list(CASES)
+    monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+    same.capture(tmp_path / "compiled", cases, bench=False)
+    monkeypatch.setenv(compiled.ENV_PURE, "1")
+    same.capture(tmp_path / "pure", cases, bench=False)
+    for case in cases:
+        assert (tmp_path / "pure" / case / "summary.json").is_file(), case
+        assert same.compare_case(tmp_path / "compiled" / case, tmp_path / "pure" / case) == []
