@@ -641,7 +641,7 @@ class ReceiverReliability:
     gap (RFC 5681 section 4.2). False is the UEC reference simulator's (uet-htsim 40ccb05
     ``uec.cpp`` ``UecSink::processData``): a packet that fills a gap counts towards the
     coalescing like any other, and an ACK request that found a gap open is remembered and
-    answered when the last gap closes (``_ack_request``), so the sender still learns that its
+    answered when the last gap closes (``ack_req``), so the sender still learns that its
     window's last packet arrived. Under packet spraying the packet that fills a gap is the one
     that took a slow path; an immediate ACK for it feeds that path back as an uncongested one
     (REPS recycles the entropy of every unmarked ACK).
@@ -730,13 +730,9 @@ class ReceiverReliability:
                 if self.ack_req and not self.ooo_bits:
                     self.ack_req = False
                     last = True
-                self.pending += 1
-                if last or ecn or self.pending >= self.ack_every:
-                    self.pending = 0
-                    return ACK
-                return NONE
-            self.rcv_nxt = nxt + 1
-            self.nak_sent = False
+            else:
+                self.rcv_nxt = nxt + 1
+                self.nak_sent = False
             self.pending += 1
             if last or ecn or self.pending >= self.ack_every:
                 self.pending = 0
