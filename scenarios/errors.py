@@ -154,6 +154,12 @@ def is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
+#: ``union_tag`` -> model of a tagged section made after the schema was built (the parameters of
+#: a node layout a plug-in registers later: ``podsim.scenarios.input.schema``), so that its
+#: errors are located and explained like those of the built-in alternatives
+LATE_TAGGED: dict[str, type[BaseModel]] = {}
+
+
 def kind_tags(model: type[BaseModel]) -> list[str]:
     """The ``kind`` values that select ``model`` in a list of several entry types (faults), or
     the ``union_tag`` of a section whose model another key selects (``cluster.layout_params``
@@ -207,6 +213,9 @@ def _walk(root: type[BaseModel], loc: Sequence[Any]) -> tuple[list[Any], list[An
             for alt in _unwrap(tp)
             if is_model(alt) and isinstance(part, str) and part in kind_tags(alt)
         ]
+        if not tagged and isinstance(part, str) and part in LATE_TAGGED:
+            tags = [getattr(alt, "union_tag", None) for tp in current for alt in _unwrap(tp)]
+            tagged = [LATE_TAGGED[part]] if any(isinstance(t, str) for t in tags) else []
         if tagged:
             current = tagged
             continue

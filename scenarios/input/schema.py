@@ -47,7 +47,7 @@ from podsim.fabric.units import (
 )
 from podsim.nic.nic import NicConfig as DeviceNicConfig
 from podsim.scenarios.cost.spec import CostSpec
-from podsim.scenarios.errors import check_run_name
+from podsim.scenarios.errors import LATE_TAGGED, check_run_name
 from podsim.scenarios.input.devices import kind_literal, section_model, section_values
 from podsim.scenarios.input.registries import check_name
 from pydantic import (
@@ -554,26 +554,30 @@ PhyOverride = section_model(
 )
 
 
-def _layout_params_models() -> dict[str, type[BaseModel]]:
-    """Per built-in node layout, the model of its ``cluster.layout_params``: generated from the
+def _layout_params_model(name: str) -> type[BaseModel]:
+    """The model of node layout ``name``'s ``cluster.layout_params``: generated from the
     dataclass that declares the layout's parameters (``podsim.nic.pcie.layouts.NodeLayout``),
     tagged with the layout's name (``union_tag``, the label of an error's location)."""
     from podsim.nic.pcie.layouts import NODE_LAYOUTS
 
-    out: dict[str, type[BaseModel]] = {}
-    for name, description in NODE_LAYOUTS.describe():
-        camel = "".join(w.title() for w in name.split("-"))
-        base = type(f"{camel}Tagged", (Strict,),
-                    {"__annotations__": {"union_tag": ClassVar[str]}, "union_tag": name,
-                     "__module__": __name__})  # fmt: skip
-        out[name] = section_model(
-            NODE_LAYOUTS.get(name).params,
-            f"{camel}LayoutParams",
-            f"Parameters of node layout {name} ({description}).",
-            types=_param_type,
-            base=base,
-        )
-    return out
+    camel = "".join(w.title() for w in name.split("-"))
+    base = type(f"{camel}Tagged", (Strict,),
+                {"__annotations__": {"union_tag": ClassVar[str]}, "union_tag": name,
+                 "__module__": __name__})  # fmt: skip
+    return section_model(
+        NODE_LAYOUTS.get(name).params,
+        f"{camel}LayoutParams",
+        f"Parameters of node layout {name} ({dict(NODE_LAYOUTS.describe())[name]}).",
+        types=_param_type,
+        base=base,
+    )
+
+
+def _layout_params_models() -> dict[str, type[BaseModel]]:
+    """Per node layout registered when the schema is built, the model of its parameters."""
+    from podsim.nic.pcie.layouts import NODE_LAYOUTS
+
+    return {name: _layout_params_model(name) for name, _ in NODE_LAYOUTS.describe()}
 
 
 #: node layout name -> the model of its parameters (``cluster.layout_params``)
@@ -610,8 +614,13 @@ def _check_layout_params(v: Any, info: ValidationInfo) -> dict[str, Any]:
             )
         return dict(v)  # the layout itself is invalid; its own error says why
     model = LAYOUT_PARAMS.get(layout)
-    if model is None:  # a layout registered after the schema was built: its builder checks
-        return dict(v)
+    if model is None:
+        from podsim.nic.pcie.layouts import NODE_LAYOUTS
+
+        if layout not in NODE_LAYOUTS:
+            return dict(v)  # the layout itself is invalid; its own error says why
+        # a layout registered after the schema was built (a plug-in): checked the same way
+        model = LAYOUT_PARAMS[layout] = LATE_TAGGED[layout] = _layout_params_model(layout)
     try:
         parsed = model.model_validate(v)
     except ValidationError as exc:

@@ -152,3 +152,34 @@ def test_the_file_keeps_only_the_keys_it_gives() -> None:
         "quickstart", ["cluster.layout_params={ssds: 2, nic_dma: {read_latency_s: 2us}}"]
     )
     assert sc.cluster.layout_params == {"ssds": 2, "nic_dma": {"read_latency_s": "2us"}}
+
+
+def test_a_layout_registered_after_the_schema_is_checked_the_same_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in layout registered after ``podsim.scenarios.input.schema`` was imported gets
+    its parameters model on first use: a wrong key is refused at its key, a right one kept."""
+    from podsim.nic.pcie.layouts import NodeLayout, RootComplexParams, root_complex
+    from podsim.scenarios import errors
+    from podsim.scenarios.input import schema
+
+    @dataclasses.dataclass(frozen=True)
+    class PlugParams(RootComplexParams):
+        pass
+
+    assert "plug-rc" not in schema.LAYOUT_PARAMS
+    NODE_LAYOUTS.add("plug-rc", NodeLayout(PlugParams, root_complex.build), "a plug-in")
+    monkeypatch.setattr(schema, "LAYOUT_PARAMS", dict(schema.LAYOUT_PARAMS))
+    monkeypatch.setattr(errors, "LATE_TAGGED", {})
+    monkeypatch.setattr(schema, "LATE_TAGGED", errors.LATE_TAGGED)
+    try:
+        code, out = _cli("cluster.layout=plug-rc", "cluster.layout_params.ssdz=2")
+        assert code == 2, out
+        assert "key cluster.layout_params.ssdz:" in out and "or 'ssds'?" in out, out
+        assert "in cluster.layout_params (plug-rc)" in out, out
+        sets = ["cluster.layout=plug-rc", "cluster.layout_params.ssds=2"]
+        sc, _ = load_scenario("quickstart", sets)
+        assert sc.cluster.layout_params == {"ssds": 2}
+        assert "plug-rc" in schema.LAYOUT_PARAMS
+    finally:
+        NODE_LAYOUTS._entries.pop("plug-rc", None)
