@@ -76,26 +76,28 @@ def draw_topology(
     dpi: int = 150,
     below: Callable[[Any], None] | None = None,
     min_font_pt: float = 8.0,
+    save: Callable[[Any, str, float], None] | None = None,
 ) -> None:
     """Draw ``g`` to ``path`` (PNG/SVG/PDF by extension; several paths: one drawing saved in
     each format) in a layered layout by tier. Node names are drawn when asked, or by default
     when the graph has at most 32 nodes. ``below``, when given, draws a second panel under the
     fabric on the axes it is passed (the report draws one node's PCIe tree there). No text is
-    smaller than ``min_font_pt``; the canvas is 11 x 5.5 in (11 x 9 with ``below``)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    smaller than ``min_font_pt``; the canvas is 11 x 5.5 in (11 x 9 with ``below``). ``save``,
+    when given, writes each file as ``save(figure, path, dpi)`` (the report's
+    :func:`podsim.scenarios.report.style.save_figure`), else ``Figure.savefig``."""
+    # a Figure of its own, not pyplot's: no global state, no backend switch, and no pyplot
+    # import in a run (issue 18); savefig draws it with Agg (PNG) or by file extension
     from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
 
     pos = _layout(g)
+    low = None
     if below is None:
-        fig, ax = plt.subplots(figsize=(11, 5.5))
-        low = None
+        fig = Figure(figsize=(11, 5.5))
+        ax = fig.subplots()
     else:
-        fig, (ax, low) = plt.subplots(
-            2, 1, figsize=(11, 9), gridspec_kw={"height_ratios": [1.15, 1.0]}
-        )
+        fig = Figure(figsize=(11, 9))
+        ax, low = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1.15, 1.0]})
     segs_out = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k != "scaleup"]
     segs_up = [(pos[u], pos[v]) for u, v, k in g.edges(data="kind") if k == "scaleup"]
     ax.add_collection(LineCollection(segs_out, colors="0.55", linewidths=0.4, alpha=0.6))
@@ -123,5 +125,7 @@ def draw_topology(
     if below is not None and low is not None:
         below(low)
     for p in [path] if isinstance(path, str) else path:
-        fig.savefig(p, dpi=dpi)
-    plt.close(fig)
+        if save is not None:
+            save(fig, p, dpi)
+        else:
+            fig.savefig(p, dpi=dpi)

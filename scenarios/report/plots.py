@@ -50,6 +50,7 @@ from podsim.scenarios.report.style import (
     clamp_size,
     extremes,
     omission_note,
+    save_figure,
 )
 from podsim.scenarios.results.phase_links import CONTENDED_MTUS, contention_threshold_bytes
 from podsim.scenarios.results.tables import Results
@@ -805,7 +806,7 @@ def plot_all(
                 continue
             for fmt in formats:
                 p = out / f"{name}.{fmt}"
-                fig.savefig(p, dpi=dpi)
+                save_figure(fig, p, dpi)
                 written.append(p)
         if graph is not None:
             written += _draw_topology(graph, out, formats, dpi, res.scenario)
@@ -855,6 +856,7 @@ def _draw_topology(
             tree = None  # the run itself would have refused the layout; draw the fabric
         layout = str(cluster.get("layout") or "")
         draw_topology(graph, [str(p) for p in paths], dpi=dpi, min_font_pt=MIN_FONT_PT,
-                      below=lambda ax: draw_node_pcie(ax, tree, layout))  # fmt: skip
+                      below=lambda ax: draw_node_pcie(ax, tree, layout),
+                      save=save_figure)  # fmt: skip
         stamp.write_text(key)
     return paths

@@ -15,6 +15,7 @@ says what is omitted (:func:`omission_note`). These are layout choices [E], not 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -32,11 +33,16 @@ __all__ = [
     "clamp_size",
     "extremes",
     "omission_note",
+    "save_figure",
     "small_texts",
 ]
 
 #: dots per inch of every saved PNG
 SAVE_DPI = 100
+#: zlib level of the saved PNGs (Pillow's default: 6). Level 3 is zlib's last fast level: the
+#: same pixels in files about 4 % larger, for about a third less CPU encoding them (a run's 8
+#: PNGs: 0.16 -> 0.11 s, 2026-12-05). A speed choice [E], not a model constant.
+PNG_COMPRESS_LEVEL = 3
 #: the largest canvas in pixels at :data:`SAVE_DPI`
 MAX_WIDTH_PX = 1600
 MAX_HEIGHT_PX = 1000
@@ -50,6 +56,14 @@ WIDTH_IN = 10.0
 STRIP_MAX = 32
 #: ranks or ports shown at each end (slowest / fastest) in the summary form
 TOP_K = 8
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: float = SAVE_DPI) -> None:
+    """Save ``fig`` to ``path`` in the format its extension names, at ``dpi``; a PNG with
+    :data:`PNG_COMPRESS_LEVEL`."""
+    png = Path(path).suffix.lower() == ".png"
+    kw = {"pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}} if png else {}
+    fig.savefig(path, dpi=dpi, **kw)
 
 
 def clamp_size(width_in: float, height_in: float) -> tuple[float, float]:

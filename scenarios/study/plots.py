@@ -27,6 +27,7 @@ from podsim.scenarios.report.style import (
     clamp_size,
     extremes,
     omission_note,
+    save_figure,
 )
 from podsim.scenarios.study.store import PARAM_PREFIX
 
@@ -379,7 +380,7 @@ def save_study_figures(
         for stem, fig in study_figures(df, metric, cost_metric, maximize, name).items():
             for fmt in formats:
                 p = out / f"{stem}.{fmt}"
-                fig.savefig(p, dpi=SAVE_DPI)
+                save_figure(fig, p, SAVE_DPI)
                 written.append(p)
             plt.close(fig)
     return written
