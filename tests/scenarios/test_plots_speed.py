@@ -75,3 +75,43 @@ def test_topology_is_drawn_once_and_not_again_while_unchanged(
 def test_svg_text_is_text(quickstart_dir: Path) -> None:
     svg = (quickstart_dir / "plots" / "fct_cdf.svg").read_text()
     assert "<text" in svg and "Message completion time CDF" in svg
+
+
+def test_png_at_a_faster_zlib_level_keeps_the_pixels(tmp_path: Path) -> None:
+    """save_figure's PNG (zlib level PNG_COMPRESS_LEVEL) decodes to the pixels of matplotlib's
+    own PNG of the same figure, at the dpi asked; the topology drawn on its own Figure (no
+    pyplot) saves through it too."""
+    import podsim.fabric.topology_io as tio
+    from matplotlib.figure import Figure
+    from PIL import Image
+    from podsim.scenarios.report.style import PNG_COMPRESS_LEVEL, save_figure
+
+    fig = Figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.plot(np.arange(50), np.sin(np.arange(50) / 5.0), label="sin")
+    ax.set_title("a title\nsecond line")
+    ax.legend()
+    fig.savefig(tmp_path / "default.png", dpi=90)
+    save_figure(fig, tmp_path / "fast.png", 90)
+    a = np.asarray(Image.open(tmp_path / "default.png"))
+    b = np.asarray(Image.open(tmp_path / "fast.png"))
+    assert a.shape == b.shape == (270, 360, 4)
+    assert np.array_equal(a, b)
+    assert PNG_COMPRESS_LEVEL != 6  # (zlib's default: the bytes would not differ)
+    assert (tmp_path / "default.png").read_bytes() != (tmp_path / "fast.png").read_bytes()
+    # each file's zlib stream says its level (the FLEVEL bits of its header: 1 for levels 2-5,
+    # 2 for zlib's default 6)
+    for name, flevel in (("default.png", 2), ("fast.png", 1)):
+        data = (tmp_path / name).read_bytes()
+        idat = data.index(b"IDAT") + 4
+        assert data[idat + 1] >> 6 == flevel
+
+    saved: list[str] = []
+
+    def save(f: object, path: str, dpi: float) -> None:
+        saved.append(path)
+        save_figure(f, path, dpi)  # type: ignore[arg-type]
+
+    paths = [str(tmp_path / "t.png"), str(tmp_path / "t.svg")]
+    tio.draw_topology(_graph(4), paths, dpi=80, save=save)
+    assert saved == paths and all(Path(p).stat().st_size > 1000 for p in paths)
