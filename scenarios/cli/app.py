@@ -735,6 +735,9 @@ _console = {"process": False}
 
 
 def main() -> None:  # pragma: no cover - console entry (`podsim`, `python -m podsim`)
+    """The ``podsim`` command (pyproject.toml's console script) and ``python -m podsim``: this
+    process ends with its command, which a run uses to skip work at exit
+    (:func:`podsim.scenarios.execution.collector.process_ends_with_run`)."""
     _console["process"] = True
     app(prog_name="podsim")
 

@@ -117,3 +117,29 @@ def test_run_results_do_not_depend_on_the_collector() -> None:
     for name in ("messages", "phases", "links", "qps"):
         assert getattr(a, name).equals(getattr(b, name)), name
     assert a.summary["sim_time_s"] == b.summary["sim_time_s"]
+
+
+def test_the_podsim_command_declares_that_its_process_ends_with_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The installed ``podsim`` script calls the entry pyproject.toml names, and that entry
+    marks the process (so a run leaves its objects frozen and the exit walks none of them: the
+    128-host fat-tree permutation exited in 0.4 s of CPU when the script called typer's ``app``
+    directly, 0.04 s now)."""
+    import importlib
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    import podsim.scenarios.cli.app as cli
+
+    root = Path(__file__).resolve().parents[2]
+    with open(root / "pyproject.toml", "rb") as fh:
+        target = tomllib.load(fh)["project"]["scripts"]["podsim"]
+    module, _, attr = target.partition(":")
+    entry = getattr(importlib.import_module(module), attr)
+    called: list[str] = []
+    monkeypatch.setattr(cli, "app", lambda prog_name: called.append(prog_name))
+    monkeypatch.setitem(cli._console, "process", False)
+    entry()
+    assert called == ["podsim"]
+    assert cli._console["process"] is True
