@@ -38,6 +38,9 @@ MODULES: tuple[str, ...] = (
     "fabric/packet.py",
     "fabric/port.py",
     "fabric/switch.py",
+    "nic/transport/reliability.py",
+    "nic/transport/qp.py",
+    "nic/nic.py",
 )
 
 _ROOT = Path(__file__).resolve().parent.parent

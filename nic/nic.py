@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """The SmartNIC endpoint: RDMA transport + congestion control + packet pipeline on the fabric.
 
 :class:`SmartNic` is one NIC *card*: one fabric endpoint per plane (graph nodes with role

@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """Queue pairs: RDMA WRITE/SEND messages turned into paced, windowed, multipath packets.
 
 One :class:`QueuePair` is the requester side of a reliable connection from one NIC to another

@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """Reliable delivery for one queue pair: PSN bookkeeping, ACK/SACK/NACK, loss recovery.
 
 Two recovery modes, both pure logic (no SimPy; the queue pair owns timers and packets):

@@ -174,6 +174,7 @@ def _spray_run(sack_bits, monkeypatch=None, seen=None):
     return rdma.message_table(), rdma.qp_table()
 
 
+@pytest.mark.pure_python  # patches SenderReliability.on_ack
 def test_packet_fabric_acks_stay_in_their_window_and_deliver_everything(monkeypatch) -> None:
     """On the packet fabric with spraying, a 4-bit bitmap: every ACK's bitmap lies inside its
     window, some reach beyond 5 PSNs above the cumulative one (reordering wider than the
