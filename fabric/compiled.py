@@ -4,7 +4,8 @@ pure Python.
 The packet engine's per-packet modules (:data:`MODULES`) are plain Python, and that is their
 only source. An install with Cython available at build time (README, "Compiled packet engine")
 also compiles them into extension modules beside the ``.py`` files, with C types taken from the
-augmenting ``.pxd`` files beside them (packets, ports and switches as C structs); Python's
+augmenting ``.pxd`` files beside them (packets, ports, switches, queue pairs, their reliability
+state and the NIC as C structs); Python's
 import system prefers an extension to the ``.py`` of the same name. Results are bit-identical
 either way (tests/architecture/test_compiled.py, ``benchmarks/same_results.py``).
 

@@ -18,10 +18,18 @@ from podsim.fabric import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: small packet runs through every compiled path: REPS spraying, selective repeat and NSCC on
-#: the UEC NIC (quickstart), DCQCN with ECN marking on an incast, PFC pauses, InfiniBand credit
-#: flow control, a link failure
-CASES = ("quickstart", "incast-dcqcn", "incast-pfc", "incast-cx7", "link-failure-spray")
+#: small packet runs through every compiled path: REPS spraying, selective repeat with SACKs
+#: and NSCC on the UEC NIC (quickstart), DCQCN with ECN marking and CNPs on an incast, PFC
+#: pauses, classic RoCE's go-back-N, InfiniBand credit flow control with sequence-error NAKs
+#: (CX-7), a link failure (timeouts, retransmissions)
+CASES = (
+    "quickstart",
+    "incast-dcqcn",
+    "incast-pfc",
+    "incast-roce",
+    "incast-cx7",
+    "link-failure-spray",
+)
 
 
 def test_pyproject_compiles_exactly_the_listed_modules_each_with_its_pxd() -> None:
