@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "fabric/packet.py",
     "fabric/port.py",
     "fabric/switch.py",
+    "nic/transport/pipeline.py",
     "nic/transport/reliability.py",
     "nic/transport/qp.py",
     "nic/nic.py",

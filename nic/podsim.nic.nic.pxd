@@ -4,12 +4,15 @@
 # attributes working).
 
 cimport cython
+from podsim.nic.transport.pipeline cimport PacketPipeline, QpContextCache
 from podsim.nic.transport.qp cimport QueuePair, RdmaPacket, RecvQp
 from podsim.nic.transport.reliability cimport SenderReliability
 
 cdef class SmartNic:
     cdef dict __dict__
-    cdef public object rdma, env, card, config, cc, endpoints, cache, tx_pipe, rx_pipe, rob
+    cdef public object rdma, env, card, config, cc, endpoints, rob
+    cdef public QpContextCache cache
+    cdef public PacketPipeline tx_pipe, rx_pipe
     cdef public object cc_event, cnp, credit, _credit_cb, _timer_cb, _seq, _rx_later
     cdef public object line_rate_bps, pcie_rate_cap_bps, pcie_rx_cap_bps
     cdef public list eids, ports, _timers, _ready, _heap
@@ -27,11 +30,13 @@ cdef class SmartNic:
     cpdef _release(self, double now)
     @cython.locals(now=double, nf=double, start=double, busy=double, d=double, t=double,
                    port_free=double, heap=list, qp=QueuePair, pkt=RdmaPacket,
-                   snd=SenderReliability, p="Py_ssize_t")
+                   snd=SenderReliability, p="Py_ssize_t", pipe=PacketPipeline,
+                   cache=QpContextCache, ref=dict)
     cpdef _pull(self, Py_ssize_t plane=*)
     @cython.locals(now=double, t=double, out=double, busy=double, d=double, hold=double,
-                   kind="long long", qp=QueuePair)
+                   kind="long long", qp=QueuePair, pipe=PacketPipeline, cache=QpContextCache,
+                   ref=dict)
     cpdef receive(self, RdmaPacket pkt)
     @cython.locals(psn="long long", nxt="long long", pending="long long", v="long long",
-                   plane="Py_ssize_t", nf=double, qp=QueuePair)
+                   plane="Py_ssize_t", nf=double, qp=QueuePair, tx=PacketPipeline)
     cpdef _rx_data(self, RdmaPacket pkt, RecvQp rq, double now)

@@ -1,3 +1,4 @@
+# cython: language_level=3, annotation_typing=False
 """The NIC's packet-processing pipeline: a packet-rate ceiling, a QP-context cache, a DMA cap.
 
 Model:
