@@ -15,6 +15,7 @@ traceback and exits with 1 (``podsim --debug`` or ``PODSIM_DEBUG=1`` prints the 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -737,8 +738,12 @@ _console = {"process": False}
 def main() -> None:  # pragma: no cover - console entry (`podsim`, `python -m podsim`)
     """The ``podsim`` command (pyproject.toml's console script) and ``python -m podsim``: this
     process ends with its command, which a run uses to skip work at exit
-    (:func:`podsim.scenarios.execution.collector.process_ends_with_run`)."""
+    (:func:`podsim.scenarios.execution.collector.process_ends_with_run`). Its figures are
+    files: matplotlib draws them with Agg, and is told so (``MPLBACKEND``, unless the user set
+    it) before it would pick a backend itself, which imports pyplot and probes the GUI toolkits
+    (a box plot reads every rcParam, the backend among them)."""
     _console["process"] = True
+    os.environ.setdefault("MPLBACKEND", "agg")
     app(prog_name="podsim")
 
 

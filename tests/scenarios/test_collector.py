@@ -5,8 +5,10 @@ alone, and a run's results the same whatever the collector does."""
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from podsim.scenarios.execution import collector
@@ -127,7 +129,6 @@ def test_the_podsim_command_declares_that_its_process_ends_with_the_run(
     128-host fat-tree permutation exited in 0.4 s of CPU when the script called typer's ``app``
     directly, 0.04 s now)."""
     import importlib
-    from pathlib import Path
 
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     import podsim.scenarios.cli.app as cli
@@ -140,6 +141,42 @@ def test_the_podsim_command_declares_that_its_process_ends_with_the_run(
     called: list[str] = []
     monkeypatch.setattr(cli, "app", lambda prog_name: called.append(prog_name))
     monkeypatch.setitem(cli._console, "process", False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     entry()
     assert called == ["podsim"]
     assert cli._console["process"] is True
+    # and matplotlib is told to draw with Agg (no backend probing, no pyplot import)...
+    assert os.environ["MPLBACKEND"] == "agg"
+    # ...unless the user chose a backend
+    monkeypatch.setenv("MPLBACKEND", "svg")
+    entry()
+    assert os.environ["MPLBACKEND"] == "svg"
+
+
+def test_a_packet_run_process_imports_neither_scipy_nor_pyplot(tmp_path: Path) -> None:
+    """``podsim run`` of a packet scenario without scale-up links, figures on, in its own
+    process: SciPy (0.05 s of imports; only PCIe stream solving and fluid links use it) and
+    pyplot (matplotlib imports it to pick a backend, probing GUI toolkits) are never imported."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    code = (
+        "import sys\n"
+        "from podsim.scenarios.cli.app import main\n"
+        f"sys.argv = ['podsim', 'run', 'spray-vs-ecmp', '--out', {str(out)!r}, '-q',\n"
+        "            '--set', 'workload.synthetic.size=64KiB']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print(sorted(m for m in ('scipy', 'matplotlib.pyplot') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert (out / "plots" / "gpu_idle.png").is_file()  # the box plot that read the backend
+    assert (out / "plots" / "topology.svg").is_file()
