@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from podsim.fabric.maxmin import CAP, UNCONSTRAINED, maxmin_rates
 from podsim.nic.pcie.tree import PcieTree
 
@@ -170,6 +169,8 @@ def solve_streams(
             extra_names.append(f"{nic}.{direction}")
             extra_caps.append(cap)
     if extra_rows:
+        import scipy.sparse as sp  # imported when first used: a packet run may never need it
+
         a = sp.vstack([a, sp.csc_array(np.vstack(extra_rows))], format="csc")
         capacity = np.concatenate([capacity, extra_caps])
         names = names + tuple(extra_names)

@@ -49,15 +49,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from podsim.fabric.maxmin import build_incidence
 from podsim.nic.pcie.devices import InterSocket, NicDma, PcieSwitch, RootComplex, Ssd
 from podsim.nic.pcie.link import PcieLink
+
+if TYPE_CHECKING:  # SciPy is imported where it is used (a packet run may never need it)
+    import scipy.sparse as sp
 
 __all__ = [
     "DEVICE_ROLES",
