@@ -1,13 +1,16 @@
 """The optional compiled packet engine (podsim.fabric.compiled, pyproject.toml ext-modules): one
 list of compiled modules, each with its augmenting .pxd; an extension is used only when all of
 them are built from the current sources and pure Python is not forced; compiled and pure runs
-give the same result files, bit for bit."""
+give the same result files, bit for bit; every instance attribute of a compiled class is declared
+in its .pxd."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -134,3 +137,101 @@ def test_compiled_and_pure_python_runs_are_identical(tmp_path, monkeypatch) -> N
     for case in cases:
         assert (tmp_path / "pure" / case / "summary.json").is_file(), case
         assert same.compare_case(tmp_path / "compiled" / case, tmp_path / "pure" / case) == []
+
+
+# A C class has exactly the fields its augmenting .pxd declares: an attribute the .py gives an
+# instance (``__slots__``, ``self.name = ...``) without declaring it there fails only in the
+# compiled build, at run time. Checked statically, so it holds whichever way the suite runs.
+
+_CLASS = re.compile(r"^cdef class (\w+)(?:\((\w+)\))?:")
+_FIELD = re.compile(r"^\s+cdef (?:public |readonly )?(.+)$")
+
+
+def _pxd_classes() -> dict[str, tuple[str | None, set[str], bool]]:
+    """Every C class of the compiled modules' .pxd files: name -> (C base, declared fields,
+    has a ``__dict__``)."""
+    out: dict[str, tuple[str | None, set[str], bool]] = {}
+    for m in compiled.MODULES:
+        for pxd in compiled._pxds(ROOT / m):
+            cls = None
+            for line in pxd.read_text().splitlines():
+                c = _CLASS.match(line)
+                if c:
+                    cls = c.group(1)
+                    out[cls] = (c.group(2), set(), False)
+                    continue
+                f = _FIELD.match(line)
+                if cls is None or not f or line.strip().startswith(("cdef class", "cpdef")):
+                    continue
+                decl = f.group(1)
+                if "(" in decl:  # a cdef method, not a field
+                    continue
+                first, *rest = (part.strip() for part in decl.split(","))
+                names = [first.split()[-1], *rest]
+                base, fields, has_dict = out[cls]
+                out[cls] = (base, fields | set(names), has_dict or "__dict__" in names)
+    return out
+
+
+def _declared(classes: dict[str, tuple[str | None, set[str], bool]], name: str) -> tuple[set, bool]:
+    fields: set[str] = set()
+    has_dict = False
+    while name in classes:
+        base, own, d = classes[name]
+        fields |= own
+        has_dict = has_dict or d
+        name = base
+    return fields, has_dict
+
+
+def _instance_attributes(cls: ast.ClassDef) -> set[str]:
+    """``__slots__`` names and every ``self.name`` assigned in the class's methods (names the
+    class body defines itself, properties for instance, are not instance fields)."""
+    own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            names |= {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+    for node in ast.walk(cls):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        for t in targets:
+            for e in ast.walk(t):
+                if (
+                    isinstance(e, ast.Attribute)
+                    and isinstance(e.value, ast.Name)
+                    and e.value.id == "self"
+                ):
+                    names.add(e.attr)
+    return names - own
+
+
+def test_every_instance_attribute_of_a_c_class_is_declared_in_its_pxd() -> None:
+    classes = _pxd_classes()
+    assert {"Packet", "Port", "RdmaPacket", "QueuePair", "SmartNic"} <= set(classes)
+    missing = []
+    seen = set()
+    for m in compiled.MODULES:
+        tree = ast.parse((ROOT / m).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in classes:
+                seen.add(node.name)
+                fields, has_dict = _declared(classes, node.name)
+                if has_dict:
+                    continue
+                missing += [
+                    f"{m}: {node.name}.{a}" for a in sorted(_instance_attributes(node) - fields)
+                ]
+    assert seen == set(classes), "a .pxd declares a class its module does not define"
+    assert missing == [], "declare these in the module's .pxd (README, 'Compiled packet engine')"
+
+
+def test_the_check_finds_an_undeclared_field() -> None:
+    src = "class A:\n    __slots__ = ('x', 'y')\n\n    def f(self):\n        self.z = 1\n"
+    cls = ast.parse(src).body[0]
+    assert _instance_attributes(cls) == {"x", "y", "z"}
