@@ -576,9 +576,11 @@ def write_outputs(
             tell("writing the timeline")
             written.append(write_trace_events(res, tmp / "timeline.json"))
         if sc.outputs.plots:
-            from podsim.scenarios.report.plots import plot_all
+            from podsim.scenarios.report.plots import keep_topology, plot_all
 
             tell("drawing plots")
+            # an earlier run's topology drawing, kept if this run's graph is the same
+            keep_topology(final / "plots", tmp / "plots", sc.outputs.plot_formats)
             written += plot_all(
                 res,
                 tmp / "plots",

@@ -24,13 +24,15 @@ Speed (plots were most of a quickstart run's time): figures get fixed margins in
 :data:`MAX_POINTS` points per series (more than a figure is pixels wide; peaks of queue
 series are kept), bar timelines are one collection per phase, SVG text is written as text
 rather than glyph outlines, and the topology is drawn once for all formats and not again
-while the graph is unchanged (``plots/.topology.key``).
+while the graph is unchanged (``plots/.topology.key``; a run into an earlier result folder
+starts from that folder's drawing, :func:`keep_topology`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import textwrap
 import warnings
 from collections.abc import Callable, Sequence
@@ -67,6 +69,7 @@ __all__ = [
     "fig_link_utilisation",
     "fig_queue_depth",
     "graph_key",
+    "keep_topology",
     "plot_all",
 ]
 
@@ -824,6 +827,26 @@ def graph_key(graph: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def keep_topology(earlier: str | Path, out: str | Path, formats: Sequence[str]) -> None:
+    """Copy the topology drawing of an earlier result's ``plots`` folder ``earlier``
+    (``topology.<fmt>`` for each of ``formats`` and the ``.topology.key`` fingerprint) into
+    ``out``, when all of them are there. :func:`plot_all` into ``out`` then keeps them if the
+    fingerprint is its graph's and layout's, and draws the topology anew otherwise: a run into
+    its earlier folder writes a fresh staging folder (podsim.scenarios.results.folder), which
+    would draw the same topology again (0.15 s of CPU for a 128-host fat-tree)."""
+    src, dst = Path(earlier), Path(out)
+    names = [_TOPOLOGY_KEY, *(f"topology.{fmt}" for fmt in formats)]
+    if not all((src / n).is_file() for n in names):
+        return
+    dst.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        shutil.copyfile(src / n, dst / n)
+
+
+#: the fingerprint file of the topology drawing in a plots folder
+_TOPOLOGY_KEY = ".topology.key"
+
+
 def _draw_topology(
     graph: Any,
     out: Path,
@@ -843,7 +866,7 @@ def _draw_topology(
     if draw_topology is None:
         return []
     paths = [out / f"topology.{fmt}" for fmt in formats]
-    stamp = out / ".topology.key"
+    stamp = out / _TOPOLOGY_KEY
     cluster = (scenario or {}).get("cluster") or {}
     node = {k: cluster.get(k) for k in ("layout", "layout_params")}
     key = f"{graph_key(graph)} dpi={dpi} node={json.dumps(node, sort_keys=True, default=str)}"

@@ -115,3 +115,44 @@ def test_png_at_a_faster_zlib_level_keeps_the_pixels(tmp_path: Path) -> None:
     paths = [str(tmp_path / "t.png"), str(tmp_path / "t.svg")]
     tio.draw_topology(_graph(4), paths, dpi=80, save=save)
     assert saved == paths and all(Path(p).stat().st_size > 1000 for p in paths)
+
+
+def test_a_run_into_its_earlier_folder_keeps_the_topology_drawing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run writes a fresh staging folder: it starts from the earlier result's topology
+    drawing (keep_topology) and draws none while the graph is the same; another graph is
+    drawn anew over the copied files."""
+    import podsim.fabric.topology_io as tio
+    from podsim.scenarios.runner import run
+
+    calls: list[list[str]] = []
+    real = tio.draw_topology
+
+    def counting(g: nx.Graph, paths: list[str], **kw: object) -> None:
+        calls.append(list(paths))
+        real(g, paths, **kw)
+
+    monkeypatch.setattr(tio, "draw_topology", counting)
+    out = tmp_path / "out"
+    sets = ["workload.synthetic.size=64KiB", "outputs.timeline=false"]
+    run("spray-vs-ecmp", overrides=sets, out=out)
+    first = (out / "plots" / "topology.png").read_bytes()
+    assert len(calls) == 1
+    run("spray-vs-ecmp", overrides=sets, out=out)
+    assert len(calls) == 1  # the same graph: the earlier drawing kept
+    assert (out / "plots" / "topology.png").read_bytes() == first
+    assert "plots/topology.svg" in (out / ".podsim-files").read_text().split()
+
+    # unit level: an earlier drawing of another graph is replaced, not kept
+    earlier, new = tmp_path / "earlier", tmp_path / "new"
+    earlier.mkdir()
+    plots._draw_topology(_graph(4), earlier, ("png", "svg"), 80)
+    plots.keep_topology(earlier, new, ("png", "svg"))
+    assert (new / "topology.png").read_bytes() == (earlier / "topology.png").read_bytes()
+    plots._draw_topology(_graph(5), new, ("png", "svg"), 80)
+    assert len(calls) == 3
+    assert (new / "topology.png").read_bytes() != (earlier / "topology.png").read_bytes()
+    # a format the earlier folder lacks: nothing copied
+    plots.keep_topology(earlier, tmp_path / "none", ("png", "pdf"))
+    assert not (tmp_path / "none").exists()
