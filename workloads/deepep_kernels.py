@@ -14,15 +14,20 @@ Read from github:deepseek-ai/DeepEP at commit dd758caf451848bd150e1046af3d0a73e5
   queue pair, in token order; tokens for the sender's own node go through its own receive
   buffer without the NIC;
 - the forwarder SM of the receiving GPU forwards each arrived token over NVLink to every GPU of
-  its node that holds one of the token's experts, once per GPU, as the chunks arrive.
+  its node that holds one of the token's experts, once per GPU, as the chunks arrive (its
+  ``kRDMAAndNVLForwarder`` warps, one per destination GPU, go round-robin over the source nodes
+  and forward whatever a node's RDMA channel tail has advanced past: no forward waits for
+  another node's chunks or for traffic it does not carry).
 
 podsim models this as route stages with chunk *rounds* (trace columns ``stage`` and ``chunk``,
 :mod:`podsim.workloads.trace`): round ``k`` of a (source, node) pair is the ``k``-th RDMA chunk of
 every channel (channels run side by side, so round ``k`` of all channels travels as one message);
 round ``k`` of a pair waits for round ``k - 1`` of that pair (in-order chunks on one queue pair);
 the NVLink forward of round ``k`` from forwarder ``f`` to ``t`` waits for the round-``k`` RDMA
-chunks arriving at ``f``. Tokens from the forwarder's own node go to their GPUs directly (stage 0),
-chunked the same way. Combine is the mirror image (the GPUs send their partial rows of round ``k``
+chunks arriving at ``f`` (from every source node together: coarser than DeepEP's per-node
+forwarding). Tokens from the forwarder's own node go to their GPUs directly (stage 0),
+chunked the same way, as final deliveries (trace column ``final``: no forward waits for them).
+Combine is the mirror image (the GPUs send their partial rows of round ``k``
 to the forwarder over NVLink, which sends the reduced chunk over RDMA), with the combine chunk.
 
 Assumptions: the receive buffers never stall a sender (DeepEP's ``num_max_rdma_chunked_recv_tokens``

@@ -364,6 +364,7 @@ def moe_layer_trace(
         hop=per_message("hop"),
         stage=per_message("stage"),
         chunk=per_message("chunk") if deepep_kernel is not None and mode_.hierarchical else None,
+        final=per_message("final") if mode_.hierarchical else None,
         num_ranks=ep_size,
         gpus_per_node=gpus_per_node,
         workload="moe",

@@ -18,6 +18,8 @@ stage        int64    OPTIONAL route stage, 0 or 1 (absent: every row is stage 0
                       see "Route stages" below
 chunk        int64    OPTIONAL chunk round, >= 0 (absent: every row is round 0);
                       see "Route stages" below
+final        int64    OPTIONAL 1: a stage-0 row that ends at its dst_rank (no stage-1
+                      row forwards it), 0 (absent: every row) otherwise; see "Route stages"
 ===========  =======  ============================================================
 
 Route stages (the optional ``stage`` column). Stage 0: the message can start at the phase
@@ -31,6 +33,14 @@ relative to the phase start (a lower bound next to the dependency). Validation r
 other than 0 or 1 and a stage-1 row whose ``src_rank`` receives no stage-0 row in its (step,
 layer, phase): it could never start. An engine that ignores the column treats all rows as
 stage 0 (simultaneous), an optimistic bound.
+
+Final deliveries (the optional ``final`` column). A stage-0 row with ``final`` 1 delivers to its
+``dst_rank`` for good: the stage-1 rows of that rank do not wait for it. In ``deepep-normal``
+these are the direct scale-up rows inside a node (a rank's tokens for its own node's GPUs in
+dispatch; the partial sums for a rank's own tokens in combine): DeepEP's forwarder forwards each
+source node's RDMA chunks as they arrive (module podsim.workloads.deepep_kernels), never waiting
+for traffic it does not carry. Without the column a forward would wait for every stage-0
+arrival at its rank, its own node's direct deliveries included.
 
 Chunk rounds (the optional ``chunk`` column, DeepEP's pipelined kernels:
 podsim.workloads.deepep_kernels). A stage-1 row of round ``k`` waits only for the stage-0 rows
@@ -79,7 +89,7 @@ PHASES = ("dispatch", "combine", "other")
 HOPS = ("rdma", "scaleup", "local")
 INT_COLUMNS = ("step", "layer", "src_rank", "dst_rank", "bytes", "tokens")
 COLUMNS = ("step", "layer", "phase", "src_rank", "dst_rank", "bytes", "tokens", "start_s", "hop")
-OPTIONAL = ("stage", "chunk")
+OPTIONAL = ("stage", "chunk", "final")
 _ATTRS_KEY = b"podsim.attrs"
 _CSV_PREFIX = "# podsim-trace-attrs: "
 
@@ -106,6 +116,7 @@ def make_trace(
     hop: Any = None,
     stage: Any = None,
     chunk: Any = None,
+    final: Any = None,
     gpus_per_node: int | None = None,
     **attrs: Any,
 ) -> pd.DataFrame:
@@ -139,6 +150,8 @@ def make_trace(
         data["stage"] = col(stage, np.int64)
     if chunk is not None:
         data["chunk"] = col(chunk, np.int64)
+    if final is not None:
+        data["final"] = col(final, np.int64)
     lengths = {k: len(v) for k, v in data.items()}
     if len(set(lengths.values())) != 1:
         raise TraceError(f"trace columns have different lengths: {lengths}")
@@ -244,6 +257,12 @@ def validate_trace(df: pd.DataFrame, num_ranks: int | None = None) -> pd.DataFra
             f"row {i} sends from rank {df['src_rank'].iloc[i]} to itself with hop "
             f"{df['hop'].iloc[i]!r}; a rank's message to itself is hop 'local'"
         )
+    if "final" in df.columns and (df["final"].to_numpy() > 1).any():
+        i = _first_bad(df["final"].to_numpy() > 1)
+        raise TraceError(
+            f"column 'final' has {df['final'].iloc[i]} at row {i}; expected 0 (a forwarder at "
+            "dst_rank waits for it) or 1 (delivered for good)"
+        )
     if "stage" in df.columns:
         _check_stages(df)
     casts = {
@@ -275,8 +294,11 @@ def _check_stages(df: pd.DataFrame) -> None:
     if not second.any():
         return
     keys = ["step", "layer", "phase", *(["chunk"] if "chunk" in df.columns else [])]
+    feeding = ~second  # stage-0 rows a forwarder at their dst_rank waits for
+    if "final" in df.columns:
+        feeding &= df["final"].to_numpy() == 0
     arrivals = pd.MultiIndex.from_arrays(
-        [df[c].to_numpy()[~second] for c in keys] + [df["dst_rank"].to_numpy()[~second]]
+        [df[c].to_numpy()[feeding] for c in keys] + [df["dst_rank"].to_numpy()[feeding]]
     )
     senders = pd.MultiIndex.from_arrays(
         [df[c].to_numpy()[second] for c in keys] + [df["src_rank"].to_numpy()[second]]
@@ -290,7 +312,8 @@ def _check_stages(df: pd.DataFrame) -> None:
             f"{row['phase']}, src_rank {row['src_rank']}"
             + (f", chunk {row['chunk']}" if "chunk" in df.columns else "")
             + f") but no stage-0 row of that phase{' and chunk' if 'chunk' in df.columns else ''} "
-            f"arrives at rank {row['src_rank']}; a stage-1 row forwards what stage 0 delivered"
+            f"arrives at rank {row['src_rank']} (rows with final 1 do not count); a stage-1 "
+            "row forwards what stage 0 delivered"
         )
 
 

@@ -23,8 +23,10 @@ same node ``scaleup``, otherwise ``rdma`` (``gpus_per_node`` None: every rank is
   partial sums to the forwarder (or straight to the source inside its node), stage 1 sends the
   node's reduced token back over RDMA.
 
-``stage`` 1 rows depend on the stage 0 rows that deliver to their source rank; an engine that
-ignores the column treats them as simultaneous.
+``stage`` 1 rows depend on the stage 0 rows that deliver to their source rank, except the direct
+scale-up rows inside a node (``final`` 1: DeepEP's forwarder forwards each source node's RDMA
+chunks as they arrive, not waiting for traffic it does not carry); an engine that ignores the
+column treats them as simultaneous.
 
 With a :class:`podsim.workloads.deepep_kernels.DeepEPKernel`, ``deepep-normal`` over several
 nodes follows DeepEP's pipelined kernels instead: the same bytes on the same routes, cut into
@@ -58,6 +60,8 @@ class Messages:
     hop: np.ndarray
     stage: np.ndarray
     chunk: np.ndarray
+    #: 1 for a stage-0 message that ends at its destination (no forward waits for it)
+    final: np.ndarray
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
@@ -76,8 +80,16 @@ def classify_hops(src: np.ndarray, dst: np.ndarray, gpus_per_node: int | None) -
 
 
 def _matrix_rows(mat: np.ndarray, stage: int) -> tuple[np.ndarray, ...]:
+    """(src, dst, tokens, stage, chunk, final) of the non-zero entries of ``mat``."""
     src, dst = np.nonzero(mat)
-    return src, dst, mat[src, dst], np.full(src.shape, stage), np.zeros(src.shape, np.int64)
+    zeros = np.zeros(src.shape, np.int64)
+    return src, dst, mat[src, dst], np.full(src.shape, stage), zeros, zeros
+
+
+def _final(rows: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """``rows`` marked as final deliveries: direct scale-up traffic inside a node, which no
+    forwarder carries on (trace column ``final``)."""
+    return (*rows[:5], np.ones(rows[0].shape, np.int64))
 
 
 def _assemble(
@@ -86,12 +98,12 @@ def _assemble(
     gpn: int | None,
     rdma_peers: bool = False,
 ) -> Messages:
-    src, dst, tok, stage, chunk = (
-        np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(5)
+    src, dst, tok, stage, chunk, final = (
+        np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(6)
     )
     # DeepEP low-latency: IBGDA puts to every other rank, NVLink peers included
     hop = np.where(src == dst, "local", "rdma") if rdma_peers else classify_hops(src, dst, gpn)
-    return Messages(src, dst, tok, tok * bytes_per_token, hop, stage, chunk)
+    return Messages(src, dst, tok, tok * bytes_per_token, hop, stage, chunk, final)
 
 
 def _round_rows(
@@ -101,7 +113,7 @@ def _round_rows(
     k = int(rnd.max(initial=0)) + 1
     key, count = np.unique((src * r + dst) * k + rnd, return_counts=True)
     pair, rnd_u = np.divmod(key, k)
-    return pair // r, pair % r, count, np.full(key.shape, stage), rnd_u
+    return pair // r, pair % r, count, np.full(key.shape, stage), rnd_u, np.zeros_like(rnd_u)
 
 
 def _pipelined_normal(
@@ -136,6 +148,7 @@ def _pipelined_normal(
     direct = _round_rows(src[t2[own]], d[own], k2[own], r, 0)
     far = ~own
     fwd = _round_rows(bn[far] * gpn + local[t2[far]], d[far], k2[far], r, 1)
+    direct = _final(direct)  # DeepEP's forwarders never wait for it (deepep_kernels)
     if phase == "dispatch":
         parts = [direct, rdma, fwd]
     else:  # the mirror image: partial rows to the forwarder, then the reduced row over RDMA
@@ -145,8 +158,8 @@ def _pipelined_normal(
 
 def _flip(rows: tuple[np.ndarray, ...], stage: int) -> tuple[np.ndarray, ...]:
     """The rows sent the other way (combine), at ``stage``."""
-    s, d, n, _, k = rows
-    return d, s, n, np.full(s.shape, stage), k
+    s, d, n, _, k, f = rows
+    return d, s, n, np.full(s.shape, stage), k, f
 
 
 def _forward_matrix(pair_tokens: np.ndarray, gpn: int) -> np.ndarray:
@@ -212,7 +225,11 @@ def phase_messages(
     rdma[np.repeat(np.arange(r), remote.shape[1]), fwd_rank.ravel()] = remote.ravel()
     forward = _forward_matrix(lay.pair_tokens, gpn)
     if phase == "dispatch":
-        parts = [_matrix_rows(direct, 0), _matrix_rows(rdma, 0), _matrix_rows(forward, 1)]
+        parts = [_final(_matrix_rows(direct, 0)), _matrix_rows(rdma, 0), _matrix_rows(forward, 1)]
     else:
-        parts = [_matrix_rows(direct.T, 0), _matrix_rows(forward.T, 0), _matrix_rows(rdma.T, 1)]
+        parts = [
+            _final(_matrix_rows(direct.T, 0)),
+            _matrix_rows(forward.T, 0),
+            _matrix_rows(rdma.T, 1),
+        ]
     return _assemble(parts, bytes_per_token + header, gpn)

@@ -13,7 +13,9 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
   ``r`` in the phase has been delivered, and not before the phase start plus the row's
   ``start_s``; with chunk rounds (trace column ``chunk``, DeepEP's pipelined kernels) a stage-1
   row of round ``k`` waits only for the stage-0 messages of round ``k`` into ``r``, and each
-  row also waits for the delivery of the latest earlier round of its (src, dst, stage);
+  row also waits for the delivery of the latest earlier round of its (src, dst, stage); a
+  stage-0 message marked ``final`` (trace column: a direct delivery no forwarder carries on,
+  such as DeepEP's own-node traffic) is waited for by no stage-1 row;
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
   that phase has been delivered (as DeepEP's dispatch/combine kernels return only when both the
   send and the receive side are done), plus the rank's kernel *tail* of the phase when the trace
@@ -110,6 +112,7 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
     hops = trace["hop"].to_numpy()
     stage = trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
     chunk = trace["chunk"].to_numpy(np.int64) if "chunk" in trace.columns else np.zeros(n, np.int64)
+    final = trace["final"].to_numpy(np.int64) if "final" in trace.columns else np.zeros(n, np.int64)
 
     comp: dict[tuple[int, int, int], float] = {}
     if len(compute):
@@ -169,7 +172,7 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
                     stage=st,
                 )
                 seen[1].append(node[i])
-                if st == 0:
+                if st == 0 and not final[i]:  # a final delivery feeds no forward
                     arriving[(b, k)].append(node[i])
             touching: dict[int, list[int]] = defaultdict(list)  # sent or received by a rank
             out_b: dict[int, int] = defaultdict(int)

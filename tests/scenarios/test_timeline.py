@@ -205,6 +205,26 @@ def test_progress_cadence_counts_events_and_never_changes_the_run() -> None:
     assert len(runs[1][1]) > 7 * (len(runs[7][1]) - 3)
 
 
+def test_a_forward_does_not_wait_for_a_final_delivery_at_its_rank() -> None:
+    """A direct delivery into the forwarder (``final`` 1: DeepEP's own-node traffic) is not
+    what it forwards: the forward starts when the RDMA row it carries on has arrived."""
+    b = 16_000
+    rows = [
+        {"phase": "dispatch", "src_rank": 0, "dst_rank": 2, "bytes": b, "stage": 0, "final": 0},
+        {"phase": "dispatch", "src_rank": 3, "dst_rank": 2, "bytes": 4 * b, "stage": 0,
+         "hop": "scaleup", "final": 1},
+        {"phase": "dispatch", "src_rank": 2, "dst_rank": 3, "bytes": b, "stage": 1,
+         "hop": "scaleup", "final": 0},
+    ]  # fmt: skip
+    t = FixedTransport()
+    run_timeline(t.env, t, trace(rows), compute([]), num_ranks=4)
+    assert dict(t.posted)[2] == pytest.approx(b / RATE + LAT)
+    # without the column the forward waits for the long direct delivery as well
+    t = FixedTransport()
+    run_timeline(t.env, t, trace(rows).drop(columns="final"), compute([]), num_ranks=4)
+    assert dict(t.posted)[2] == pytest.approx(4 * b / RATE + LAT)
+
+
 def test_chunk_rounds_pipeline_the_forward() -> None:
     """With a ``chunk`` column a forward of round k waits only for round k's arrivals, and the
     rounds of one (src, dst, stage) go in order (DeepEP's pipelined kernels)."""

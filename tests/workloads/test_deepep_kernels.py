@@ -52,6 +52,25 @@ def test_hand_checked_dispatch_sends_each_token_once_per_node():
     assert msg.bytes[msg.hop == "rdma"].sum() == 3 * 10
 
 
+@pytest.mark.parametrize("kernel", [DeepEPKernel(2, 2, 2), None])
+def test_direct_rows_inside_a_node_are_final_and_nothing_else_is(kernel) -> None:
+    """The direct scale-up and local rows of a rank's own node are final deliveries (no forward
+    waits for them: DeepEP's forwarders forward per source node as its RDMA chunks arrive);
+    RDMA rows, forwards and the combine's partials to a forwarder are not."""
+    for phase in ("dispatch", "combine"):
+        msg = phase_messages(tiny(), "deepep-normal", phase, 10, kernel=kernel)
+        rows = zip(msg.src, msg.dst, msg.stage, msg.final, strict=True)
+        fin = {(int(a), int(b), int(s)): int(f) for a, b, s, f in rows}
+        if phase == "dispatch":
+            assert fin[(0, 1, 0)] == 1 and fin[(0, 0, 0)] == 1  # rank 0's own node
+            assert fin[(0, 2, 0)] == 0 and fin[(2, 3, 1)] == 0  # RDMA, forward
+        else:
+            assert fin[(1, 0, 0)] == 1 and fin[(0, 0, 0)] == 1  # partials for rank 0's tokens
+            assert fin[(3, 2, 0)] == 0 and fin[(2, 0, 1)] == 0  # partial to the forwarder, RDMA
+        assert not (msg.final.astype(bool) & (msg.stage == 1)).any()
+        assert not (msg.final.astype(bool) & (msg.hop == "rdma")).any()
+
+
 def test_hand_checked_combine_is_the_mirror():
     msg = phase_messages(tiny(), "deepep-normal", "combine", 10, kernel=DeepEPKernel(2, 2, 2))
     rows = _rows(msg)

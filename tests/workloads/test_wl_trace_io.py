@@ -156,6 +156,21 @@ def test_stage_column_values_and_dependencies(trace):
         make_trace(src_rank=[1, 1], dst_rank=[0, 2], bytes=4, num_ranks=3, stage=[0, 1])
 
 
+def test_final_column_values_and_a_forward_fed_only_by_final_rows() -> None:
+    """final is optional, 0 or 1; a stage-1 row whose only arrivals are final is refused."""
+    ok = make_trace(src_rank=[0, 3, 1], dst_rank=[1, 1, 2], bytes=4, num_ranks=4,
+                    phase="dispatch", stage=[0, 0, 1], final=[0, 1, 0])  # fmt: skip
+    assert ok.final.tolist() == [0, 1, 0]
+    with pytest.raises(TraceError, match=r"'final' has 2 at row 1; expected 0 .* or 1"):
+        make_trace(src_rank=[0, 3], dst_rank=[1, 1], bytes=4, num_ranks=4, final=[0, 2])
+    with pytest.raises(TraceError, match=r"arrives at rank 1 \(rows with final 1 do not count\)"):
+        make_trace(src_rank=[3, 1], dst_rank=[1, 2], bytes=4, num_ranks=4, phase="dispatch",
+                   stage=[0, 1], final=[1, 0])  # fmt: skip
+    # concatenated with a trace without the column: its rows are not final
+    plain = make_trace(src_rank=[0], dst_rank=[1], bytes=4, num_ranks=4, phase="dispatch")
+    assert concat_traces([ok, plain]).final.tolist() == [0, 1, 0, 0]
+
+
 def test_deepep_normal_stages_pass_validation():
     """The generated hierarchical trace satisfies the stage contract in both phases."""
     t = moe_layer_trace("deepseek-v3", 16, 8, 8, "deepep-normal", seed=2)
@@ -164,6 +179,9 @@ def test_deepep_normal_stages_pass_validation():
     # dispatch: RDMA first, then the intra-node forward; combine: the mirror image
     assert (d.stage[d.hop == "rdma"] == 0).all() and (d.hop[d.stage == 1] != "rdma").all()
     assert (c.hop[c.stage == 1] == "rdma").all() and (c.hop[c.stage == 0] != "rdma").all()
+    # the own node's direct rows are final in both phases, and only they
+    assert t.final[t.stage == 1].eq(0).all() and t.final[t.hop == "rdma"].eq(0).all()
+    assert t.final[(t.stage == 0) & (t.hop != "rdma")].any()
 
 
 def test_message_to_itself_must_be_local(trace):
