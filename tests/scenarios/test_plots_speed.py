@@ -45,9 +45,9 @@ def _graph(n: int) -> nx.Graph:
     return g
 
 
-def test_topology_is_drawn_once_and_not_again_while_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def topology_draws(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The paths of every topology drawing made while the test runs (one list per drawing)."""
     import podsim.fabric.topology_io as tio
 
     calls: list[list[str]] = []
@@ -58,6 +58,13 @@ def test_topology_is_drawn_once_and_not_again_while_unchanged(
         real(g, paths, **kw)
 
     monkeypatch.setattr(tio, "draw_topology", counting)
+    return calls
+
+
+def test_topology_is_drawn_once_and_not_again_while_unchanged(
+    tmp_path: Path, topology_draws: list[list[str]]
+) -> None:
+    calls = topology_draws
     g = _graph(4)
     first = plots._draw_topology(g, tmp_path, ("png", "svg"), 80)
     assert len(calls) == 1 and len(calls[0]) == 2  # one drawing, saved in both formats
@@ -118,22 +125,14 @@ def test_png_at_a_faster_zlib_level_keeps_the_pixels(tmp_path: Path) -> None:
 
 
 def test_a_run_into_its_earlier_folder_keeps_the_topology_drawing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, topology_draws: list[list[str]]
 ) -> None:
     """A run writes a fresh staging folder: it starts from the earlier result's topology
     drawing (keep_topology) and draws none while the graph is the same; another graph is
     drawn anew over the copied files."""
-    import podsim.fabric.topology_io as tio
     from podsim.scenarios.runner import run
 
-    calls: list[list[str]] = []
-    real = tio.draw_topology
-
-    def counting(g: nx.Graph, paths: list[str], **kw: object) -> None:
-        calls.append(list(paths))
-        real(g, paths, **kw)
-
-    monkeypatch.setattr(tio, "draw_topology", counting)
+    calls = topology_draws
     out = tmp_path / "out"
     sets = ["workload.synthetic.size=64KiB", "outputs.timeline=false"]
     run("spray-vs-ecmp", overrides=sets, out=out)
