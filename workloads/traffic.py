@@ -145,10 +145,10 @@ def _pipelined_normal(
     # forwarder (the destination node's GPU with the source's local index)
     k2 = rnd[np.searchsorted(key, pair)]
     own = bn == src_node[t2]
-    direct = _round_rows(src[t2[own]], d[own], k2[own], r, 0)
+    # (final deliveries: DeepEP's forwarders never wait for them, deepep_kernels)
+    direct = _final(_round_rows(src[t2[own]], d[own], k2[own], r, 0))
     far = ~own
     fwd = _round_rows(bn[far] * gpn + local[t2[far]], d[far], k2[far], r, 1)
-    direct = _final(direct)  # DeepEP's forwarders never wait for it (deepep_kernels)
     if phase == "dispatch":
         parts = [direct, rdma, fwd]
     else:  # the mirror image: partial rows to the forwarder, then the reduced row over RDMA
