@@ -827,6 +827,10 @@ def graph_key(graph: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+#: the fingerprint file of the topology drawing in a plots folder
+_TOPOLOGY_KEY = ".topology.key"
+
+
 def keep_topology(earlier: str | Path, out: str | Path, formats: Sequence[str]) -> None:
     """Copy the topology drawing of an earlier result's ``plots`` folder ``earlier``
     (``topology.<fmt>`` for each of ``formats`` and the ``.topology.key`` fingerprint) into
@@ -841,10 +845,6 @@ def keep_topology(earlier: str | Path, out: str | Path, formats: Sequence[str]) 
     dst.mkdir(parents=True, exist_ok=True)
     for n in names:
         shutil.copyfile(src / n, dst / n)
-
-
-#: the fingerprint file of the topology drawing in a plots folder
-_TOPOLOGY_KEY = ".topology.key"
 
 
 def _draw_topology(
