@@ -554,7 +554,7 @@ PhyOverride = section_model(
 )
 
 
-def _layout_params_model(name: str) -> type[BaseModel]:
+def _layout_params_model(name: str, description: str) -> type[BaseModel]:
     """The model of node layout ``name``'s ``cluster.layout_params``: generated from the
     dataclass that declares the layout's parameters (``podsim.nic.pcie.layouts.NodeLayout``),
     tagged with the layout's name (``union_tag``, the label of an error's location)."""
@@ -567,7 +567,7 @@ def _layout_params_model(name: str) -> type[BaseModel]:
     return section_model(
         NODE_LAYOUTS.get(name).params,
         f"{camel}LayoutParams",
-        f"Parameters of node layout {name} ({dict(NODE_LAYOUTS.describe())[name]}).",
+        f"Parameters of node layout {name} ({description}).",
         types=_param_type,
         base=base,
     )
@@ -577,7 +577,7 @@ def _layout_params_models() -> dict[str, type[BaseModel]]:
     """Per node layout registered when the schema is built, the model of its parameters."""
     from podsim.nic.pcie.layouts import NODE_LAYOUTS
 
-    return {name: _layout_params_model(name) for name, _ in NODE_LAYOUTS.describe()}
+    return {name: _layout_params_model(name, d) for name, d in NODE_LAYOUTS.describe()}
 
 
 #: node layout name -> the model of its parameters (``cluster.layout_params``)
@@ -620,7 +620,9 @@ def _check_layout_params(v: Any, info: ValidationInfo) -> dict[str, Any]:
         if layout not in NODE_LAYOUTS:
             return dict(v)  # the layout itself is invalid; its own error says why
         # a layout registered after the schema was built (a plug-in): checked the same way
-        model = LAYOUT_PARAMS[layout] = LATE_TAGGED[layout] = _layout_params_model(layout)
+        description = dict(NODE_LAYOUTS.describe())[layout]
+        model = _layout_params_model(layout, description)
+        LAYOUT_PARAMS[layout] = LATE_TAGGED[layout] = model
     try:
         parsed = model.model_validate(v)
     except ValidationError as exc:
