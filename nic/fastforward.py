@@ -66,7 +66,8 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any
+from itertools import count
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -76,6 +77,7 @@ from podsim.fabric.kernel import Callback, StopRun, _noop, call_at
 from podsim.fabric.packet import CNP, NACK, ROCE_OVERHEAD, Packet
 from podsim.fabric.port import Port, _TxDone
 from podsim.fabric.switch import Switch
+from podsim.nic.transport.qp import Message
 from simpy.events import Timeout
 
 if TYPE_CHECKING:
@@ -96,8 +98,77 @@ _RATED = ("tx_bytes", "tx_pkts")
 _STILL = ("drops", "pauses_rcvd", "ecn_marks")
 
 
+#: message boundaries a jump crosses (the order of those at one time: a message starts, the
+#: receiver holds it, the sender completes it)
+_START, _DELIVERED, _DONE = 0, 1, 2
+_seq = count()
+
+
 def _stop_run(_arg: object) -> None:
     raise StopRun
+
+
+class Plan(NamedTuple):
+    """A jump on offer: every active QP with its measured payload rate (bytes/s), and the
+    longest the outside world allows (seconds; a QP's queued data may allow less)."""
+
+    lanes: list[tuple[QueuePair, float]]
+    dt_ext: float
+
+
+class _Lane:
+    """One active QP inside a jump: its three fronts (the ACKed PSN ``a``, the receiver's
+    in-order PSN ``d``, the next new PSN ``h``; PSNs as before the jump) all move on through
+    its message stream at its payload rate, so each front passes a message's boundary at a
+    time known in closed form (``carry``: payload bytes earlier jumps left over, less than a
+    packet's)."""
+
+    __slots__ = ("a", "carry", "d", "h", "kmin", "mtu", "qp", "rate", "stream")
+
+    def __init__(self, qp: QueuePair, rate: float, carry: float, mtu: int) -> None:
+        self.qp = qp
+        self.rate = rate
+        self.mtu = mtu
+        self.carry = carry
+        self.a = qp.snd.snd_una
+        self.d = qp.rx.rcv_nxt
+        self.h = qp.snd.high_sent
+        #: the QP's messages not yet complete, and those posted inside the jump
+        self.stream: list[Message] = list(qp.msgs)
+        #: packets the jump must carry at least (the boundaries it ran)
+        self.kmin = 0
+
+    def payload(self, p0: int, p1: int) -> int:
+        """Payload bytes of the stream's packets ``[p0, p1)``: full MTUs but each message's
+        last packet."""
+        n = (p1 - p0) * self.mtu
+        for m in self.stream:
+            if p0 < m.end_psn <= p1:
+                n -= self.mtu * m.npkts - m.size
+        return n
+
+    def packets(self, x: float) -> int:
+        """The most packets from the send front whose payload is at most ``x`` bytes."""
+        k = int(x // self.mtu)
+        while k > 0 and self.payload(self.h, self.h + k) > x:
+            k -= 1
+        while self.payload(self.h, self.h + k + 1) <= x:
+            k += 1
+        return k
+
+    def boundaries(self, m: Message, i: int, now: float, out: list[tuple[Any, ...]]) -> None:
+        """Push onto ``out`` the boundaries of ``m`` still ahead of the fronts, keyed by
+        event-clock time as if the jump ran through them: (time, kind, seq, ``i``, ``m``,
+        packets the stream must move on for the front to pass)."""
+        ahead = []
+        if m.first_psn >= self.h:  # its first packet has not left yet
+            ahead.append((_START, self.h, m.first_psn + 1))
+        if m.end_psn > self.d:
+            ahead.append((_DELIVERED, self.d, m.end_psn))
+        ahead.append((_DONE, self.a, m.end_psn))
+        for kind, p0, p1 in ahead:
+            t = now + (self.payload(p0, p1) - self.carry) / self.rate
+            heappush(out, (t if t > now else now, kind, next(_seq), i, m, p1 - p0))
 
 
 class FastForward:
@@ -115,6 +186,7 @@ class FastForward:
         tolerance: float = 0.02,
         time_limit: float | None = None,
         fluids: Sequence[Any] = (),
+        outside: Sequence[Any] = (),
     ) -> None:
         if int(stable_rtts) != stable_rtts or stable_rtts < 2:
             raise ValueError(f"stable_rtts={stable_rtts!r}: expected an int >= 2")
@@ -133,6 +205,13 @@ class FastForward:
         #: fluid models with a clock of their own that a jump advances in closed form (their
         #: ``skip(dt)``; the scale-up pipes): their events belong to the outside world
         self.fluids = tuple(fluids)
+        #: objects whose methods' scheduled calls belong to the outside world and may be
+        #: crossed (the engine's transport releasing a completion to its executor)
+        self.outside = tuple(outside)
+        #: per message time field, the ids of the messages whose time a jump set (virtual)
+        self._exact: dict[str, set[int]] = {
+            f: set() for f in ("post_s", "start_s", "t_delivered", "done_s")
+        }
         #: outside-world events run at their virtual time inside jumps so far
         self.crossed = 0
         #: why jumps ended before their planned length, by reason
@@ -254,7 +333,7 @@ class FastForward:
                 return NEUTRAL
             if isinstance(owner, self._internal):
                 return INTERNAL
-            if owner is not None and any(owner is f for f in self.fluids):
+            if owner is not None and any(owner is f for f in (*self.fluids, *self.outside)):
                 return SHIFT
             if isinstance(owner, self._rdma_type) or (
                 isinstance(owner, FaultInjector) and fn.__name__ in ("_start", "_end")
@@ -276,23 +355,23 @@ class FastForward:
         if not isinstance(ev, Callback):
             return False
         owner = getattr(ev.fn, "__self__", None)
-        if owner is not None and any(owner is f for f in self.fluids):
+        if owner is not None and any(owner is f for f in (*self.fluids, *self.outside)):
             return True
         if isinstance(owner, self._rdma_type) and ev.fn.__name__ == "_post_now":
             return ev.arg.qp.id in active
         return False
 
-    def plan(self, qps: list[QueuePair]) -> tuple[float, str, list[tuple[Any, ...]]]:
-        """The jump the full window allows now: (seconds, "", per-QP plan) or (0, reason, [])."""
+    def plan(self, qps: list[QueuePair]) -> tuple[float, str, Plan | None]:
+        """The jump the full window allows now: (seconds, "", plan) or (0, reason, None)."""
         w = self._window
         s0, s1 = w[0], w[-1]
         sm = w[len(w) // 2]
         now = self.env._now
         span = s1[0] - s0[0]
         if span <= 0:
-            return 0.0, "window", []
+            return 0.0, "window", None
         if self._signals(qps) != self._signals0:
-            return 0.0, "congestion", []
+            return 0.0, "congestion", None
         # rates from transmission times: (bytes sent after a sample) / (time between the last
         # transmissions before two samples)
         tx0, txm, tx1 = s0[1], sm[1], s1[1]
@@ -302,9 +381,9 @@ class FastForward:
             b = (tx1 - txm) / (lt1 - ltm)
             rate = (tx1 - tx0) / (lt1 - lt0)
         if not (np.isfinite(a).all() and np.isfinite(b).all()) or (a <= 0).any() or (b <= 0).any():
-            return 0.0, "idle", []
+            return 0.0, "idle", None
         if (np.abs(a - b) > self.tolerance * np.maximum(a, b)).any():
-            return 0.0, "rates", []
+            return 0.0, "rates", None
         # a queue that drifts holds back (or releases) bytes its flows' rates do not show:
         # allowed up to the rate tolerance of what the port sent in the window, or one frame
         half = len(w) // 2
@@ -313,48 +392,55 @@ class FastForward:
         drift = np.abs(q[half:].mean(axis=0) - q[:half].mean(axis=0))
         sent = (s1[3]["tx_bytes"] - s0[3]["tx_bytes"]).astype(float)
         if (drift > np.maximum(mtu + ROCE_OVERHEAD, self.tolerance * sent)).any():
-            return 0.0, "queues", []
+            return 0.0, "queues", None
         dt = _INF
-        plan: list[tuple[Any, ...]] = []
+        lanes: list[tuple[QueuePair, float]] = []
         for i, qp in enumerate(qps):
-            m = qp.seg
-            if m is None or qp.fcc.credit_bytes is not None:
-                return 0.0, "tail" if m is None else "credit", []
+            if qp.seg is None or qp.fcc.credit_bytes is not None:
+                return 0.0, "tail" if qp.seg is None else "credit", None
             r = float(rate[i])
-            # keep the message's last packet and two windows' worth unsent
-            reserve = math.ceil(2.0 * r * span / mtu) + 1
-            avail = m.end_psn - qp.snd.high_sent - 1 - reserve
-            if avail <= 0:
-                return 0.0, "completion", []
-            dt = min(dt, avail * mtu / r)
+            lim = self._limit(qp, r, mtu)
+            if lim <= 0:
+                return 0.0, "tail", None
+            dt = min(dt, lim)
             fcc = qp.fcc
             cc = fcc.rate_bps
             if cc is not None and cc < fcc.line_rate_bps and fcc.timer_due_s < _INF:
                 # the CC holds this QP below line rate with a timer pending (DCQCN's rate
                 # recovery): a jump of any length would delay that rate change (the NICs'
                 # timers stay on the event clock), so there is none until it is done
-                return 0.0, "cc", []
-            plan.append((qp, m, r, avail))
+                return 0.0, "cc", None
+            lanes.append((qp, r))
         t_ext = _INF
         active = {q.id for q in qps}
         for e in self.env._queue:
             c = self.classify(e[3])
             if c == BLOCK:
-                return 0.0, "pending", []
+                return 0.0, "pending", None
             if c == SHIFT and e[0] < t_ext and not self.crossable(e[3], active):
                 t_ext = e[0]
         # the jump ends a sampling tick (one window / stable_rtts) before the next event of
         # the outside world that it may not cross, and is worth taking if it skips at least
         # one tick
         tick = span / (len(w) - 1)
-        dt = min(dt, t_ext - now - tick)
+        dt_ext = t_ext - now - tick
         if self.time_limit is not None:
-            dt = min(dt, self.time_limit - self.now() - tick)
+            dt_ext = min(dt_ext, self.time_limit - self.now() - tick)
+        dt = min(dt, dt_ext)
         if dt < tick:
-            return 0.0, "short", []
+            return 0.0, "short", None
         if self._cc_feedback_in_flight():
-            return 0.0, "cc", []
-        return dt, "", plan
+            return 0.0, "cc", None
+        return dt, "", Plan(lanes, dt_ext)
+
+    def _limit(self, qp: QueuePair, rate: float, mtu: int) -> float:
+        """The longest jump (seconds) after which ``qp`` still has a packet to send even if its
+        rate were ``tolerance`` above ``rate`` (the steadiness test's own bound): a jump never
+        reaches the end of the QP's queued data (its last packet, and the rate change when it
+        runs dry, stay packet-level). The reserve is this tolerance, not a number of
+        windows: the QP's messages before its last are crossed in closed form."""
+        avail = qp.snd.end_psn - qp.snd.high_sent - 1
+        return avail * mtu / (rate * (1.0 + self.tolerance))
 
     def _cc_feedback_in_flight(self) -> bool:
         """A CNP or a NACK on a wire, in a queue or in a NIC's receive pipeline (its effect on
@@ -377,12 +463,15 @@ class FastForward:
         return False
 
     # ------------------------------------------------------------------ the jump
-    def _jump(self, dt: float, qps: list[QueuePair], plan: list[tuple[Any, ...]]) -> None:
-        """Skip up to ``dt`` seconds: the outside world's events leave the heap; those the
-        jump may cross run one by one at their virtual time (the event clock stands still,
-        the offset grows to each), and the jump ends early where one of them changes what the
-        steady flows see (:meth:`_cross`). Then the skipped packets and link bytes are
-        accounted and the outside world's events go back, moved earlier by what was skipped."""
+    def _jump(self, dt: float, qps: list[QueuePair], plan: Plan) -> None:
+        """Skip up to ``dt`` seconds. The outside world's events leave the heap; they and the
+        active QPs' message boundaries (:class:`_Lane`) run one by one at their virtual time
+        (the event clock stands still, the offset grows to each), and the jump ends early
+        where one of them changes what the steady flows see (:meth:`_cross`). A message
+        posted to an active QP inside the jump lengthens its queue, so the jump may then run
+        longer (up to ``plan.dt_ext``). Then every QP's skipped packets and the links' bytes
+        are accounted and the outside world's events go back, moved earlier by what was
+        skipped."""
         env = self.env
         now = env._now
         heap = env._queue
@@ -395,30 +484,67 @@ class FastForward:
             heap[:] = inside  # the same list: the ports and switches hold it
             heapify(heap)
             heapify(outside)
-        active = {q.id for q in qps}
+        mtu = self.rdma.config.mtu
+        lanes = [_Lane(qp, r, self._carry.get(qp.id, 0.0), mtu) for qp, r in plan.lanes]
+        active = {ln.qp.id: i for i, ln in enumerate(lanes)}
+        bounds: list[tuple[Any, ...]] = []  # (event-clock key, kind, seq, lane, message, k)
+        for i, ln in enumerate(lanes):
+            for m in ln.stream:
+                ln.boundaries(m, i, now, bounds)
+        heapify(bounds)
+        lim = np.array([self._limit(ln.qp, ln.rate, mtu) for ln in lanes])
         caps = self._caps()
         nmsg = len(self.rdma.messages)
-        skipped = 0.0  # seconds skipped so far; ``outside`` is keyed by its event time then
+        rdma = self.rdma
+        skipped = 0.0  # seconds skipped so far; the heaps are keyed by event time then
         stopped = False
-        while outside and outside[0][0] - now <= dt:
-            ev = outside[0][3]
-            if isinstance(ev, Callback) and ev.fn is _noop:  # cancelled while out of the heap
-                heappop(outside)
-                ev.callbacks = None
-                continue
-            if not self.crossable(ev, active):
-                self.ends["not crossable"] = self.ends.get("not crossable", 0) + 1
-                stopped = True
+        while True:
+            t_out = outside[0][0] if outside else _INF
+            t_msg = bounds[0][0] if bounds else _INF
+            t = t_out if t_out < t_msg else t_msg
+            if t - now > dt:
                 break
-            e = heappop(outside)
-            step = e[0] - now - skipped
+            if t_msg <= t_out:
+                e = heappop(bounds)
+                kind, i, m = e[1], e[3], e[4]
+            else:
+                ev = outside[0][3]
+                if isinstance(ev, Callback) and ev.fn is _noop:  # cancelled while out
+                    heappop(outside)
+                    ev.callbacks = None
+                    continue
+                if not self.crossable(ev, active):
+                    self.ends["not crossable"] = self.ends.get("not crossable", 0) + 1
+                    stopped = True
+                    break
+                e = heappop(outside)
+                kind = -1
+            step = t - now - skipped
             if step > 0:
                 for f in self.fluids:
                     f.skip(step)
                 skipped += step
             self.offset = base + skipped
-            stopped = self._cross(e[3], outside, skipped, active, caps, nmsg)
-            nmsg = len(self.rdma.messages)
+            tv = t + base  # the virtual time
+            if kind < 0:
+                ev = e[3]
+                fn = getattr(ev, "fn", None)
+                post = ev.arg if getattr(fn, "__self__", None) is rdma else None
+                stopped = self._cross(ev.callbacks, ev, outside, skipped, active, caps, nmsg)
+                if isinstance(post, Message) and post.first_psn >= 0:  # queued behind
+                    self._exact["post_s"].add(post.id)
+                    post.post_s = tv
+                    j = active[post.qp.id]
+                    ln = lanes[j]
+                    ln.stream.append(post)
+                    ln.boundaries(post, j, now, bounds)
+                    lim[j] = self._limit(ln.qp, ln.rate, mtu)
+                    dt = min(plan.dt_ext, float(lim.min()))
+            else:
+                ln = lanes[i]
+                ln.kmin = max(ln.kmin, e[5])
+                stopped = self._boundary(kind, ln, m, tv, outside, skipped, active, caps, nmsg)
+            nmsg = len(rdma.messages)
             if stopped:
                 break
         if not stopped and dt > skipped:
@@ -427,36 +553,71 @@ class FastForward:
             skipped = dt
         self.offset = base
         if skipped > 0:
-            self._account(skipped, qps, plan)
+            self._account(skipped, lanes, bounds)
         for e in outside:  # the outside world keeps its virtual time
             heap.append((e[0] - skipped, e[1], e[2], e[3]))
         heapify(heap)
         self._window.clear()
 
-    def _cross(
+    def _boundary(
         self,
-        ev: Any,
+        kind: int,
+        ln: _Lane,
+        m: Message,
+        tv: float,
         outside: list[tuple[Any, ...]],
         skipped: float,
-        active: set[int],
+        active: dict[int, int],
         caps: list[tuple[Any, Any]],
         nmsg: int,
     ) -> bool:
-        """Run the outside-world event ``ev`` inside a jump (the virtual clock at its time);
-        True if it changed what the steady flows see, so the jump must end here: it
-        scheduled an event of the fabric or the NICs, of unknown kind or one a jump may not
-        cross (a post to an idle QP: a new flow), posted a message to an idle QP, or changed
-        a NIC's PCIe cap. The events it scheduled that a jump may cross join ``outside``."""
+        """A front of ``ln``'s QP passes a boundary of ``m`` at virtual time ``tv`` inside a
+        jump: its first packet leaves (``start_s``), the receiver holds its last byte
+        (``t_delivered``) or the sender sees the last ACK and completes it, running its
+        completion callbacks as :meth:`_cross` runs an outside event. True if the jump ends
+        here."""
+        qp = ln.qp
+        if kind == _START:
+            m.start_s = tv
+            self._exact["start_s"].add(m.id)
+            return False
+        if kind == _DELIVERED:
+            qp.delivered(m.end_psn, tv)  # PSNs are those before the jump until it is booked
+            self._exact["t_delivered"].add(m.id)
+            return False
+        self._exact["done_s"].add(m.id)
+        return self._cross(None, (qp, m.end_psn, tv), outside, skipped, active, caps, nmsg)
+
+    def _cross(
+        self,
+        callbacks: Any,
+        ev: Any,
+        outside: list[tuple[Any, ...]],
+        skipped: float,
+        active: dict[int, int],
+        caps: list[tuple[Any, Any]],
+        nmsg: int,
+    ) -> bool:
+        """Run an outside-world event inside a jump (the virtual clock at its time): its
+        ``callbacks``, or with ``callbacks`` None a message completion ``ev`` = (QP, end PSN,
+        virtual time). True if it changed what the steady flows see, so the jump must end
+        here: it scheduled an event of the fabric or the NICs, of unknown kind or one a jump
+        may not cross (a post to an idle QP: a new flow), posted a message to an idle QP, or
+        changed a NIC's PCIe cap. The events it scheduled that a jump may cross join
+        ``outside``."""
         env = self.env
         heap = env._queue
         n = len(heap)
         new: list[tuple[Any, ...]] = []
         env._queue = new  # what it schedules through the kernel's helpers lands here
         try:
-            cbs = ev.callbacks
-            ev.callbacks = None
-            for cb in cbs:
-                cb(ev)
+            if callbacks is None:
+                qp, una, tv = ev
+                qp._complete(una, tv)
+            else:
+                ev.callbacks = None
+                for cb in callbacks:
+                    cb(ev)
         finally:
             env._queue = heap
         self.crossed += 1
@@ -488,23 +649,36 @@ class FastForward:
         """Every NIC's PCIe DMA caps (the node's PCIe tree sets them as messages come and go)."""
         return [(n.pcie_rate_cap_bps, n.pcie_rx_cap_bps) for n in self.rdma.nics.values()]
 
-    def _account(self, dt: float, qps: list[QueuePair], plan: list[tuple[Any, ...]]) -> None:
-        """Book ``dt`` skipped seconds: each QP's packets at its rate, each port's counters at
-        its rate over the window, the virtual clock and the jump's record."""
+    def _account(self, dt: float, lanes: list[_Lane], bounds: list[tuple[Any, ...]]) -> None:
+        """Book ``dt`` skipped seconds: each QP's packets at its rate (consistent with the
+        boundaries crossed: those passed are in, the completions not run are out), each
+        port's counters at its rate over the window, the virtual clock and the jump's
+        record."""
         env = self.env
         w = self._window
         span = w[-1][0] - w[0][0]
-        mtu = self.rdma.config.mtu
-        for qp, m, r, avail in plan:
-            x = r * dt / mtu + self._carry.get(qp.id, 0.0)
-            k = min(int(x), avail)
-            self._carry[qp.id] = x - k
+        left: dict[int, list[tuple[Any, ...]]] = {}
+        for e in bounds:
+            left.setdefault(e[3], []).append(e)
+        for i, ln in enumerate(lanes):
+            x = ln.rate * dt + ln.carry
+            k = max(ln.packets(x), ln.kmin)
+            rest = sorted(left.get(i, ()))
+            for e in rest:
+                if e[1] == _DONE:
+                    k = min(k, e[5] - 1)  # a completion not run: its ACK has not come yet
+                    break
+            k = min(k, ln.qp.snd.end_psn - ln.h - 1)
+            for e in rest:  # a start or delivery the rounding passed (no callbacks)
+                if e[1] != _DONE and e[5] <= k:
+                    self._boundary(e[1], ln, e[4], env._now + dt + self.offset, [], 0.0, {}, [], 0)
+            self._carry[ln.qp.id] = x - ln.payload(ln.h, ln.h + k)
             if k > 0:
-                self._skip(qp, m, k, mtu)
+                self._advance(ln, k)
         # links: each port's counters at its rate over the window
         c0, c1 = w[0][3], w[-1][3]
-        for k in _RATED:
-            self.link_extra[k] += np.rint((c1[k] - c0[k]) * (dt / span)).astype(np.int64)
+        for name in _RATED:
+            self.link_extra[name] += np.rint((c1[name] - c0[name]) * (dt / span)).astype(np.int64)
         self.windows.append((self.now(), dt))
         self.offset += dt
         self._jump_at.append(env._now)
@@ -514,22 +688,29 @@ class FastForward:
             # from now on the time limit is an event of the outside world (moved by jumps)
             self._limit_cb = call_at(env, self.time_limit - self.offset, _stop_run)
 
-    def _skip(self, qp: QueuePair, m: Any, k: int, mtu: int) -> None:
-        """Take ``k`` full-MTU packets out of ``m`` (the QP's current message) as sent,
-        delivered and acknowledged: renumber the PSNs not yet sent and count them."""
-        m.npkts -= k
-        m.skipped += k
-        m.end_psn -= k
-        for later in qp.msgs:
-            if later.first_psn > m.first_psn:
-                later.first_psn -= k
-                later.end_psn -= k
+    def _advance(self, ln: _Lane, k: int) -> None:
+        """The QP's message stream moves ``k`` packets on, all of them sent, delivered and
+        acknowledged: the packets from its send front on are taken out (every message's PSNs
+        move ``k`` down, so the packets in flight keep their PSNs and now stand ``k``
+        further on in the stream, as in the full run), the messages wholly sent leave the
+        send queue, and the counters get the packets and their exact payload bytes."""
+        qp, h = ln.qp, ln.h
+        nbytes = ln.payload(h, h + k)
+        for m in ln.stream:
+            n = min(m.end_psn, h + k) - max(m.first_psn, h)
+            if n > 0:
+                m.skipped += n
+        for m in ln.stream:  # those completed inside the jump too (one numbering)
+            m.first_psn -= k
+            m.end_psn -= k
         snd = qp.snd
         snd.end_psn -= k
-        qp._seg_end = m.end_psn
+        unsent = qp.unsent
+        while unsent and unsent[0].end_psn <= h:
+            unsent.popleft()
+        qp._set_seg(unsent[0] if unsent else None)
         qp._next_done = qp.msgs[0].end_psn if qp.msgs else _INF
         qp.rx._next_delivered = qp.undelivered[0].end_psn if qp.undelivered else _INF
-        nbytes = k * mtu
         qp.tx_pkts += k
         qp.tx_bytes += nbytes
         snd.acked_bytes += nbytes
@@ -543,6 +724,24 @@ class FastForward:
         self.skipped_bytes += nbytes
 
     # ------------------------------------------------------------------ results
+    def msg_time(self, m: Message, field: str) -> float:
+        """Message ``m``'s ``field`` (``post_s``, ``start_s``, ``t_delivered``, ``done_s``) on
+        the virtual clock: a time a jump set is virtual already, one the transport recorded is
+        on the event clock."""
+        t = getattr(m, field)
+        return t if m.id in self._exact[field] else float(self.virt(t))
+
+    def msg_times(self, msgs: Sequence[Message], field: str) -> np.ndarray:
+        """:meth:`msg_time` of every message of ``msgs``."""
+        t = np.array([getattr(m, field) for m in msgs], dtype=float)
+        out = np.asarray(self.virt(t), dtype=float)
+        exact = self._exact[field]
+        if exact:
+            for i, m in enumerate(msgs):
+                if m.id in exact:
+                    out[i] = t[i]
+        return out
+
     def summary(self) -> dict[str, Any]:
         """What the fast-forward did (the run summary's ``engine_info.fast_forward``)."""
         return {

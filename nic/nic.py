@@ -1359,7 +1359,7 @@ class RdmaNetwork:
                 "dst": [m.qp.dst_nic.card for m in ms],
                 "op": ["write" if m.opcode == 0 else "send" for m in ms],
                 "bytes": [m.size for m in ms],
-                "packets": [m.npkts + m.skipped for m in ms],
+                "packets": [m.npkts for m in ms],
                 "post_s": [m.post_s for m in ms],
                 "start_s": [m.start_s for m in ms],
                 "delivered_s": [m.t_delivered for m in ms],

@@ -201,8 +201,9 @@ class Message:
         self.done_s = math.nan
         self.retx_pkts = 0
         self.tag = tag
-        #: full-MTU packets the steady-state fast-forward accounted instead of sending
-        #: (:mod:`podsim.nic.fastforward`): ``npkts`` counts only the packets still simulated
+        #: packets of it the steady-state fast-forward accounted instead of sending
+        #: (:mod:`podsim.nic.fastforward`; ``npkts`` counts them too: a jump moves the PSNs of
+        #: a QP's messages, not their lengths)
         self.skipped = 0
         #: why the message failed (the QP's retry limit); None while it has not
         self.error: str | None = None
@@ -491,7 +492,7 @@ class QueuePair:
             return False
         m = self._msg_of(psn)
         idx = psn - m.first_psn
-        payload = self.mtu if idx < m.npkts - 1 else m.size - self.mtu * (m.npkts - 1 + m.skipped)
+        payload = self.mtu if idx < m.npkts - 1 else m.size - self.mtu * (m.npkts - 1)
         fcc = self.fcc
         if fcc.window_bytes is None and fcc.credit_bytes is None:
             return True
@@ -531,7 +532,7 @@ class QueuePair:
             idx = psn - m.first_psn
             last = idx == m.npkts - 1
         mtu = self.mtu
-        payload = m.size - mtu * (idx + m.skipped) if last else mtu
+        payload = m.size - mtu * idx if last else mtu
         fcc = self.fcc
         w = fcc.window_bytes
         c = fcc.credit_bytes

@@ -142,6 +142,12 @@ class _Transport:
         fast-forward)."""
         return t if self.ff is None else self.ff.virt(t)
 
+    def event_time(self, t: float) -> float:
+        """The event-clock time at which virtual time ``t`` (not before now) comes."""
+        if self.ff is None:
+            return t
+        return max(self.env._now, t - self.ff.offset)
+
     def tx_latency(self, rank: int) -> float:
         """Idle latency of ``rank``'s transmit DMA: its NIC's PCIe read round trip to the GPU
         (:attr:`podsim.nic.pcie.cluster.ClusterPcie.tx_latency_s`; 0 without a node layout)."""
@@ -232,6 +238,7 @@ class NicTransport(_Transport):
                 tolerance=ff.tolerance,
                 time_limit=ctx.scenario.sim.time_limit,
                 fluids=(self.scaleup,),
+                outside=(self,),
             )
         self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
         self._msg_dst: dict[int, int] = {}
@@ -253,11 +260,21 @@ class NicTransport(_Transport):
             return
         self.pcie.rdma_end(src_rank, dst_rank)
         # the receiver's GPU holds the data one NIC -> GPU path latency after its NIC did
-        t = m.t_delivered + self.rx_latency(dst_rank)
-        if math.isfinite(t) and t > self.env.now:
-            call_at(self.env, t, on_done, m.tag)
+        t = self.delivered_at(m) + self.rx_latency(dst_rank)
+        if math.isfinite(t) and t > self.clock():
+            call_at(self.env, self.event_time(t), self._release, (on_done, m.tag))
         else:
             on_done(m.tag)
+
+    def _release(self, done_tag: tuple[Callable[[int], None], int]) -> None:
+        """Hand a completed message to the executor (a method of the transport, so that the
+        fast-forward knows whose event it is)."""
+        done, tag = done_tag
+        done(tag)
+
+    def delivered_at(self, m: Any) -> float:
+        """When NIC message ``m``'s receiver held all its bytes, on the run's virtual clock."""
+        return m.t_delivered if self.ff is None else self.ff.msg_time(m, "t_delivered")
 
     def send(self, msg: int, src_rank: int, dst_rank: int, nbytes: int, hop: str,
              on_done: Callable[[int], None]) -> None:  # fmt: skip
@@ -285,11 +302,10 @@ class NicTransport(_Transport):
 
     def end_times(self, end_s: np.ndarray) -> np.ndarray:
         out = end_s.copy()
-        virt = self.virt
         for m in self.rdma.messages:
             if math.isfinite(m.t_delivered):
                 tag = int(m.tag)
-                out[tag] = virt(m.t_delivered) + self.rx_latency(self._msg_dst.get(tag, 0))
+                out[tag] = self.delivered_at(m) + self.rx_latency(self._msg_dst.get(tag, 0))
         return out
 
     def qp_table(self, trace: pd.DataFrame) -> pd.DataFrame:
@@ -298,8 +314,8 @@ class NicTransport(_Transport):
             return pd.DataFrame()
         mt = self.rdma.message_table()
         if self.ff is not None:
-            mt["post_s"] = self.virt(mt["post_s"].to_numpy())
-            mt["done_s"] = self.virt(mt["done_s"].to_numpy())
+            for col in ("post_s", "done_s"):
+                mt[col] = self.ff.msg_times(self.rdma.messages, col)
         per = mt.groupby("qp").agg(
             messages=("msg", "size"),
             bytes=("bytes", "sum"),
