@@ -267,9 +267,12 @@ class FastForward:
     def _tick(self, _arg: object = None) -> None:
         self._tick_cb = None
         rdma = self.rdma
-        if not rdma.pending:
+        if not rdma.pending or not self.env._queue:
+            # nothing in flight, or nothing left that could move it (the run has stalled, as
+            # it would without fast-forward: ticking on would never end): the next wake()
+            # restarts sampling
             self._window.clear()
-            return  # nothing in flight: the next wake() restarts sampling
+            return
         key = (len(rdma.messages), rdma.pending)
         if key == self._quiet_key:
             # congestion since the flow set formed and no message posted or done since: no
@@ -526,12 +529,24 @@ class FastForward:
                 skipped += step
             self.offset = base + skipped
             tv = t + base  # the virtual time
+            posted: list[Message] = []  # messages this event queued behind an active QP's
             if kind < 0:
                 ev = e[3]
                 fn = getattr(ev, "fn", None)
                 post = ev.arg if getattr(fn, "__self__", None) is rdma else None
                 stopped = self._cross(ev.callbacks, ev, outside, skipped, active, caps, nmsg)
-                if isinstance(post, Message) and post.first_psn >= 0:  # queued behind
+                if isinstance(post, Message):  # a post scheduled for now (``at=``)
+                    posted.append(post)
+            else:
+                ln = lanes[i]
+                ln.kmin = max(ln.kmin, e[5])
+                stopped = self._boundary(kind, ln, m, tv, outside, skipped, active, caps, nmsg)
+            # and those posted at once by a callback it ran (an executor's next chunk)
+            posted += rdma.messages[nmsg:]
+            for post in posted:
+                # joins its QP's lane even where the jump ends here: the lane's PSN shift
+                # must move it with the QP's other messages (_advance)
+                if post.first_psn >= 0 and post.qp.id in active:
                     self._exact["post_s"].add(post.id)
                     post.post_s = tv
                     j = active[post.qp.id]
@@ -540,10 +555,6 @@ class FastForward:
                     ln.boundaries(post, j, now, bounds)
                     lim[j] = self._limit(ln.qp, ln.rate, mtu)
                     dt = min(plan.dt_ext, float(lim.min()))
-            else:
-                ln = lanes[i]
-                ln.kmin = max(ln.kmin, e[5])
-                stopped = self._boundary(kind, ln, m, tv, outside, skipped, active, caps, nmsg)
             nmsg = len(rdma.messages)
             if stopped:
                 break

@@ -267,3 +267,16 @@ def test_a_jump_stops_short_of_a_qps_last_packet_by_the_rate_tolerance(steady):
     )
     assert dt == pytest.approx(min(bound, ff.plan(qps)[2].dt_ext))
     assert dt <= bound
+
+
+def test_sampling_stops_when_nothing_can_move_the_pending_messages():
+    """A run that has stalled (messages pending, no event left: say a destination is
+    unreachable) ends as it would without fast-forward: the sampler does not keep the event
+    loop alive on its own ticks."""
+    env, _, rdma, ff = chains(True)
+    # every event but the sampler's first tick gone: the messages can never complete
+    env._queue[:] = [e for e in env._queue if e[3] is ff._tick_cb]
+    assert env._queue
+    rdma.run(until=1e-3)
+    assert rdma.pending > 0
+    assert ff._tick_cb is None  # stopped sampling, instead of ticking every RTT to the limit
