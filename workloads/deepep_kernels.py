@@ -22,7 +22,9 @@ Read from github:deepseek-ai/DeepEP at commit dd758caf451848bd150e1046af3d0a73e5
 podsim models this as route stages with chunk *rounds* (trace columns ``stage`` and ``chunk``,
 :mod:`podsim.workloads.trace`): round ``k`` of a (source, node) pair is the ``k``-th RDMA chunk of
 every channel (channels run side by side, so round ``k`` of all channels travels as one message);
-round ``k`` of a pair waits for round ``k - 1`` of that pair (in-order chunks on one queue pair);
+round ``k`` of a pair is posted after round ``k - 1`` of that pair, without waiting for it to
+complete (the coordinator's puts are non-blocking, ``nvshmemi_ibgda_put_nbi_warp``, and one queue
+pair sends them in order);
 the NVLink forward of round ``k`` from forwarder ``f`` to ``t`` waits for the round-``k`` RDMA
 chunks arriving at ``f`` (from every source node together: coarser than DeepEP's per-node
 forwarding). Tokens from the forwarder's own node go to their GPUs directly (stage 0),

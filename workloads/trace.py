@@ -44,10 +44,12 @@ arrival at its rank, its own node's direct deliveries included.
 
 Chunk rounds (the optional ``chunk`` column, DeepEP's pipelined kernels:
 podsim.workloads.deepep_kernels). A stage-1 row of round ``k`` waits only for the stage-0 rows
-of round ``k`` arriving at its ``src_rank``, and a row of round ``k`` waits for the delivery of
-the latest earlier round of the same (src_rank, dst_rank, stage) in its phase (chunks of one
-connection go in order). Validation rejects a stage-1 row whose ``src_rank`` receives no
-stage-0 row of its round.
+of round ``k`` arriving at its ``src_rank``, and the rounds of one (src_rank, dst_rank, stage)
+in a phase go in order: an ``rdma`` row of round ``k`` is posted no earlier than the latest
+earlier round of its connection was (its queue pair sends them in posting order, as DeepEP's
+non-blocking puts), any other row waits for the delivery of that earlier round
+(podsim.scenarios.execution.timeline). Validation rejects a stage-1 row whose ``src_rank``
+receives no stage-0 row of its round.
 
 ``df.attrs`` carries ``num_ranks`` (required) and free metadata (model, mode, gpus_per_node,
 pattern, routing statistics, ...). Per-rank expert-compute durations for the

@@ -12,8 +12,13 @@ rank ``r`` and per (step, layer), in trace order of phases (``dispatch``, then e
   (forwarding inside the node what arrived over RDMA) once every stage-0 message addressed to
   ``r`` in the phase has been delivered, and not before the phase start plus the row's
   ``start_s``; with chunk rounds (trace column ``chunk``, DeepEP's pipelined kernels) a stage-1
-  row of round ``k`` waits only for the stage-0 messages of round ``k`` into ``r``, and each
-  row also waits for the delivery of the latest earlier round of its (src, dst, stage); a
+  row of round ``k`` waits only for the stage-0 messages of round ``k`` into ``r``, and the
+  rounds of one (src, dst, stage) go in order: an ``rdma`` row of round ``k`` is posted no
+  earlier than the latest earlier round of its connection was (its queue pair then sends them
+  back to back, in posting order: DeepEP's RDMA sender coordinator issues each chunk as a
+  non-blocking put, ``nvshmemi_ibgda_put_nbi_warp``, without waiting for the previous one to
+  complete: csrc/kernels/legacy/internode.cu @dd758ca), any other row waits for the delivery
+  of that earlier round (a scale-up copy has no send queue that would keep them in order); a
   stage-0 message marked ``final`` (trace column: a direct delivery no forwarder carries on,
   such as DeepEP's own-node traffic) is waited for by no stage-1 row;
 - the phase ends on ``r`` when every message ``r`` sends *and* every message ``r`` receives in
@@ -111,7 +116,8 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
     start = trace["start_s"].to_numpy(dtype=float)
     hops = trace["hop"].to_numpy()
     stage = trace["stage"].to_numpy(np.int64) if "stage" in trace.columns else np.zeros(n, np.int64)
-    chunk = trace["chunk"].to_numpy(np.int64) if "chunk" in trace.columns else np.zeros(n, np.int64)
+    chunked = "chunk" in trace.columns
+    chunk = trace["chunk"].to_numpy(np.int64) if chunked else np.zeros(n, np.int64)
     final = trace["final"].to_numpy(np.int64) if "final" in trace.columns else np.zeros(n, np.int64)
 
     comp: dict[tuple[int, int, int], float] = {}
@@ -143,7 +149,8 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
             node: dict[int, int] = {}
             # stage-0 nodes into a rank, per round: a stage-1 row forwards what they deliver
             arriving: dict[tuple[int, int], list[int]] = defaultdict(list)
-            # per (src, dst, stage): [its latest round, that round's nodes, the round before's]
+            # per (src, dst, stage): [its latest round, the nodes that round's successor waits
+            # for, the round before's]: an rdma row's posting gate, any other row's send
             rounds: dict[tuple[int, int, int], list] = {}
             # stage 0 first, each stage in round order (rows of one round keep trace order)
             for i in sorted(rows, key=lambda j: (stage[j] > 0, chunk[j])):
@@ -157,6 +164,11 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
                 elif k > seen[0]:  # a new round follows the pair's previous one
                     seen[:] = [k, [], seen[1]]
                 deps += seen[2]
+                posted_in_order = chunked and hops[i] == "rdma"
+                if posted_in_order:
+                    # the row's posting gate: ends when the row may be posted, after the gate
+                    # of the connection's previous round (so rows post in round order)
+                    deps = [g.join(tuple(deps), rank=a)]
                 node[i] = g.send(
                     a,
                     b,
@@ -171,7 +183,7 @@ def layer_graph(trace: pd.DataFrame, compute: pd.DataFrame, num_ranks: int) -> O
                     anchor=begin[a],
                     stage=st,
                 )
-                seen[1].append(node[i])
+                seen[1].append(deps[0] if posted_in_order else node[i])
                 if st == 0 and not final[i]:  # a final delivery feeds no forward
                     arriving[(b, k)].append(node[i])
             touching: dict[int, list[int]] = defaultdict(list)  # sent or received by a rank

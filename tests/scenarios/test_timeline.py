@@ -227,26 +227,30 @@ def test_a_forward_does_not_wait_for_a_final_delivery_at_its_rank() -> None:
 
 def test_chunk_rounds_pipeline_the_forward() -> None:
     """With a ``chunk`` column a forward of round k waits only for round k's arrivals, and the
-    rounds of one (src, dst, stage) go in order (DeepEP's pipelined kernels)."""
+    rounds of one (src, dst, stage) go in order (DeepEP's pipelined kernels): an rdma round is
+    posted right behind the one before (its queue pair keeps them in order), a scale-up round
+    after the one before was delivered."""
     b = 16_000
     rows = [
-        (0, 2, b, 0, 0),
-        (0, 2, b, 0, 1),  # round 1 of 0 -> 2: after its round 0
-        (1, 2, 3 * b, 0, 0),
-        (2, 3, b, 1, 0),  # forwards round 0: waits for rows 0 and 2, not for row 1
-        (2, 3, b, 1, 1),  # forwards round 1: after row 1 and after its own round 0
+        (0, 2, b, 0, 0, "rdma"),
+        (0, 2, b, 0, 1, "rdma"),  # round 1 of 0 -> 2: posted behind its round 0
+        (1, 2, 3 * b, 0, 0, "rdma"),
+        (2, 3, b, 1, 0, "scaleup"),  # forwards round 0: waits for rows 0 and 2, not for row 1
+        (2, 3, b, 1, 1, "scaleup"),  # forwards round 1: after row 1 and its round 0's delivery
     ]
     tr = trace(
         [
-            {"phase": "dispatch", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st, "chunk": k}
-            for s, d, n, st, k in rows
+            {"phase": "dispatch", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st,
+             "chunk": k, "hop": h}
+            for s, d, n, st, k, h in rows
         ]
-    )
+    )  # fmt: skip
     t = FixedTransport()
     run_timeline(t.env, t, tr, compute([]), num_ranks=4)
     posted = dict(t.posted)
     d = b / RATE + LAT
-    assert posted[1] == pytest.approx(d)
+    assert posted[1] == 0.0  # not after round 0's delivery (d)
+    assert [m for m, _ in t.posted][:2] == [0, 1]  # in round order, at the same instant
     assert posted[3] == pytest.approx(3 * b / RATE + LAT)
     assert posted[4] == pytest.approx(posted[3] + d)
     # without rounds the forward waits for every arrival at rank 2
@@ -254,3 +258,29 @@ def test_chunk_rounds_pipeline_the_forward() -> None:
     run_timeline(t.env, t, tr.drop(columns="chunk"), compute([]), num_ranks=4)
     assert dict(t.posted)[3] == pytest.approx(3 * b / RATE + LAT)
     assert dict(t.posted)[4] == pytest.approx(3 * b / RATE + LAT)
+
+
+def test_an_rdma_round_posts_after_the_round_before_was_posted() -> None:
+    """A later rdma round whose own inputs arrive first still waits for the connection's
+    earlier round to be posted (a queue pair sends in posting order): the combine's forwarder
+    sends the reduced chunk of round 1 only behind round 0."""
+    b = 16_000
+    rows = [
+        (0, 2, 4 * b, 0, 0, "scaleup"),  # round 0's input into forwarder 2: long
+        (1, 2, b, 0, 1, "scaleup"),  # round 1's input: short, arrives first
+        (2, 3, b, 1, 0, "rdma"),
+        (2, 3, b, 1, 1, "rdma"),
+    ]
+    tr = trace(
+        [
+            {"phase": "combine", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st,
+             "chunk": k, "hop": h}
+            for s, d, n, st, k, h in rows
+        ]
+    )  # fmt: skip
+    t = FixedTransport()
+    run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    posted = dict(t.posted)
+    assert posted[2] == pytest.approx(4 * b / RATE + LAT)
+    assert posted[3] == posted[2]  # its input was there at b / RATE + LAT: it waited for round 0
+    assert [m for m, _ in t.posted][-2:] == [2, 3]
