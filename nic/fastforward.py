@@ -237,6 +237,9 @@ class FastForward:
         self._quiet_key: tuple[int, int] | None = None
         self._quiet_dt = 0.0
         self._tick_cb: Callback | None = None
+        #: a tick is running (a post inside its jump must not schedule another tick: that
+        #: would be an event of the outside world the jump stops at)
+        self._ticking = False
         self._limit_cb: Callback | None = None
         self._carry: dict[int, float] = {}
 
@@ -258,7 +261,7 @@ class FastForward:
     # ------------------------------------------------------------------ sampling
     def wake(self) -> None:
         """Start sampling (a message was handed to the transport); no-op while sampling."""
-        if self._tick_cb is None:
+        if self._tick_cb is None and not self._ticking:  # a tick schedules the next itself
             self._tick_cb = call_at(self.env, self.env._now, self._tick)
 
     def _active(self) -> list[QueuePair]:
@@ -291,7 +294,11 @@ class FastForward:
         if len(self._window) == self._window.maxlen:
             dt, reason, plan = self.plan(qps)
             if dt > 0:
-                self._jump(dt, qps, plan)
+                self._ticking = True
+                try:
+                    self._jump(dt, qps, plan)
+                finally:
+                    self._ticking = False
             else:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 if reason == "congestion":

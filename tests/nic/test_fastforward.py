@@ -280,3 +280,20 @@ def test_sampling_stops_when_nothing_can_move_the_pending_messages():
     rdma.run(until=1e-3)
     assert rdma.pending > 0
     assert ff._tick_cb is None  # stopped sampling, instead of ticking every RTT to the limit
+
+
+def test_a_post_inside_a_jump_does_not_end_it():
+    """The packet engine wakes the sampler on every post (scenarios/engines/packet.py); a post
+    made by a callback the jump crosses must not schedule a tick the jump then stops at."""
+    holder = []
+
+    def then(rdma, m):
+        if m.id < 12 and rdma.pending < 40:
+            rdma.post(m.qp.nic.card, m.qp.dst_nic.card, 300_000, qp=0)
+            holder[0].wake()  # as the engine's transport does after each post
+
+    _, _, rdma, ff = chains(True, then=then)
+    holder.append(ff)
+    rdma.run()
+    assert ff.jumps >= 1 and any(m.id in ff._exact["post_s"] for m in rdma.messages[60:])
+    assert "scheduled FastForward._tick" not in ff.ends
