@@ -225,6 +225,20 @@ def test_a_forward_does_not_wait_for_a_final_delivery_at_its_rank() -> None:
     assert dict(t.posted)[2] == pytest.approx(4 * b / RATE + LAT)
 
 
+def play_rounds(phase: str, rows: list[tuple]) -> tuple[FixedTransport, pd.DataFrame]:
+    """Play ``rows`` of (src, dst, bytes, stage, chunk, hop) as one ``phase`` on 4 ranks."""
+    tr = trace(
+        [
+            {"phase": phase, "src_rank": s, "dst_rank": d, "bytes": n, "stage": st,
+             "chunk": k, "hop": h}
+            for s, d, n, st, k, h in rows
+        ]
+    )  # fmt: skip
+    t = FixedTransport()
+    run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    return t, tr
+
+
 def test_chunk_rounds_pipeline_the_forward() -> None:
     """With a ``chunk`` column a forward of round k waits only for round k's arrivals, and the
     rounds of one (src, dst, stage) go in order (DeepEP's pipelined kernels): an rdma round is
@@ -238,15 +252,7 @@ def test_chunk_rounds_pipeline_the_forward() -> None:
         (2, 3, b, 1, 0, "scaleup"),  # forwards round 0: waits for rows 0 and 2, not for row 1
         (2, 3, b, 1, 1, "scaleup"),  # forwards round 1: after row 1 and its round 0's delivery
     ]
-    tr = trace(
-        [
-            {"phase": "dispatch", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st,
-             "chunk": k, "hop": h}
-            for s, d, n, st, k, h in rows
-        ]
-    )  # fmt: skip
-    t = FixedTransport()
-    run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    t, tr = play_rounds("dispatch", rows)
     posted = dict(t.posted)
     d = b / RATE + LAT
     assert posted[1] == 0.0  # not after round 0's delivery (d)
@@ -271,15 +277,7 @@ def test_an_rdma_round_posts_after_the_round_before_was_posted() -> None:
         (2, 3, b, 1, 0, "rdma"),
         (2, 3, b, 1, 1, "rdma"),
     ]
-    tr = trace(
-        [
-            {"phase": "combine", "src_rank": s, "dst_rank": d, "bytes": n, "stage": st,
-             "chunk": k, "hop": h}
-            for s, d, n, st, k, h in rows
-        ]
-    )  # fmt: skip
-    t = FixedTransport()
-    run_timeline(t.env, t, tr, compute([]), num_ranks=4)
+    t, _ = play_rounds("combine", rows)
     posted = dict(t.posted)
     assert posted[2] == pytest.approx(4 * b / RATE + LAT)
     assert posted[3] == posted[2]  # its input was there at b / RATE + LAT: it waited for round 0
