@@ -547,7 +547,9 @@ class FastForward:
             else:
                 ln = lanes[i]
                 ln.kmin = max(ln.kmin, e[5])
-                stopped = self._boundary(kind, ln, m, tv, outside, skipped, active, caps, nmsg)
+                if self._boundary(kind, ln, m, tv):  # a completion: run it like an event
+                    done = (ln.qp, m.end_psn, tv)
+                    stopped = self._cross(None, done, outside, skipped, active, caps, nmsg)
             # and those posted at once by a callback it ran (an executor's next chunk)
             posted += rdma.messages[nmsg:]
             for post in posted:
@@ -577,23 +579,12 @@ class FastForward:
         heapify(heap)
         self._window.clear()
 
-    def _boundary(
-        self,
-        kind: int,
-        ln: _Lane,
-        m: Message,
-        tv: float,
-        outside: list[tuple[Any, ...]],
-        skipped: float,
-        active: dict[int, int],
-        caps: list[tuple[Any, Any]],
-        nmsg: int,
-    ) -> bool:
+    def _boundary(self, kind: int, ln: _Lane, m: Message, tv: float) -> bool:
         """A front of ``ln``'s QP passes a boundary of ``m`` at virtual time ``tv`` inside a
         jump: its first packet leaves (``start_s``), the receiver holds its last byte
-        (``t_delivered``) or the sender sees the last ACK and completes it, running its
-        completion callbacks as :meth:`_cross` runs an outside event. True if the jump ends
-        here."""
+        (``t_delivered``) or the sender sees the last ACK. True for the last: the caller
+        completes the message through :meth:`_cross`, which runs its completion callbacks
+        as it runs an outside event."""
         qp = ln.qp
         if kind == _START:
             m.start_s = tv
@@ -604,7 +595,7 @@ class FastForward:
             self._exact["t_delivered"].add(m.id)
             return False
         self._exact["done_s"].add(m.id)
-        return self._cross(None, (qp, m.end_psn, tv), outside, skipped, active, caps, nmsg)
+        return True
 
     def _cross(
         self,
@@ -689,7 +680,7 @@ class FastForward:
             k = min(k, ln.qp.snd.end_psn - ln.h - 1)
             for e in rest:  # a start or delivery the rounding passed (no callbacks)
                 if e[1] != _DONE and e[5] <= k:
-                    self._boundary(e[1], ln, e[4], env._now + dt + self.offset, [], 0.0, {}, [], 0)
+                    self._boundary(e[1], ln, e[4], env._now + dt + self.offset)
             self._carry[ln.qp.id] = x - ln.payload(ln.h, ln.h + k)
             if k > 0:
                 self._advance(ln, k)
