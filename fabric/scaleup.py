@@ -17,6 +17,14 @@ says why): every transfer into a GPU also crosses that GPU's copy constraint, an
 no latency); the rates then come from the general solver
 (:func:`podsim.fabric.maxmin.maxmin_rates`, three constraints a transfer).
 
+Scale-up domains: the GPUs that one scale-up fabric joins (a connected component of the
+scale-up links: a SuperPoD's pod, an NVLink domain) share nothing with another domain's GPUs, so
+each domain is a fluid of its own (:class:`_Domain`: its own transfers, rates and next finish),
+and a finish re-solves and rescans only its own domain's transfers. Two GPUs of different domains
+have no scale-up path (:meth:`ScaleUpPipes.reaches` is False). With the whole cluster in one
+array a finish cost O(transfers of every pod), which made superpod-moe (two 128-GPU pods) spend
+84 % of its run here (README, "Performance").
+
 Faults: :meth:`ScaleUpPipes.set_link_rate` changes one scale-up link's rate (0 = down, a lower
 rate = degraded, the nominal rate = restored) and every active transfer is re-solved at once. A
 GPU's traffic is striped evenly over its links that are up (as NVLink stripes over its links,
@@ -63,9 +71,11 @@ class ScaleUpPipes:
         self.nominal: dict[tuple[str, str], float] = {}
         self.current: dict[tuple[str, str], float] = {}
         self._gid: dict[str, int] = {}
+        scaleup = nx.Graph()
         for u, v, d in graph.edges(data=True):
             if d.get("kind") != "scaleup":
                 continue
+            scaleup.add_edge(u, v)
             gpu_node, sw = (u, v) if graph.nodes[u].get("role") == "gpu" else (v, u)
             gid = int(graph.nodes[gpu_node]["gpu"])
             rate[gid] += float(d["rate_bps"])
@@ -77,36 +87,21 @@ class ScaleUpPipes:
             self.nominal[gpu_node, sw] = self.current[gpu_node, sw] = float(d["rate_bps"])
             self._gid[gpu_node] = gid
         self.gpus = sorted(rate)
-        self._index = {g: i for i, g in enumerate(self.gpus)}
         self.rate = dict(rate)
-        n = len(self.gpus)
-        # constraints: egress of GPU i at i, ingress at n + i; with the SMs' copy path also
-        # GPU i's copy rate at 2n + i and one that never binds at 3n (the egress and ingress of
-        # a GPU's copy to itself)
         self.copy_rate_bps = copy_rate_bps
-        caps = [rate[g] for g in self.gpus] * 2
-        if copy_rate_bps is not None:
-            caps += [float(copy_rate_bps)] * n + [math.inf]
-        self._capacity = np.array(caps, dtype=float)
-        # active transfers as arrays (a phase has tens of thousands at once; per-flow Python
-        # loops on every start and finish made a 256-GPU layer take minutes): bytes left,
-        # egress and ingress constraint, current rate (bit/s), delivery latency; callbacks in
-        # a list in the same order. Transfers posted at one instant wait in _new until the
-        # rates are solved for all of them.
-        self._rem = np.zeros(0)
-        self._src = np.zeros(0, dtype=np.int64)
-        self._dst = np.zeros(0, dtype=np.int64)
-        self._cp = np.zeros(0, dtype=np.int64)  # copy constraint (the never-binding one: off)
-        self._rate = np.zeros(0)
-        self._lat = np.zeros(0)
-        # (callback, argument) pairs as an object array: compacting it after every finish is
-        # one NumPy gather, not a Python loop over every active transfer
-        self._cb = np.empty(0, dtype=object)
-        self._new: list[tuple[float, int, int, int, float, Callable[[object], None], object]] = []
-        self._last = 0.0
-        self._next: Callback | None = None
-        self._dirty = False
-        self._n = n
+        #: the scale-up domains (module docstring), in the order of their lowest GPU id, and
+        #: each GPU's (domain, index in it)
+        self.domains: list[_Domain] = []
+        self._where: dict[int, tuple[_Domain, int]] = {}
+        groups = sorted(
+            sorted(self._gid[n] for n in comp if n in self._gid)
+            for comp in nx.connected_components(scaleup)
+        )
+        for gpus in groups:
+            dom = _Domain(env, [rate[g] for g in gpus], copy_rate_bps)
+            self.domains.append(dom)
+            for i, g in enumerate(gpus):
+                self._where[g] = (dom, i)
         #: payload bytes sent out of / into each GPU (for the links table)
         self.tx_bytes: dict[int, int] = defaultdict(int)
         self.rx_bytes: dict[int, int] = defaultdict(int)
@@ -114,24 +109,29 @@ class ScaleUpPipes:
         #: end time (last byte sent; NaN while in flight), for link bytes over time
         self.transfers: list[tuple[int, int, int, float]] = []
         self.t_end: list[float] = []
-        self._id = np.zeros(0, dtype=np.int64)
 
     def reaches(self, gpu_a: int, gpu_b: int) -> bool:
-        """Whether both GPUs have a scale-up port."""
-        return gpu_a in self._index and gpu_b in self._index
+        """Whether both GPUs have a scale-up port in one scale-up domain."""
+        a, b = self._where.get(gpu_a), self._where.get(gpu_b)
+        return a is not None and b is not None and a[0] is b[0]
 
     def send(self, gpu_a: int, gpu_b: int, nbytes: int, done: Callable[[object], None],
              arg: object = None) -> None:  # fmt: skip
         """Start a transfer; ``done(arg)`` runs when its last byte is delivered."""
+        if not self.reaches(gpu_a, gpu_b):
+            raise ValueError(f"GPUs {gpu_a} and {gpu_b} share no scale-up domain")
         self.tx_bytes[gpu_a] += nbytes
         self.rx_bytes[gpu_b] += nbytes
         lat = self.latency[gpu_a] + self.latency[gpu_b]
         if nbytes <= 0:
             call_later(self.env, lat, self._deliver, (done, arg))
             return
-        n, b = self._n, self._index[gpu_b]
+        dom, a = self._where[gpu_a]
+        b = self._where[gpu_b][1]
+        n = dom.n
         cp = 2 * n + b if self.copy_rate_bps is not None else 3 * n
-        self._post(gpu_a, gpu_b, nbytes, (self._index[gpu_a], n + b, cp), lat, done, arg)
+        self._record(gpu_a, gpu_b, nbytes)
+        dom.post(nbytes, (a, n + b, cp), lat, self._delivered(done, arg))
 
     def copy_local(self, gpu: int, nbytes: int, done: Callable[[object], None],
                    arg: object = None) -> None:  # fmt: skip
@@ -142,19 +142,29 @@ class ScaleUpPipes:
         if nbytes <= 0:
             call_later(self.env, 0.0, self._deliver, (done, arg))
             return
-        n = self._n
-        self._post(-1, gpu, nbytes, (3 * n, 3 * n, 2 * n + self._index[gpu]), 0.0, done, arg)
+        dom, i = self._where[gpu]
+        n = dom.n
+        self._record(-1, gpu, nbytes)
+        dom.post(nbytes, (3 * n, 3 * n, 2 * n + i), 0.0, self._delivered(done, arg))
 
-    def _post(self, gpu_a: int, gpu_b: int, nbytes: int, cons: tuple[int, int, int],
-              lat: float, done: Callable[[object], None], arg: object) -> None:  # fmt: skip
-        self._advance()
+    def _record(self, gpu_a: int, gpu_b: int, nbytes: int) -> None:
         self.transfers.append((gpu_a, gpu_b, int(nbytes), float(self.env.now)))
         self.t_end.append(math.nan)
-        self._new.append((float(nbytes), *cons, lat, done, arg))
-        # a phase posts many transfers at one instant: solve the rates once for all of them
-        if not self._dirty:
-            self._dirty = True
-            call_later(self.env, 0.0, self._resolve)
+
+    def _delivered(
+        self, done: Callable[[object], None], arg: object
+    ) -> tuple[int, Callable[..., None], tuple[Callable[[object], None], object]]:
+        """What a domain keeps of a transfer: its id in :attr:`transfers`, and the call that
+        ends it (:meth:`_deliver` with ``(done, arg)``)."""
+        return len(self.transfers) - 1, self._finished, (done, arg)
+
+    def _finished(
+        self, tid: int, lat: float, done_arg: tuple[Callable[[object], None], object]
+    ) -> None:
+        """A domain's transfer ``tid`` sent its last byte now: record it, deliver ``lat`` later."""
+        now = self.env.now
+        self.t_end[tid] = now
+        call_at(self.env, now + lat, self._deliver, done_arg)
 
     def link_key(self, u: str, v: str) -> tuple[str, str]:
         """(gpu node, switch) of the scale-up link between ``u`` and ``v``; KeyError if none."""
@@ -165,7 +175,8 @@ class ScaleUpPipes:
 
     def set_link_rate(self, u: str, v: str, rate_bps: float) -> None:
         """Set the current rate of scale-up link ``u``-``v`` (both directions; 0 = down) and
-        re-solve every active transfer with the GPU's new egress/ingress capacity."""
+        re-solve every active transfer of its domain with the GPU's new egress/ingress
+        capacity."""
         key = self.link_key(u, v)
         if not rate_bps >= 0:
             raise ValueError(f"rate {rate_bps!r} of scale-up link {u}-{v} must be >= 0")
@@ -174,11 +185,8 @@ class ScaleUpPipes:
         up = [self.current[link] for link in self.links[gid] if self.current[link] > 0]
         total = len(up) * min(up) if up else 0.0  # striped over the links that are up
         self.rate[gid] = total
-        i = self._index[gid]
-        self._advance()
-        self._capacity[i] = self._capacity[self._n + i] = total
-        self._merge()
-        self._reschedule(0.0)
+        dom, i = self._where[gid]
+        dom.set_gpu_capacity(i, total)
 
     def skip(self, dt: float) -> None:
         """Let ``dt`` seconds of transfer pass with no event, for the packet engine's
@@ -186,15 +194,117 @@ class ScaleUpPipes:
         events ``dt`` earlier: every active transfer carries its rate x ``dt`` (the rates are
         constant between events, so this is exact). ``dt`` must end at or before the next
         finish."""
-        self._advance()
-        if dt > 0 and self._rem.size:
-            self._rem -= self._rate * dt / 8.0
+        for dom in self.domains:
+            dom.skip(dt)
 
     def _deliver(self, done_arg: tuple[Callable[[object], None], object]) -> None:
         """A transfer's last byte arrived: ``done(arg)`` (a method of the pipes, so that the
         fast-forward knows whose event it is)."""
         done, arg = done_arg
         done(arg)
+
+    def link_transfers(self) -> tuple[list[str], np.ndarray, np.ndarray, Any]:
+        """(link names, start times, end times, transfers x links bytes as a SciPy sparse
+        array) of every transfer with bytes, a GPU's share split evenly over its scale-up links
+        as :meth:`link_counters` does (end NaN: still in flight)."""
+        import scipy.sparse as sps
+
+        names: list[str] = []
+        out_cols: dict[int, list[int]] = {}
+        in_cols: dict[int, list[int]] = {}
+        for gid, links in self.links.items():
+            for gpu_node, sw in links:
+                out_cols.setdefault(gid, []).append(len(names))
+                names.append(f"{gpu_node}->{sw}")
+                in_cols.setdefault(gid, []).append(len(names))
+                names.append(f"{sw}->{gpu_node}")
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        for k, (a, b, nbytes, _t0) in enumerate(self.transfers):
+            if a < 0:
+                continue  # a GPU's copy to itself crosses no link
+            for side, gid in ((out_cols, a), (in_cols, b)):
+                c = side[gid]
+                rows += [k] * len(c)
+                cols += c
+                vals += [nbytes / len(c)] * len(c)
+        n = len(self.transfers)
+        mat = sps.csr_array((vals, (rows, cols)), shape=(n, len(names)))
+        t0 = np.fromiter((t[3] for t in self.transfers), float, n)
+        return names, t0, np.asarray(self.t_end, dtype=float), mat
+
+    def link_counters(self) -> list[dict[str, object]]:
+        """tx_bytes per scale-up link direction (a GPU's bytes split evenly over its links)."""
+        rows: list[dict[str, object]] = []
+        for gid, links in self.links.items():
+            n = len(links)
+            for gpu_node, sw in links:
+                rows.append({"link": f"{gpu_node}->{sw}", "tx_bytes": self.tx_bytes[gid] // n})
+                rows.append({"link": f"{sw}->{gpu_node}", "tx_bytes": self.rx_bytes[gid] // n})
+        return rows
+
+
+class _Domain:
+    """One scale-up domain's fluid (module docstring): the active transfers of its ``n`` GPUs
+    and their max-min rates. Constraints: GPU i's egress at i, ingress at n + i; with the SMs'
+    copy path also its copy rate at 2n + i, and one that never binds at 3n (the egress and
+    ingress of a GPU's copy to itself). Its events are its own methods' (the fast-forward
+    counts them with the pipes': :attr:`ScaleUpPipes.domains`)."""
+
+    def __init__(
+        self, env: simpy.Environment, gpu_rates: list[float], copy_rate_bps: float | None
+    ) -> None:
+        self.env = env
+        n = self.n = len(gpu_rates)
+        self.copy = copy_rate_bps is not None
+        caps = list(gpu_rates) * 2
+        if copy_rate_bps is not None:
+            caps += [float(copy_rate_bps)] * n + [math.inf]
+        self._capacity = np.array(caps, dtype=float)
+        # active transfers as arrays (a phase has tens of thousands at once; per-flow Python
+        # loops on every start and finish made a 256-GPU layer take minutes): bytes left,
+        # egress and ingress constraint, current rate (bit/s), delivery latency; what ends
+        # each, in an object array in the same order. Transfers posted at one instant wait in
+        # _new until the rates are solved for all of them.
+        self._rem = np.zeros(0)
+        self._src = np.zeros(0, dtype=np.int64)
+        self._dst = np.zeros(0, dtype=np.int64)
+        self._cp = np.zeros(0, dtype=np.int64)  # copy constraint (the never-binding one: off)
+        self._rate = np.zeros(0)
+        self._lat = np.zeros(0)
+        # (transfer id, end call, its argument) as an object array: compacting it after every
+        # finish is one NumPy gather, not a Python loop over every active transfer
+        self._cb = np.empty(0, dtype=object)
+        self._new: list[tuple[float, int, int, int, float, tuple[Any, ...]]] = []
+        self._last = 0.0
+        self._next: Callback | None = None
+        self._dirty = False
+
+    def post(
+        self, nbytes: int, cons: tuple[int, int, int], lat: float, end: tuple[Any, ...]
+    ) -> None:
+        """Add a transfer of ``nbytes`` over constraints ``cons``; when its last byte is sent,
+        ``end[1](end[0], lat, end[2])`` runs."""
+        self._advance()
+        self._new.append((float(nbytes), *cons, lat, end))
+        # a phase posts many transfers at one instant: solve the rates once for all of them
+        if not self._dirty:
+            self._dirty = True
+            call_later(self.env, 0.0, self._resolve)
+
+    def set_gpu_capacity(self, i: int, rate_bps: float) -> None:
+        """GPU ``i``'s egress and ingress capacity is now ``rate_bps``: re-solve everything."""
+        self._advance()
+        self._capacity[i] = self._capacity[self.n + i] = rate_bps
+        self._merge()
+        self._reschedule(0.0)
+
+    def skip(self, dt: float) -> None:
+        """:meth:`ScaleUpPipes.skip` for this domain."""
+        self._advance()
+        if dt > 0 and self._rem.size:
+            self._rem -= self._rate * dt / 8.0
 
     def _resolve(self, _arg: object) -> None:
         self._dirty = False
@@ -211,8 +321,6 @@ class ScaleUpPipes:
             return
         self._new = []
         k = len(new)
-        first = len(self.transfers) - k  # the last k transfers recorded are these
-        self._id = np.concatenate([self._id, np.arange(first, first + k, dtype=np.int64)])
         self._rem = np.concatenate([self._rem, np.fromiter((f[0] for f in new), float, k)])
         self._src = np.concatenate([self._src, np.fromiter((f[1] for f in new), np.int64, k)])
         self._dst = np.concatenate([self._dst, np.fromiter((f[2] for f in new), np.int64, k)])
@@ -220,7 +328,7 @@ class ScaleUpPipes:
         self._lat = np.concatenate([self._lat, np.fromiter((f[4] for f in new), float, k)])
         self._rate = np.concatenate([self._rate, np.zeros(k)])
         cbs = np.empty(k, dtype=object)
-        cbs[:] = [(f[5], f[6]) for f in new]
+        cbs[:] = [f[5] for f in new]
         self._cb = np.concatenate([self._cb, cbs])
 
     def _advance(self) -> None:
@@ -270,11 +378,11 @@ class ScaleUpPipes:
             fixed = ~sub
             load = np.bincount(src[fixed], self._rate[fixed], minlength=m)
             load += np.bincount(dst[fixed], self._rate[fixed], minlength=m)
-            if self.copy_rate_bps is not None:
+            if self.copy:
                 load += np.bincount(cp[fixed], self._rate[fixed], minlength=m)
             capacity = np.maximum(capacity - load, 0.0)
             src, dst, cp = src[sub], dst[sub], cp[sub]
-        if self.copy_rate_bps is None:
+        if not self.copy:
             rates = maxmin_pairs(src, dst, capacity)
         else:
             # three constraints a transfer (egress, ingress, copy): the general solver
@@ -301,56 +409,13 @@ class ScaleUpPipes:
         solve_from = None  # nothing left: the allocation stands
         if done.any():
             solve_from = float(self._rate[done].min())
-            now = self.env.now
             cb = self._cb
             for i in np.flatnonzero(done).tolist():
-                call_at(self.env, now + float(self._lat[i]), self._deliver, cb[i])
-                self.t_end[int(self._id[i])] = now
+                tid, end, arg = cb[i]
+                end(tid, float(self._lat[i]), arg)
             keep = ~done
             self._cb = cb[keep]
-            self._id = self._id[keep]
             self._rem, self._src, self._dst = self._rem[keep], self._src[keep], self._dst[keep]
             self._cp = self._cp[keep]
             self._rate, self._lat = self._rate[keep], self._lat[keep]
         self._reschedule(solve_from)
-
-    def link_transfers(self) -> tuple[list[str], np.ndarray, np.ndarray, Any]:
-        """(link names, start times, end times, transfers x links bytes as a SciPy sparse
-        array) of every transfer with bytes, a GPU's share split evenly over its scale-up links
-        as :meth:`link_counters` does (end NaN: still in flight)."""
-        import scipy.sparse as sps
-
-        names: list[str] = []
-        out_cols: dict[int, list[int]] = {}
-        in_cols: dict[int, list[int]] = {}
-        for gid, links in self.links.items():
-            for gpu_node, sw in links:
-                out_cols.setdefault(gid, []).append(len(names))
-                names.append(f"{gpu_node}->{sw}")
-                in_cols.setdefault(gid, []).append(len(names))
-                names.append(f"{sw}->{gpu_node}")
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        for k, (a, b, nbytes, _t0) in enumerate(self.transfers):
-            if a < 0:
-                continue  # a GPU's copy to itself crosses no link
-            for side, gid in ((out_cols, a), (in_cols, b)):
-                c = side[gid]
-                rows += [k] * len(c)
-                cols += c
-                vals += [nbytes / len(c)] * len(c)
-        n = len(self.transfers)
-        mat = sps.csr_array((vals, (rows, cols)), shape=(n, len(names)))
-        t0 = np.fromiter((t[3] for t in self.transfers), float, n)
-        return names, t0, np.asarray(self.t_end, dtype=float), mat
-
-    def link_counters(self) -> list[dict[str, object]]:
-        """tx_bytes per scale-up link direction (a GPU's bytes split evenly over its links)."""
-        rows: list[dict[str, object]] = []
-        for gid, links in self.links.items():
-            n = len(links)
-            for gpu_node, sw in links:
-                rows.append({"link": f"{gpu_node}->{sw}", "tx_bytes": self.tx_bytes[gid] // n})
-                rows.append({"link": f"{sw}->{gpu_node}", "tx_bytes": self.rx_bytes[gid] // n})
-        return rows

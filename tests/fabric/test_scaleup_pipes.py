@@ -56,7 +56,8 @@ def test_scaleup_pipes_finish_every_transfer_of_distinct_sizes() -> None:
                 pipes.send(a, b, 4096 * (1 + len(sent)), lambda _arg: None)
     env.run()
     assert len(sent) == 992
-    assert pipes._rem.size == 0 and not pipes._new and pipes._cb.size == 0
+    (dom,) = pipes.domains  # one pod: one scale-up domain
+    assert dom._rem.size == 0 and not dom._new and dom._cb.size == 0
 
 
 def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
@@ -69,14 +70,15 @@ def test_scaleup_partial_resolve_matches_full_progressive_filling() -> None:
     def run(partial: bool) -> tuple[dict[object, float], list[int]]:
         env, pipes = _pipes(16)
         solved: list[int] = []
-        solve = pipes._solve
+        (dom,) = pipes.domains
+        solve = dom._solve
 
         def spy(solve_from: float) -> None:
-            before = pipes._rate.copy()
+            before = dom._rate.copy()
             solve(solve_from if partial else 0.0)
-            solved.append(int((pipes._rate != before).sum()))
+            solved.append(int((dom._rate != before).sum()))
 
-        pipes._solve = spy
+        dom._solve = spy
         rng = np.random.default_rng(7)
         done: dict[object, float] = {}
 
@@ -121,3 +123,46 @@ def test_skip_carries_each_transfer_at_its_rate_for_a_fast_forward_jump() -> Non
 
     full, fast = run(0.0), run(5e-6)
     assert fast == pytest.approx(full, rel=1e-9)
+
+
+def test_each_pod_is_a_scale_up_domain_of_its_own() -> None:
+    """Two pods are two domains: no scale-up path between them, and the transfers of each run
+    exactly (bit for bit) as in a cluster of that pod alone, whatever the other pod does."""
+    import numpy as np
+    import simpy
+    from podsim.fabric.scaleup import ScaleUpPipes
+    from podsim.fabric.topology import build_topology
+
+    g = build_topology("superpod", pods=2, gpus_per_pod=16, gpus_per_server=8)
+    env = simpy.Environment()
+    pipes = ScaleUpPipes(env, g)
+    assert len(pipes.domains) == 2
+    assert pipes.reaches(0, 15) and pipes.reaches(16, 31) and not pipes.reaches(0, 16)
+    with pytest.raises(ValueError, match="share no scale-up domain"):
+        pipes.send(0, 16, 100, lambda _a: None)
+
+    def traffic(seed: int) -> list[tuple[int, int, int]]:
+        rng = np.random.default_rng(seed)
+        return [
+            (a, int(b), int(rng.lognormal(16, 1.0)))
+            for a in range(16)
+            for b in rng.choice(16, size=6, replace=False)
+            if a != b
+        ]
+
+    both: dict[object, float] = {}
+    for pod, seed in ((0, 3), (1, 4)):
+        for a, b, size in traffic(seed):
+            key = (pod, a, b)
+            pipes.send(
+                16 * pod + a, 16 * pod + b, size, lambda k: both.__setitem__(k, env.now), key
+            )
+    env.run()
+    for pod, seed in ((0, 3), (1, 4)):
+        env1, alone = _pipes(16)
+        done: dict[object, float] = {}
+        for a, b, size in traffic(seed):
+            alone.send(a, b, size, lambda k, e=env1: done.__setitem__(k, e.now), (pod, a, b))
+        env1.run()
+        assert len(done) > 50
+        assert all(both[k] == t for k, t in done.items())
