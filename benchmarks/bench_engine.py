@@ -2,7 +2,7 @@
 a complete ``podsim run``, next to htsim's CPU on the same scenario (issue 18).
 
 Usage: python benchmarks/bench_engine.py [--htsim DIR] [--only ROW ...] [--deepep] [--keep DIR]
-                                        [--fast-forward]
+                                        [--fast-forward] [--repeat N]
 
 Rows (``--only`` picks some):
 
@@ -23,6 +23,16 @@ included: the sum of ``tx_packets`` over the scale-out links of ``links.parquet`
 ``--htsim DIR`` (validate_htsim.py's binaries, benchmarks/README.md) the fabric rows also run
 on htsim_uec with validate_htsim.py's like-for-like flags, and the table gives htsim's CPU and
 podsim's CPU as a multiple of it. CPU, not wall time, because the machine may be shared.
+
+The fixed cost. A ``podsim run`` pays for the interpreter, the imports the run and its outputs
+need (pydantic, networkx, pandas with pyarrow, matplotlib), the cluster build, the tables and
+twelve figure files, whatever the traffic; htsim pays almost nothing (a C++ binary that prints
+its flows). Each fabric row therefore also runs its *floor*: the same scenario with every flow
+cut to one packet (``MSS`` bytes), on both simulators, and the table gives the floor's CPU and
+the *marginal* figures, what the traffic itself costs: packet-hops per CPU-second of the run
+minus its floor, and podsim's marginal CPU as a multiple of htsim's. ``--repeat N`` runs each
+child N times, interleaved, and keeps each one's least CPU (a shared machine's CPU time varies by
+10-20 % between identical runs; interference only ever adds).
 
 ``--fast-forward`` runs every row a second time with ``sim.fast_forward.enabled=true`` (the
 steady-state fast-forward, :mod:`podsim.nic.fastforward`) and adds its CPU, the CPU ratio and
@@ -124,14 +134,19 @@ def differences(full: Path, fast: Path) -> dict[str, float]:
     return out
 
 
-def fabric_row(name: str, row_name: str, work: Path, seed: int) -> tuple[Path, str]:
+def fabric_row(
+    name: str, row_name: str, work: Path, seed: int, flow_bytes: int | None = None
+) -> tuple[Path, str]:
     """The validate_htsim row as a scenario file with its traffic as a trace; returns the
-    file and htsim's connection matrix for the same flows."""
+    file and htsim's connection matrix for the same flows. ``flow_bytes`` sets every flow's
+    size (the floor runs: one packet per flow)."""
     from podsim.scenarios.build.cluster import build_cluster
 
     row = next(r for r in vh.ROWS if r.name == row_name)
     trace = vh.traffic(row.pattern, seed)
     trace = trace[trace["bytes"] > 0].reset_index(drop=True)
+    if flow_bytes is not None:
+        trace["bytes"] = flow_bytes
     trace_path = work / f"{name}.parquet"
     trace.to_parquet(trace_path, index=False)
     doc = vh.podsim_doc(row, seed, {"trace": {"path": trace_path.name, "ranks": vh.HOSTS}})
@@ -141,6 +156,17 @@ def fabric_row(name: str, row_name: str, work: Path, seed: int) -> tuple[Path, s
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     cluster = build_cluster(vh.podsim_scenario(row, seed), vh.HOSTS)
     return path, vh.connection_matrix(trace, vh.host_index(cluster))
+
+
+def least(runs: list[Usage]) -> Usage:
+    """The run with the least CPU of ``runs`` (each must have succeeded)."""
+    return min(runs, key=lambda u: u.cpu_s)
+
+
+def marginal(full: float, floor: float, count: float = 1.0) -> float:
+    """``count`` per unit of ``full - floor`` (NaN when the difference is not positive)."""
+    d = full - floor
+    return count / d if d > 0 else math.nan
 
 
 def main() -> None:
@@ -154,7 +180,11 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="keep the scenarios and results")
     ap.add_argument("--fast-forward", action="store_true",
                     help="also run each row with sim.fast_forward on and compare")  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each child N times, interleaved, and keep its least CPU")  # fmt: skip
     args = ap.parse_args()
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat {args.repeat}: give 1 or more")
     podsim = shutil.which("podsim")
     if podsim is None:
         raise SystemExit("the podsim command is not on PATH: pip install -e . first")
@@ -173,7 +203,7 @@ def main() -> None:
         env = child_env()
         for name in rows:
             out = work / f"out-{name}"
-            cm = None
+            floor_cmd = cm = floor_cm = row = None
             if name == "deepep-ep64":
                 cmd = [podsim, "run", "deepep-h800", "--set", "variant=ep64", "--set",
                        "workload.moe.tokens_per_rank=4096", "--force",
@@ -182,9 +212,28 @@ def main() -> None:
                 source = {"fat-tree-perm": "perm-reps", "fat-tree-a2a": "a2a-reps"}[name]
                 path, cm = fabric_row(name, source, work, args.seed)
                 cmd = [podsim, "run", str(path), "--out", str(out), "-q"]
-            u = run_child(cmd, work, env)
-            if u.returncode != 0:
-                raise SystemExit(f"{name}: podsim run failed ({u.returncode}):\n{u.output[-2000:]}")
+                row = next(r for r in vh.ROWS if r.name == source)
+                floor_path, floor_cm = fabric_row(f"{name}-floor", source, work, args.seed, vh.MSS)
+                floor_out = work / f"out-{name}-floor"
+                floor_cmd = [podsim, "run", str(floor_path), "--out", str(floor_out), "-q"]
+            runs: dict[str, list[Usage]] = {"full": [], "floor": []}
+            htsim: dict[str, list[float]] = {"full": [], "floor": []}
+            for _ in range(args.repeat):
+                for kind, c, m in (("full", cmd, cm), ("floor", floor_cmd, floor_cm)):
+                    if c is None:
+                        continue
+                    u = run_child(c, work, env)
+                    if u.returncode != 0:
+                        raise SystemExit(
+                            f"{name} ({kind}): podsim run failed ({u.returncode}):\n"
+                            f"{u.output[-2000:]}"
+                        )
+                    runs[kind].append(u)
+                    if args.htsim is not None and row is not None:
+                        keep = args.keep if kind == "full" else None  # (same file names)
+                        h = vh.run_htsim(row, args.htsim, m, args.seed, keep)
+                        htsim[kind].append(h.cpu_s)
+            u = least(runs["full"])
             hops = packet_hops(out)
             rec = {
                 "row": name,
@@ -193,11 +242,17 @@ def main() -> None:
                 "hops per CPU-s": hops / u.cpu_s,
                 "peak memory MiB": u.max_rss_bytes / 2**20,
             }
-            if args.htsim is not None and cm is not None:
-                row = next(r for r in vh.ROWS if r.name == source)
-                h = vh.run_htsim(row, args.htsim, cm, args.seed, args.keep)
-                rec["htsim CPU s"] = h.cpu_s
-                rec["podsim / htsim CPU"] = u.cpu_s / h.cpu_s if h.cpu_s > 0 else math.nan
+            if floor_cmd is not None:
+                floor = least(runs["floor"]).cpu_s
+                floor_hops = packet_hops(floor_out)
+                rec["floor CPU s"] = floor
+                rec["marginal hops per CPU-s"] = marginal(u.cpu_s, floor, hops - floor_hops)
+            if htsim["full"]:
+                h, h_floor = min(htsim["full"]), min(htsim["floor"])
+                rec["htsim CPU s"] = h
+                rec["podsim / htsim CPU"] = u.cpu_s / h if h > 0 else math.nan
+                rec["htsim floor CPU s"] = h_floor
+                rec["marginal podsim / htsim"] = (u.cpu_s - floor) * marginal(h, h_floor)
             print(f"  {name}: {u.cpu_s:.1f} s CPU, {hops:,} packet-hops", flush=True)
             if args.fast_forward:
                 fast = work / f"out-{name}-ff"
