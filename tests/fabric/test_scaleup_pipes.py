@@ -162,7 +162,7 @@ def test_each_pod_is_a_scale_up_domain_of_its_own() -> None:
         env1, alone = _pipes(16)
         done: dict[object, float] = {}
         for a, b, size in traffic(seed):
-            alone.send(a, b, size, lambda k, e=env1: done.__setitem__(k, e.now), (pod, a, b))
+            alone.send(a, b, size, lambda k, e=env1, d=done: d.__setitem__(k, e.now), (pod, a, b))
         env1.run()
         assert len(done) > 50
         assert all(both[k] == t for k, t in done.items())
