@@ -110,6 +110,12 @@ class ScaleUpPipes:
         self.transfers: list[tuple[int, int, int, float]] = []
         self.t_end: list[float] = []
 
+    @property
+    def event_owners(self) -> tuple[object, ...]:
+        """The objects whose methods the pipes schedule: themselves (deliveries) and each
+        domain (solves, finishes); the fast-forward counts their events as the pipes'."""
+        return (self, *self.domains)
+
     def reaches(self, gpu_a: int, gpu_b: int) -> bool:
         """Whether both GPUs have a scale-up port in one scale-up domain."""
         a, b = self._where.get(gpu_a), self._where.get(gpu_b)
@@ -250,7 +256,7 @@ class _Domain:
     and their max-min rates. Constraints: GPU i's egress at i, ingress at n + i; with the SMs'
     copy path also its copy rate at 2n + i, and one that never binds at 3n (the egress and
     ingress of a GPU's copy to itself). Its events are its own methods' (the fast-forward
-    counts them with the pipes': :attr:`ScaleUpPipes.domains`)."""
+    counts them with the pipes': :attr:`ScaleUpPipes.event_owners`)."""
 
     def __init__(
         self, env: simpy.Environment, gpu_rates: list[float], copy_rate_bps: float | None

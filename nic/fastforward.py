@@ -205,9 +205,14 @@ class FastForward:
         #: fluid models with a clock of their own that a jump advances in closed form (their
         #: ``skip(dt)``; the scale-up pipes): their events belong to the outside world
         self.fluids = tuple(fluids)
+        #: whose methods' scheduled calls are the fluids' and the outside world's: a fluid
+        #: that schedules through parts of its own lists them as ``event_owners`` (the
+        #: scale-up pipes: themselves and each scale-up domain's fluid)
+        self._owners = tuple(o for f in self.fluids for o in getattr(f, "event_owners", (f,)))
         #: objects whose methods' scheduled calls belong to the outside world and may be
         #: crossed (the engine's transport releasing a completion to its executor)
         self.outside = tuple(outside)
+        self._owners += self.outside
         #: per message time field, the ids of the messages whose time a jump set (virtual)
         self._exact: dict[str, set[int]] = {
             f: set() for f in ("post_s", "start_s", "t_delivered", "done_s")
@@ -343,7 +348,7 @@ class FastForward:
                 return NEUTRAL
             if isinstance(owner, self._internal):
                 return INTERNAL
-            if owner is not None and any(owner is f for f in (*self.fluids, *self.outside)):
+            if owner is not None and any(owner is f for f in self._owners):
                 return SHIFT
             if isinstance(owner, self._rdma_type) or (
                 isinstance(owner, FaultInjector) and fn.__name__ in ("_start", "_end")
@@ -365,7 +370,7 @@ class FastForward:
         if not isinstance(ev, Callback):
             return False
         owner = getattr(ev.fn, "__self__", None)
-        if owner is not None and any(owner is f for f in (*self.fluids, *self.outside)):
+        if owner is not None and any(owner is f for f in self._owners):
             return True
         if isinstance(owner, self._rdma_type) and ev.fn.__name__ == "_post_now":
             return ev.arg.qp.id in active

@@ -238,8 +238,7 @@ class NicTransport(_Transport):
                 tolerance=ff.tolerance,
                 time_limit=ctx.scenario.sim.time_limit,
                 fluids=(self.scaleup,),
-                # (each scale-up domain's fluid schedules its own events)
-                outside=(self, *self.scaleup.domains),
+                outside=(self,),
             )
         self._cb: dict[int, tuple[Callable[[int], None], int, int]] = {}
         self._msg_dst: dict[int, int] = {}

@@ -297,3 +297,24 @@ def test_a_post_inside_a_jump_does_not_end_it():
     rdma.run()
     assert ff.jumps >= 1 and any(m.id in ff._exact["post_s"] for m in rdma.messages[60:])
     assert "scheduled FastForward._tick" not in ff.ends
+
+
+def test_the_events_of_every_scale_up_domain_are_the_pipes_and_may_be_crossed():
+    """The scale-up pipes schedule through one fluid per domain (podsim.fabric.scaleup): a
+    jump counts those events as the pipes' (outside-world, crossable), not as unknown ones that
+    would block every jump while a transfer is in flight."""
+    from podsim.fabric.kernel import Callback
+    from podsim.fabric.scaleup import ScaleUpPipes
+
+    env, _, rdma, _ = all_to_all(False)
+    pipes = ScaleUpPipes(env, build_topology("superpod", pods=2, gpus_per_pod=8, gpus_per_server=8))
+    ff = FastForward(env, rdma, fluids=(pipes,))
+    pipes.send(0, 1, 1 << 20, lambda _a: None)
+    pipes.send(8, 9, 1 << 20, lambda _a: None)
+    mine = [
+        e[3]
+        for e in env._queue
+        if isinstance(e[3], Callback) and getattr(e[3].fn, "__self__", None) in pipes.domains
+    ]
+    assert len(mine) == 2  # each domain solves its own transfers
+    assert all(ff.classify(ev) == SHIFT and ff.crossable(ev, set()) for ev in mine)
