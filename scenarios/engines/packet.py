@@ -120,7 +120,9 @@ class _Transport:
         # the SMs' copy path (workload.moe.deepep.copy_rate): the pipes carry a GPU's copies
         # to itself too
         copy_rate = deepep_copy_rate(sc)
-        self.scaleup = ScaleUpPipes(self.env, cl.graph, copy_rate)
+        self.scaleup = ScaleUpPipes(
+            self.env, cl.graph, copy_rate, resolution_s=ctx.scenario.sim.scaleup_resolution
+        )
         self.carries_local = copy_rate is not None
         self.pcie_local = 0
         self.pcie = None

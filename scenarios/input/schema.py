@@ -1749,6 +1749,13 @@ class SimConfig(Strict):
         default_factory=FastForwardConfig,
         description="packet engine, endpoint nic: skip steady states (off by default)",
     )
+    scaleup_resolution: Time = Field(
+        parse_time("1ns"),
+        description="packet engine: scale-up transfers that finish within this time of each "
+        "other end in one re-solve of the scale-up fluid, each still delivered at its own "
+        "finish time (0 = every finish on its own, exact; a numerical resolution for speed: "
+        "podsim.fabric.scaleup)",
+    )
 
     @model_validator(mode="after")
     def _cell_needs_host(self) -> SimConfig:
@@ -1768,6 +1775,15 @@ class SimConfig(Strict):
     @classmethod
     def _pos(cls, v: float) -> float:
         return _positive(v)
+
+    @field_validator("scaleup_resolution")
+    @classmethod
+    def _resolution(cls, v: float) -> float:
+        if not 0.0 <= v <= 1e-6:
+            raise ValueError(
+                f"{v!r} s: expected 0 (exact) to 1 us (a transfer's rate share moves that early)"
+            )
+        return v
 
 
 class OutputsConfig(Strict):
