@@ -26,7 +26,7 @@ podsim's CPU as a multiple of it. CPU, not wall time, because the machine may be
 
 The fixed cost. A ``podsim run`` pays for the interpreter, the imports the run and its outputs
 need (pydantic, networkx, pandas with pyarrow, matplotlib), the cluster build, the tables and
-twelve figure files, whatever the traffic; htsim pays almost nothing (a C++ binary that prints
+the figures, whatever the traffic; htsim pays almost nothing (a C++ binary that prints
 its flows). Each fabric row therefore also runs its *floor*: the same scenario with every flow
 cut to one packet (``MSS`` bytes), on both simulators, and the table gives the floor's CPU and
 the *marginal* figures, what the traffic itself costs: packet-hops per CPU-second of the run
