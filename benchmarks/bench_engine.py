@@ -252,7 +252,7 @@ def main() -> None:
                 rec["htsim CPU s"] = h
                 rec["podsim / htsim CPU"] = u.cpu_s / h if h > 0 else math.nan
                 rec["htsim floor CPU s"] = h_floor
-                rec["marginal podsim / htsim"] = (u.cpu_s - floor) * marginal(h, h_floor)
+                rec["marginal podsim / htsim"] = marginal(h, h_floor, u.cpu_s - floor)
             print(f"  {name}: {u.cpu_s:.1f} s CPU, {hops:,} packet-hops", flush=True)
             if args.fast_forward:
                 fast = work / f"out-{name}-ff"

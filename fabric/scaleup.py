@@ -115,7 +115,7 @@ class ScaleUpPipes:
             for comp in nx.connected_components(scaleup)
         )
         for gpus in groups:
-            dom = _Domain(env, [rate[g] for g in gpus], copy_rate_bps, resolution_s)
+            dom = _Domain(env, [rate[g] for g in gpus], copy_rate_bps, resolution_s, self._finished)
             self.domains.append(dom)
             for i, g in enumerate(gpus):
                 self._where[g] = (dom, i)
@@ -141,7 +141,8 @@ class ScaleUpPipes:
     def send(self, gpu_a: int, gpu_b: int, nbytes: int, done: Callable[[object], None],
              arg: object = None) -> None:  # fmt: skip
         """Start a transfer; ``done(arg)`` runs when its last byte is delivered."""
-        if not self.reaches(gpu_a, gpu_b):
+        wa, wb = self._where.get(gpu_a), self._where.get(gpu_b)
+        if wa is None or wb is None or wa[0] is not wb[0]:
             raise ValueError(f"GPUs {gpu_a} and {gpu_b} share no scale-up domain")
         self.tx_bytes[gpu_a] += nbytes
         self.rx_bytes[gpu_b] += nbytes
@@ -149,12 +150,10 @@ class ScaleUpPipes:
         if nbytes <= 0:
             call_later(self.env, lat, self._deliver, (done, arg))
             return
-        dom, a = self._where[gpu_a]
-        b = self._where[gpu_b][1]
+        (dom, a), b = wa, wb[1]
         n = dom.n
         cp = 2 * n + b if self.copy_rate_bps is not None else 3 * n
-        self._record(gpu_a, gpu_b, nbytes)
-        dom.post(nbytes, (a, n + b, cp), lat, self._delivered(done, arg))
+        dom.post(nbytes, (a, n + b, cp), lat, self._record(gpu_a, gpu_b, nbytes), (done, arg))
 
     def copy_local(self, gpu: int, nbytes: int, done: Callable[[object], None],
                    arg: object = None) -> None:  # fmt: skip
@@ -167,19 +166,13 @@ class ScaleUpPipes:
             return
         dom, i = self._where[gpu]
         n = dom.n
-        self._record(-1, gpu, nbytes)
-        dom.post(nbytes, (3 * n, 3 * n, 2 * n + i), 0.0, self._delivered(done, arg))
+        dom.post(nbytes, (3 * n, 3 * n, 2 * n + i), 0.0, self._record(-1, gpu, nbytes), (done, arg))
 
-    def _record(self, gpu_a: int, gpu_b: int, nbytes: int) -> None:
+    def _record(self, gpu_a: int, gpu_b: int, nbytes: int) -> int:
+        """Record a transfer with bytes in :attr:`transfers`; returns its id there."""
         self.transfers.append((gpu_a, gpu_b, int(nbytes), float(self.env.now)))
         self.t_end.append(math.nan)
-
-    def _delivered(
-        self, done: Callable[[object], None], arg: object
-    ) -> tuple[int, Callable[..., None], tuple[Callable[[object], None], object]]:
-        """What a domain keeps of a transfer: its id in :attr:`transfers`, and the call that
-        ends it (:meth:`_deliver` with ``(done, arg)``)."""
-        return len(self.transfers) - 1, self._finished, (done, arg)
+        return len(self.transfers) - 1
 
     def _finished(
         self,
@@ -189,7 +182,8 @@ class ScaleUpPipes:
         done_arg: tuple[Callable[[object], None], object],
     ) -> None:
         """A domain's transfer ``tid`` sends its last byte ``early`` seconds from now (0 but
-        within a domain's ``resolution_s``): record it, deliver it ``lat`` after that."""
+        within a domain's ``resolution_s``): record it, deliver it ``lat`` after that (the
+        domains' ``on_end``)."""
         end = self.env.now + early
         self.t_end[tid] = end
         call_at(self.env, end + lat, self._deliver, done_arg)
@@ -285,11 +279,15 @@ class _Domain:
         env: simpy.Environment,
         gpu_rates: list[float],
         copy_rate_bps: float | None,
-        resolution_s: float = 0.0,
+        resolution_s: float,
+        on_end: Callable[[int, float, float, tuple[Any, ...]], None],
     ) -> None:
         self.env = env
         #: finishes within this many seconds of each other are one event (module docstring)
         self.resolution_s = float(resolution_s)
+        #: ``on_end(tid, early, lat, done_arg)`` when transfer ``tid`` sends its last byte
+        #: ``early`` seconds from now (:meth:`ScaleUpPipes._finished`)
+        self._on_end = on_end
         n = self.n = len(gpu_rates)
         self.copy = copy_rate_bps is not None
         caps = list(gpu_rates) * 2
@@ -307,21 +305,26 @@ class _Domain:
         self._cp = np.zeros(0, dtype=np.int64)  # copy constraint (the never-binding one: off)
         self._rate = np.zeros(0)
         self._lat = np.zeros(0)
-        # (transfer id, end call, its argument) as an object array: compacting it after every
-        # finish is one NumPy gather, not a Python loop over every active transfer
+        # (transfer id, (done, arg)) as an object array: compacting it after every finish is
+        # one NumPy gather, not a Python loop over every active transfer
         self._cb = np.empty(0, dtype=object)
-        self._new: list[tuple[float, int, int, int, float, tuple[Any, ...]]] = []
+        self._new: list[tuple[float, int, int, int, float, tuple[int, tuple[Any, ...]]]] = []
         self._last = 0.0
         self._next: Callback | None = None
         self._dirty = False
 
     def post(
-        self, nbytes: int, cons: tuple[int, int, int], lat: float, end: tuple[Any, ...]
+        self,
+        nbytes: int,
+        cons: tuple[int, int, int],
+        lat: float,
+        tid: int,
+        done_arg: tuple[Any, ...],
     ) -> None:
-        """Add a transfer of ``nbytes`` over constraints ``cons``; when its last byte is sent,
-        ``end[1](end[0], lat, end[2])`` runs."""
+        """Add transfer ``tid`` of ``nbytes`` over constraints ``cons``; when its last byte is
+        sent, ``on_end(tid, early, lat, done_arg)`` runs."""
         self._advance()
-        self._new.append((float(nbytes), *cons, lat, end))
+        self._new.append((float(nbytes), *cons, lat, (tid, done_arg)))
         # a phase posts many transfers at one instant: solve the rates once for all of them
         if not self._dirty:
             self._dirty = True
@@ -448,11 +451,11 @@ class _Domain:
             solve_from = float(self._rate[done].min())
             cb = self._cb
             for i in np.flatnonzero(done).tolist():
-                tid, end, arg = cb[i]
+                tid, done_arg = cb[i]
                 d = 0.0
                 if q > 0 and self._rate[i] > 0:
                     d = max(8.0 * float(self._rem[i]) / float(self._rate[i]), 0.0)
-                end(tid, d, float(self._lat[i]), arg)
+                self._on_end(tid, d, float(self._lat[i]), done_arg)
             keep = ~done
             self._cb = cb[keep]
             self._rem, self._src, self._dst = self._rem[keep], self._src[keep], self._dst[keep]

@@ -205,14 +205,16 @@ class FastForward:
         #: fluid models with a clock of their own that a jump advances in closed form (their
         #: ``skip(dt)``; the scale-up pipes): their events belong to the outside world
         self.fluids = tuple(fluids)
-        #: whose methods' scheduled calls are the fluids' and the outside world's: a fluid
-        #: that schedules through parts of its own lists them as ``event_owners`` (the
-        #: scale-up pipes: themselves and each scale-up domain's fluid)
-        self._owners = tuple(o for f in self.fluids for o in getattr(f, "event_owners", (f,)))
         #: objects whose methods' scheduled calls belong to the outside world and may be
         #: crossed (the engine's transport releasing a completion to its executor)
         self.outside = tuple(outside)
-        self._owners += self.outside
+        #: whose methods' scheduled calls are the fluids' and the outside world's: a fluid
+        #: that schedules through parts of its own lists them as ``event_owners`` (the
+        #: scale-up pipes: themselves and each scale-up domain's fluid)
+        self._owners = (
+            *(o for f in self.fluids for o in getattr(f, "event_owners", (f,))),
+            *self.outside,
+        )
         #: per message time field, the ids of the messages whose time a jump set (virtual)
         self._exact: dict[str, set[int]] = {
             f: set() for f in ("post_s", "start_s", "t_delivered", "done_s")
